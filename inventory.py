@@ -1,0 +1,50 @@
+"""pyinfra inventory for nodegate: ``pyinfra inventory.py deploy.py``.
+
+Reads ``inventory/<site>.yaml`` for the site named by NODEGATE_SITE (default ``lab``), or the
+Ansible inventory named by NODEGATE_ANSIBLE_INVENTORY. Every module-level list below is a
+pyinfra group of ``(hostname, data)`` pairs. Profiles are resolved and validated here, so a
+bad profile or site file stops the run before any host is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
+
+from nodegate.errors import NodegateError
+from nodegate.site import Site, load_site
+from nodegate.site.ansible import load_ansible_inventory
+
+
+def _load() -> Site:
+    ansible_source = os.environ.get("NODEGATE_ANSIBLE_INVENTORY")
+    site_name = os.environ.get("NODEGATE_SITE", "lab")
+    if ansible_source:
+        return load_ansible_inventory(ansible_source, site_name=site_name)
+    return load_site(site_name)
+
+
+try:
+    _site = _load()
+except NodegateError as _exc:
+    sys.stderr.write(f"nodegate: error: {_exc}\n")
+    raise SystemExit(int(_exc.exit_code)) from None
+
+
+def _group(members: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    return [(name, _site.hosts[name].pyinfra_data(_site.name)) for name in members]
+
+
+# Every GPU node (a host with a hardware profile), then one list per site group.
+gpu_nodes = _group([h.name for h in _site.gpu_nodes()])
+for _group_name, _members in _site.groups.items():
+    if _group_name != "gpu_nodes":
+        globals()[_group_name] = _group(_members)
+_ungrouped = [n for n in _site.hosts if not any(n in m for m in _site.groups.values())]
+_ungrouped = [n for n in _ungrouped if not _site.hosts[n].is_gpu_node]
+if _ungrouped:
+    others = _group(_ungrouped)

@@ -1,0 +1,1 @@
+"""Subcommand modules of the ``nodegate`` CLI (registered explicitly in ``nodegate.cli``)."""

@@ -1,0 +1,42 @@
+"""Where nodegate keeps data on disk; one place so every module agrees."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The repository or installed package data root holding inventory/, templates/ and validation/.
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def cache_dir() -> Path:
+    """Per-user cache (built simulator library, lab base image): NODEGATE_CACHE_DIR wins."""
+    env = os.environ.get("NODEGATE_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "nodegate"
+
+
+def project_root() -> Path | None:
+    """The source checkout holding inventory/ and validation/, when running from one."""
+    candidate = PACKAGE_DIR.parent.parent
+    if (candidate / "inventory" / "profiles").is_dir():
+        return candidate
+    return None
+
+
+def data_dir(name: str) -> Path:
+    """A shipped data folder (profiles, validation, templates): checkout first, then package."""
+    root = project_root()
+    if root is not None:
+        mapping = {
+            "profiles": root / "inventory" / "profiles",
+            "validation": root / "validation",
+            "templates": root / "templates",
+            "inventory": root / "inventory",
+        }
+        if name in mapping and mapping[name].exists():
+            return mapping[name]
+    return PACKAGE_DIR / "data" / name

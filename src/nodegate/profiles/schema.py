@@ -1,0 +1,207 @@
+"""JSON Schema for hardware profiles, in two strengths.
+
+A *layer* file (GPU model, platform, site or host override) may set any subset of keys; the
+*resolved* profile must have every section a check needs. Both reject unknown keys so a typo
+(``nvlink.links_per_gpus``) fails at load time instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
+
+SOURCE_PATTERN = r"^(datasheet|peer-tool|measured|policy): \S.*$"
+
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+_BOOL = {"type": "boolean"}
+_STR = {"type": "string", "minLength": 1}
+_VERSION = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)*([-+~][0-9A-Za-z.+~-]+)?$"}
+
+
+def _section(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+        "x-required": required,
+    }
+
+
+_THRESHOLD = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "min": _NUM,
+        "max": _NUM,
+        "unit": _STR,
+        "source": {"type": "string", "pattern": SOURCE_PATTERN},
+        "note": _STR,
+    },
+    "required": ["unit", "source"],
+    "oneOf": [{"required": ["min"]}, {"required": ["max"]}],
+}
+
+SECTIONS: dict[str, dict[str, Any]] = {
+    "gpu": _section(
+        {
+            "model": _STR,
+            "pci_device_id": {"type": "integer", "minimum": 0, "maximum": 0xFFFF},
+            "count": {"type": "integer", "minimum": 1, "maximum": 16},
+            "architecture": {"enum": ["ampere", "hopper", "blackwell"]},
+            "memory_mib": {"type": "integer", "minimum": 1},
+            "mig": {"enum": ["disabled", "enabled"]},
+            "compute_mode": {"enum": ["default", "exclusive_process", "prohibited"]},
+            "persistence": _BOOL,
+            "ecc": _BOOL,
+            "power_limit_w": {"type": "number", "minimum": 1},
+            "tdp_w": {"type": "number", "minimum": 1},
+            "idle_temp_margin_c": _NUM,
+        },
+        ["model", "pci_device_id", "count", "architecture", "mig", "compute_mode",
+         "persistence", "ecc", "power_limit_w", "tdp_w"],
+    ),
+    "nvlink": _section(
+        {
+            "generation": {"type": "integer", "minimum": 0, "maximum": 5},
+            "links_per_gpu": {"type": "integer", "minimum": 0},
+            "link_gbps": {"type": "number", "minimum": 0},
+            "nvswitch": _BOOL,
+        },
+        ["generation", "links_per_gpu", "link_gbps", "nvswitch"],
+    ),
+    "pcie": _section(
+        {"gen": {"type": "integer", "minimum": 1, "maximum": 6},
+         "width": {"enum": [1, 2, 4, 8, 16]}},
+        ["gen", "width"],
+    ),
+    "driver": _section(
+        {
+            "branch": {"type": "string", "pattern": r"^[0-9]{3}$"},
+            "version": _VERSION,
+            "kernel_modules": {"enum": ["open", "proprietary"]},
+            "fabricmanager": _BOOL,
+            "nvlsm": _BOOL,
+            "persistenced": _BOOL,
+        },
+        ["branch", "version", "kernel_modules", "fabricmanager"],
+    ),
+    "nccl": _section({"version": _VERSION}, ["version"]),
+    "host": _section(
+        {
+            "iommu": {"enum": ["pt", "on", "off", "any"]},
+            "acs_disabled": _BOOL,
+            "infiniband": _BOOL,
+            "nccl_conf_keys": {"type": "array", "items": _STR},
+        },
+        ["iommu", "acs_disabled", "infiniband"],
+    ),
+    "nvme": _section(
+        {
+            "devices": {"type": "integer", "minimum": 0},
+            "raid_level": {"enum": [0, 1, 10]},
+            "mountpoint": {"type": "string", "pattern": "^/"},
+            "filesystem": {"enum": ["xfs", "ext4"]},
+            "mount_options": {"type": "array", "items": _STR},
+        },
+        ["devices", "raid_level", "mountpoint", "filesystem", "mount_options"],
+    ),
+    "power": _section(
+        {
+            "psu_count": {"type": "integer", "minimum": 1},
+            "psu_redundant": {"type": "integer", "minimum": 0},
+            "psu_watts": {"type": "number", "minimum": 1},
+            "circuit_amps": {"type": "number", "minimum": 1},
+            "circuit_volts": {"type": "number", "minimum": 1},
+            "source": {"type": "string", "pattern": SOURCE_PATTERN},
+        },
+        ["psu_count", "psu_redundant", "psu_watts"],
+    ),
+    "load": _section(
+        {
+            "dtypes": {"type": "array", "items": {"enum": ["bf16", "fp16", "tf32", "fp32"]},
+                       "minItems": 1},
+            "gemm_size": {"type": "integer", "minimum": 16},
+            "gemm_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_bytes": {"type": "integer", "minimum": 1},
+            "copy_bytes": {"type": "integer", "minimum": 1},
+            "p2p_bytes": {"type": "integer", "minimum": 1},
+            "allreduce_max_bytes": {"type": "integer", "minimum": 1},
+            "burnin_steps": {"type": "integer", "minimum": 1},
+            "burnin_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "soak_seconds": {"type": "number", "minimum": 0},
+            "sample_hz": {"type": "number", "minimum": 1},
+            "collective_timeout_s": {"type": "number", "exclusiveMinimum": 0},
+        },
+        ["dtypes", "gemm_size", "gemm_seconds"],
+    ),
+    "thresholds": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: _THRESHOLD for name in THRESHOLD_KEYS},
+        "x-required": [],
+    },
+}
+
+#: Keys allowed at the top of a profile file besides the sections.
+META = {
+    "schema": {"const": "nodegate.profile/1"},
+    "name": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9._-]*$"},
+    "layer": {"enum": ["gpu", "platform", "profile"]},
+    "description": _STR,
+    "extends": {"type": "array", "items": {"type": "string", "pattern": r"^[a-z0-9/._-]+$"}},
+    "source": {"type": "string", "pattern": SOURCE_PATTERN},
+}
+
+
+def _strip_markers(node: Any, *, resolved: bool) -> Any:
+    """Turn our ``x-required`` marker into ``required`` (resolved) or drop it (layer)."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "x-required":
+                if resolved and value:
+                    out["required"] = list(value)
+                continue
+            out[key] = _strip_markers(value, resolved=resolved)
+        return out
+    if isinstance(node, list):
+        return [_strip_markers(item, resolved=resolved) for item in node]
+    return node
+
+
+def layer_schema() -> dict[str, Any]:
+    """Schema for one profile file or override: any subset, no unknown keys."""
+    props = {**copy.deepcopy(META), **SECTIONS}
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "nodegate.profile/1#layer",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": props,
+    }
+    return dict(_strip_markers(schema, resolved=False))
+
+
+def override_schema() -> dict[str, Any]:
+    """Schema for a site or host ``profile_overrides`` mapping: sections only."""
+    schema = layer_schema()
+    schema["properties"] = {k: v for k, v in schema["properties"].items() if k in SECTIONS}
+    schema["$id"] = "nodegate.profile/1#override"
+    return schema
+
+
+def resolved_schema() -> dict[str, Any]:
+    """Schema for a fully layered profile: every section present and complete."""
+    props = {**copy.deepcopy(META), **SECTIONS}
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "nodegate.profile/1#resolved",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": props,
+        "required": ["name", *SECTIONS],
+    }
+    return dict(_strip_markers(schema, resolved=True))

@@ -1,0 +1,58 @@
+"""The catalogue of threshold names a profile may set, with their bound and unit.
+
+One place: the schema is generated from it, the judge looks names up in it, and
+``nodegate profiles show`` prints it. A name outside this table is a profile error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Bound = Literal["min", "max"]
+
+
+class ThresholdKey(NamedTuple):
+    bound: Bound
+    unit: str
+    meaning: str
+
+
+THRESHOLD_KEYS: dict[str, ThresholdKey] = {
+    # --- quick level: state read from NVML ---------------------------------------------------
+    "gpu_temp_idle_max_c": ThresholdKey("max", "C", "GPU core temperature at idle"),
+    "ecc_dbe_volatile_max": ThresholdKey("max", "count", "volatile double-bit ECC errors"),
+    "ecc_dbe_aggregate_max": ThresholdKey("max", "count", "lifetime double-bit ECC errors"),
+    "ecc_sbe_volatile_max": ThresholdKey("max", "count", "volatile single-bit ECC errors"),
+    "ecc_sbe_aggregate_max": ThresholdKey("max", "count", "lifetime single-bit ECC errors"),
+    "remap_pending_max": ThresholdKey("max", "count", "row remaps pending a GPU reset"),
+    "remap_failure_max": ThresholdKey("max", "count", "row remap failures"),
+    "remap_uncorrectable_max": ThresholdKey("max", "rows", "rows remapped for uncorrectable"),
+    "retired_pages_max": ThresholdKey("max", "pages", "retired pages (SBE + DBE)"),
+    "pcie_replay_max": ThresholdKey("max", "count", "PCIe replay counter"),
+    "nvlink_crc_errors_max": ThresholdKey("max", "count", "NVLink CRC (flit + data) errors"),
+    "nvlink_replay_errors_max": ThresholdKey("max", "count", "NVLink replay errors"),
+    "nvlink_recovery_errors_max": ThresholdKey("max", "count", "NVLink recovery errors"),
+    # --- standard / acceptance level: what the hardware delivers under load ---------------
+    "gemm_bf16_tflops_min": ThresholdKey("min", "TFLOPS", "dense bf16 GEMM per GPU"),
+    "gemm_fp16_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp16 GEMM per GPU"),
+    "gemm_tf32_tflops_min": ThresholdKey("min", "TFLOPS", "dense tf32 GEMM per GPU"),
+    "hbm_bandwidth_gbps_min": ThresholdKey("min", "GB/s", "device-to-device copy, read+write"),
+    "h2d_gbps_min": ThresholdKey("min", "GB/s", "pinned host-to-device copy, local NUMA"),
+    "d2h_gbps_min": ThresholdKey("min", "GB/s", "pinned device-to-host copy, local NUMA"),
+    "p2p_unidir_gbps_min": ThresholdKey("min", "GB/s", "GPU-to-GPU copy, one direction"),
+    "p2p_bidir_gbps_min": ThresholdKey("min", "GB/s", "GPU-to-GPU copy, both directions"),
+    "allreduce_busbw_gbps_min": ThresholdKey("min", "GB/s", "all-reduce bus bandwidth"),
+    "burnin_tokens_per_s_min": ThresholdKey("min", "tokens/s", "burn-in training throughput"),
+    "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
+    "straggler_margin_pct_max": ThresholdKey("max", "%", "rank step time above the median"),
+    "outlier_margin_pct_max": ThresholdKey("max", "%", "figure below the node's own median"),
+    "thermal_margin_c_min": ThresholdKey("min", "C", "slowdown threshold minus peak temp"),
+    "mem_temp_max_c": ThresholdKey("max", "C", "HBM temperature under load"),
+    "power_fraction_min": ThresholdKey("min", "ratio", "GEMM power as a fraction of limit"),
+    "clock_floor_mhz_min": ThresholdKey("min", "MHz", "SM clock held under load"),
+    # --- power path (PDU / BMC) -----------------------------------------------------------
+    "inlet_temp_max_c": ThresholdKey("max", "C", "chassis inlet temperature"),
+    "circuit_load_fraction_max": ThresholdKey("max", "ratio", "draw / circuit rating"),
+    "psu_budget_fraction_max": ThresholdKey("max", "ratio", "draw / non-redundant PSU capacity"),
+    "bmc_to_gpu_power_ratio_min": ThresholdKey("min", "ratio", "BMC node power / NVML GPU sum"),
+}

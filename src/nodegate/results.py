@@ -1,0 +1,102 @@
+"""The one result shape every check returns, and the measurements probes hand to the judge.
+
+Probes measure (``Measurement``), the judge decides (``CheckResult``). Reports, JUnit,
+Prometheus and the summary table are all rendered from lists of ``CheckResult``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Verdict(str, Enum):
+    PASS = "PASS"
+    WARN = "WARN"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+    ERROR = "ERROR"
+
+
+class Severity(str, Enum):
+    """How bad a non-passing verdict is for the node's future."""
+
+    INFO = "info"  # informational, never blocks
+    WARNING = "warning"  # degraded, operator should look
+    CRITICAL = "critical"  # node must not take work
+    HARDWARE = "hardware"  # hardware fault: RMA/field-service candidate
+
+
+#: Severity order used when picking "the worst" result.
+VERDICT_RANK = {
+    Verdict.PASS: 0,
+    Verdict.SKIP: 1,
+    Verdict.WARN: 2,
+    Verdict.ERROR: 3,
+    Verdict.FAIL: 4,
+}
+
+Scalar = float | int | str | bool | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One typed value a probe read, with its unit, for one entity (``gpu3``, ``gpu3.link5``)."""
+
+    name: str
+    entity: str
+    value: Scalar
+    unit: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The judged outcome of one check on one entity."""
+
+    check: str
+    entity: str
+    measured: Any
+    threshold: Any
+    unit: str
+    verdict: Verdict
+    severity: Severity
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in (Verdict.FAIL, Verdict.ERROR)
+
+    @property
+    def test_id(self) -> str:
+        """The id a pytest run or a JUnit testcase shows: ``nvlink_state[gpu3.link5]``."""
+        return f"{self.check}[{self.entity}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        data["severity"] = self.severity.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        return cls(
+            check=data["check"],
+            entity=data["entity"],
+            measured=data.get("measured"),
+            threshold=data.get("threshold"),
+            unit=data.get("unit", ""),
+            verdict=Verdict(data["verdict"]),
+            severity=Severity(data["severity"]),
+            evidence=dict(data.get("evidence") or {}),
+        )
+
+
+def overall_verdict(results: list[CheckResult]) -> Verdict:
+    """The node's verdict: the worst of its results; PASS when there are none to fail."""
+    worst = Verdict.PASS
+    for result in results:
+        if VERDICT_RANK[result.verdict] > VERDICT_RANK[worst]:
+            worst = result.verdict
+    return worst

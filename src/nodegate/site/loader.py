@@ -1,0 +1,99 @@
+"""Load ``inventory/<site>.yaml`` into a Site, resolving every GPU host's profile up front.
+
+A bad profile, unknown group member or literal secret fails here, before pyinfra connects
+to anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from nodegate import paths
+from nodegate.errors import ConfigError
+from nodegate.profiles import resolve_profile
+from nodegate.site.model import CONTROLLER_GROUP, Site, SiteHost
+from nodegate.site.schema import SITE_SCHEMA
+from nodegate.site.secrets import reject_literal_secrets
+from nodegate.yamlio import json_path, load_yaml
+
+NO_PROFILE = "none"
+
+
+def site_path(name: str) -> Path:
+    """``NODEGATE_SITE`` may be a site name (inventory/<name>.yaml) or a path to a file."""
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") or os.sep in name:
+        return candidate
+    return paths.data_dir("inventory") / f"{name}.yaml"
+
+
+def _validate(data: Any, file: str) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(SITE_SCHEMA)
+    errors = sorted(validator.iter_errors(data), key=lambda e: len(e.absolute_path))
+    if errors:
+        err = errors[0]
+        parts = list(err.absolute_path)
+        host = str(parts[1]) if len(parts) >= 2 and parts[0] == "hosts" else None
+        message = err.message
+        if err.validator == "additionalProperties":
+            allowed = set(err.schema.get("properties", {}))
+            extra = sorted(k for k in err.instance if k not in allowed)
+            if extra:
+                parts.append(extra[0])
+                message = "unknown key"
+        raise ConfigError(message, file=file, host=host, key=json_path(parts))
+
+
+def load_site(name: str) -> Site:
+    path = site_path(name)
+    data = load_yaml(path)
+    file = str(path)
+    if not isinstance(data, dict):
+        raise ConfigError("a site file must be a mapping", file=file)
+    reject_literal_secrets(data, file=file)
+    _validate(data, file)
+    return build_site(data, file=file)
+
+
+def build_site(data: dict[str, Any], *, file: str) -> Site:
+    """Site from already-validated mapping data (the YAML file or an Ansible import)."""
+    defaults = data.get("defaults", {})
+    groups: dict[str, list[str]] = {k: list(v) for k, v in data.get("groups", {}).items()}
+    host_entries: dict[str, dict[str, Any]] = data["hosts"]
+    for group, members in groups.items():
+        for member in members:
+            if member not in host_entries:
+                raise ConfigError(
+                    f"group {group!r} lists {member!r}, which is not under hosts",
+                    file=file, key=f"groups.{group}",
+                )
+    site_overrides = data.get("profile_overrides") or None
+    hosts: dict[str, SiteHost] = {}
+    for name, entry in host_entries.items():
+        merged = copy.deepcopy(defaults)
+        merged.update(copy.deepcopy(entry or {}))
+        member_of = [g for g, members in groups.items() if name in members]
+        if "pdu" in merged:
+            merged.setdefault("pdus", []).insert(0, merged.pop("pdu"))
+        address = merged.get("address", name)
+        profile_name = merged.get("profile")
+        if CONTROLLER_GROUP in member_of and "profile" not in (entry or {}):
+            profile_name = None
+        profile = None
+        if profile_name and profile_name != NO_PROFILE:
+            profile = resolve_profile(
+                profile_name,
+                site_overrides=site_overrides,
+                host_overrides=merged.get("profile_overrides") or None,
+                site_file=file,
+                host=name,
+            )
+        hosts[name] = SiteHost(name=name, address=str(address), data=merged,
+                               groups=member_of, profile=profile)
+    return Site(name=str(data["name"]), source=file, hosts=hosts, groups=groups,
+                slurm=dict(data.get("slurm", {})))

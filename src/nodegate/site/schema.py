@@ -1,0 +1,115 @@
+"""JSON Schema of a site file (``inventory/<site>.yaml``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_STR = {"type": "string", "minLength": 1}
+_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
+
+_BMC = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "url": {"type": "string", "pattern": r"^https?://"},
+        "model": {"enum": ["idrac9", "ilo6", "generic", "lab"]},
+        "username": _STR,
+        "username_env": _STR,
+        "password_env": _STR,
+        "password_file": _STR,
+        "password": {},  # present only so the secret check can name it
+        "ca_bundle": _STR,
+        "verify_tls": {"type": "boolean"},
+    },
+    "required": ["url"],
+}
+
+_PDU = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "name": _NAME,
+        "url": {"type": "string", "pattern": r"^snmp(v3)?://"},
+        "model": {"enum": ["apc-rpdu2", "raritan-pdu2", "servertech-sentry4", "vertiv-geist"]},
+        "outlets": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+        "community_env": _STR,
+        "community_file": _STR,
+        "community": {},
+        "username_env": _STR,
+        "auth_password_env": _STR,
+        "auth_password_file": _STR,
+        "priv_password_env": _STR,
+        "priv_password_file": _STR,
+        "auth_password": {},
+        "priv_password": {},
+        "circuit_amps": {"type": "number", "minimum": 1},
+        "circuit_volts": {"type": "number", "minimum": 1},
+    },
+    "required": ["url", "model"],
+}
+
+HOST_PROPERTIES: dict[str, Any] = {
+    "address": _STR,
+    "profile": _NAME,
+    "ssh_user": _STR,
+    "ssh_port": {"type": "integer", "minimum": 1, "maximum": 65535},
+    "ssh_key": _STR,
+    "ssh_known_hosts_file": _STR,
+    "ssh_strict_host_key_checking": {"enum": ["yes", "no", "accept-new", "off"]},
+    "sim_scenario": _STR,
+    "bmc": _BMC,
+    "pdu": _PDU,
+    "pdus": {"type": "array", "items": _PDU},
+    "slurm": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"node_name": _NAME, "partition": _NAME},
+    },
+    "nvme": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"devices": {"type": "array", "items": {"type": "string",
+                                                              "pattern": "^/dev/"}}},
+    },
+    "nccl": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"socket_ifname": _STR, "ib_hca": _STR, "ib_gid_index": {"type": "integer"}},
+    },
+    "profile_overrides": {"type": "object"},
+    "data": {"type": "object"},
+}
+
+SITE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "nodegate.site/1",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["schema", "name", "hosts"],
+    "properties": {
+        "schema": {"const": "nodegate.site/1"},
+        "name": _NAME,
+        "description": _STR,
+        "defaults": {"type": "object", "additionalProperties": False,
+                     "properties": HOST_PROPERTIES},
+        "profile_overrides": {"type": "object"},
+        "groups": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": _NAME},
+            "propertyNames": {"pattern": r"^[a-z][a-z0-9_]*$"},
+        },
+        "hosts": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": _NAME,
+            "additionalProperties": {"type": "object", "additionalProperties": False,
+                                     "properties": HOST_PROPERTIES},
+        },
+        "slurm": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"controller": _STR, "partition": _NAME,
+                           "cluster_name": _NAME},
+        },
+    },
+}

@@ -1,0 +1,27 @@
+"""Shared test helpers: paths into the checkout and a runner for the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``nodegate ARGS`` in a fresh interpreter, as an operator would."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "nodegate.cli", *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout, check=False, cwd=ROOT,
+    )
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT

@@ -1,0 +1,150 @@
+"""Site files, secrets by reference, the Ansible import, and pyinfra's view of the inventory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodegate.errors import ConfigError
+from nodegate.site import load_site
+from nodegate.site.ansible import load_ansible_inventory
+from nodegate.site.secrets import find_literal_secrets, resolve_secret
+from tests.conftest import ROOT
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_example_site_loads_with_resolved_profiles() -> None:
+    site = load_site("example-site")
+    assert set(site.hosts) == {"gpu-b01", "gpu-b02", "gpu-b11", "gpu-b12"}
+    b01 = site.hosts["gpu-b01"]
+    assert b01.profile is not None and b01.profile.name == "xe9680-h100"
+    assert b01.data["slurm"]["node_name"] == "gpu-b01"
+    assert len(b01.data["pdus"]) == 2
+    # site layer: inlet threshold from the site file; host layer: gpu-b02's NVMe count
+    inlet = b01.profile.threshold("inlet_temp_max_c")
+    assert inlet is not None and inlet.value == 32
+    b02 = site.hosts["gpu-b02"]
+    assert b02.profile is not None and b02.profile.data["nvme"]["devices"] == 4
+    assert site.hosts["gpu-b11"].profile.name == "xd670-h200"  # type: ignore[union-attr]
+
+
+SITE_HEAD = "schema: nodegate.site/1\nname: t\nhosts:\n  n1:\n    address: 10.0.0.1\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ("    bmc: {url: 'https://10.0.0.2', password: hunter2}\n", "hosts.n1.bmc.password"),
+        ("    pdu: {url: 'snmp://public@10.0.0.3:161', model: apc-rpdu2}\n", "hosts.n1.pdu.url"),
+        ("    pdu: {url: 'snmp://10.0.0.3', model: apc-rpdu2, community: private}\n",
+         "hosts.n1.pdu.community"),
+        ("    bmc: {url: 'https://root:calvin@10.0.0.2'}\n", "hosts.n1.bmc.url"),
+    ],
+)
+def test_literal_secrets_are_rejected(tmp_path: Path, extra: str, key: str) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    profile: xe9680-h100\n" + extra)
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert info.value.key == key
+    assert info.value.file == str(path)
+    assert "hunter2" not in str(info.value) and "calvin" not in str(info.value)
+
+
+def test_secret_references_resolve(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    assert resolve_secret({"password_file": str(secret)}, "password", where="x") == "s3cret"
+    assert resolve_secret({"password_env": "PW"}, "password", where="x",
+                          environ={"PW": "v"}) == "v"
+    secret.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        resolve_secret({"password_file": str(secret)}, "password", where="x")
+    with pytest.raises(ConfigError, match="not set"):
+        resolve_secret({"password_env": "NOPE_UNSET"}, "password", where="x", environ={})
+    assert find_literal_secrets({"a": {"community_env": "X", "auth_password_file": "/f"}}) == []
+
+
+def test_bad_site_key_names_host_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    profile: xe9680-h100\n    ssh_prot: 22\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert (info.value.host, info.value.key) == ("n1", "hosts.n1.ssh_prot")
+
+
+def test_unknown_profile_names_host(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    profile: xe9999-h900\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert info.value.host == "n1" and "xe9999-h900" in info.value.message
+
+
+def test_group_member_must_exist(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "groups:\n  pod: [n1, n9]\n")
+    with pytest.raises(ConfigError, match="n9"):
+        load_site(str(path))
+
+
+def test_ansible_ini_with_group_and_host_vars() -> None:
+    site = load_ansible_inventory(str(DATA / "ansible-ini" / "hosts.ini"))
+    assert set(site.hosts) == {"gpu-a01", "gpu-a02", "gpu-c01", "slurmctl"}
+    a02 = site.hosts["gpu-a02"]
+    assert a02.address == "10.30.1.12"
+    assert a02.data["ssh_port"] == 2222
+    assert a02.data["ssh_user"] == "ops"  # group_vars/all
+    assert a02.profile is not None and a02.profile.name == "xe9680-h100"  # group_vars/h100
+    assert a02.profile.data["gpu"]["power_limit_w"] == 650  # host_vars override layer
+    assert site.hosts["gpu-c01"].profile.name == "xd670-h200"  # type: ignore[union-attr]
+    assert site.hosts["slurmctl"].profile is None
+    assert sorted(site.groups["gpu"]) == ["gpu-a01", "gpu-a02", "gpu-c01"]
+
+
+def test_ansible_yaml_inventory() -> None:
+    site = load_ansible_inventory(str(DATA / "ansible-yaml" / "inventory.yaml"))
+    y02 = site.hosts["gpu-y02"]
+    assert y02.data["ssh_user"] == "root"
+    assert y02.data["sim_scenario"] == "h100-hgx+nvlink-down@gpu3.link5"
+    assert y02.data["nvme"]["devices"][0].startswith("/dev/disk/by-id/")
+    assert site.hosts["ctl-y"].profile is None
+
+
+def _debug_inventory(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    pyinfra = Path(sys.executable).parent / "pyinfra"
+    return subprocess.run(
+        [str(pyinfra), "inventory.py", "debug-inventory"], cwd=ROOT, capture_output=True,
+        text=True, env={**os.environ, **env}, timeout=120, check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "hosts"),
+    [
+        ({"NODEGATE_SITE": "example-site"}, ["gpu-b01", "gpu-b02", "gpu-b11", "gpu-b12"]),
+        ({"NODEGATE_ANSIBLE_INVENTORY": str(DATA / "ansible-ini" / "hosts.ini")},
+         ["gpu-a01", "gpu-a02", "gpu-c01", "slurmctl"]),
+    ],
+)
+def test_pyinfra_debug_inventory(env: dict[str, str], hosts: list[str]) -> None:
+    result = _debug_inventory(env)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr  # pyinfra logs to stderr
+    for host in hosts:
+        assert f"[{host}]" in output
+    assert '"nodegate_profile"' in output
+
+
+def test_pyinfra_inventory_with_bad_site_fails_before_connecting(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    profile: xe9680-h100\n    bmc: {url: 'https://x', password: p}\n")
+    result = _debug_inventory({"NODEGATE_SITE": str(path)})
+    assert result.returncode != 0
+    assert "hosts.n1.bmc.password" in result.stdout + result.stderr
