@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_cli(*args: str, env: dict[str, str] | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``nodegate ARGS`` in a fresh interpreter, as an operator would."""
-    full_env = {**os.environ, **(env or {})}
+    bin_dir = str(Path(sys.executable).parent)
+    full_env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "nodegate.cli", *args],
         capture_output=True, text=True, env=full_env, timeout=timeout, check=False, cwd=ROOT,

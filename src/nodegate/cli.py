@@ -20,7 +20,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nodegate.commands.version",
     "nodegate.commands.profiles",
     "nodegate.commands.health",
+    "nodegate.commands.validate",
     "nodegate.sim.cli",
+    "nodegate.power.cli",
 )
 
 

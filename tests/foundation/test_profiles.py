@@ -18,7 +18,7 @@ REQUIRED = {"xe9680-h100", "xd670-h100", "xd670-h200", "hgx-a100-80gb", "h200-si
 
 def test_required_profiles_ship() -> None:
     names = {name for name, _ in list_profiles()}
-    assert REQUIRED <= names
+    assert names >= REQUIRED
 
 
 @pytest.mark.parametrize("path", sorted(profiles_dir().rglob("*.yaml")), ids=lambda p: p.stem)

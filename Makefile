@@ -1,0 +1,45 @@
+# nodegate developer entry points. Each target does its own set-up on a fresh machine.
+#   make demo   - the main job on the embedded lab / simulated boards
+#   make test   - the whole test suite (unit, simulator, lab end-to-end)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.nodegate-installed
+
+.PHONY: setup host-setup test test-fast lint demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch: the CPU build pinned here; an unpinned torch pulls a multi-GB CUDA build
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -e ".[dev,torch,power]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+host-setup:
+	bash scripts/setup-host.sh
+
+test: host-setup setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+	$(PY) -m pytest tests -m "not slow" -q
+	$(PY) -m pytest tests -m "slow" -q
+
+test-fast: setup
+	$(PY) -m pytest tests -m "not slow" -q
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+demo: host-setup setup
+	bash scripts/demo.sh
+
+bench: setup
+	$(PY) bench/health_speed.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

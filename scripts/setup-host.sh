@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the Debian packages the tests and the lab need (only when root and missing).
+set -euo pipefail
+PACKAGES=(gcc make python3-venv)
+# the lab and power tests add theirs through these lists
+for list in src/nodegate/lab/host-packages.txt src/nodegate/power/host-packages.txt; do
+  [ -f "$list" ] && mapfile -t -O "${#PACKAGES[@]}" PACKAGES < <(grep -v '^#' "$list" | grep -v '^$')
+done
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-host: missing Debian packages (${missing[*]}); run as root to install them" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup-host: installed ${missing[*]}"

@@ -1,0 +1,101 @@
+"""Run the quick-level checks: probes measure, the judge decides, one list of results.
+
+Both entry points use this: ``nodegate health`` (fast, no pytest, no torch) and the pytest
+battery in ``validation/`` (which parametrizes one test per result). So the cron path and
+an operator's ``pytest validation/`` can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodegate.errors import CannotRunError, ConfigError
+from nodegate.probes.nvml import BoardSnapshot
+from nodegate.profiles import Profile
+from nodegate.results import CheckResult
+
+LEVELS = ("quick", "standard", "acceptance")
+QUICK_GROUPS = ("gpu", "log", "host")
+LOAD_GROUPS = ("load", "power")
+ALL_GROUPS = QUICK_GROUPS + LOAD_GROUPS
+
+
+@dataclass
+class QuickOptions:
+    groups: tuple[str, ...] = QUICK_GROUPS
+    xid_window_s: float | None = None  # None: since boot
+    host_root: Path = Path("/")
+
+
+@dataclass
+class QuickOutcome:
+    results: list[CheckResult]
+    boot_id: str | None
+    board: BoardSnapshot | None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_groups(text: str | None, allowed: tuple[str, ...] = ALL_GROUPS) -> tuple[str, ...]:
+    if not text:
+        return allowed
+    groups = tuple(g.strip() for g in text.split(",") if g.strip())
+    unknown = [g for g in groups if g not in allowed]
+    if unknown or not groups:
+        raise ConfigError(
+            f"unknown check group {', '.join(unknown) or '(empty)'}; "
+            f"choose from {', '.join(allowed)}", key="--checks",
+        )
+    return groups
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``90s``, ``15m``, ``6h``, ``2d`` or ``boot`` (None) for the Xid window."""
+    if text is None or text == "boot":
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except (ValueError, IndexError):
+        raise ConfigError(f"bad duration {text!r} (use 90s, 15m, 6h, 2d or boot)",
+                          key="--xid-window") from None
+
+
+def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
+    from nodegate.probes.kernel_log import read_boot_id
+
+    results: list[CheckResult] = []
+    board = None
+    notes = []
+    if "gpu" in options.groups:
+        from nodegate.judge.gpu import judge_board
+        from nodegate.probes.nvml import read_board
+
+        board = read_board()
+        results += judge_board(board, profile)
+    if board is None and ("log" in options.groups or "host" in options.groups):
+        try:
+            from nodegate.probes.nvml import read_board
+
+            board = read_board(with_nvlink_counters=False)
+        except CannotRunError as exc:
+            notes.append(f"no NVML for GPU bus ids: {exc}")
+    bus_ids = {g.entity: g.bus_id for g in board.gpus if g.bus_id} if board else {}
+    if "log" in options.groups:
+        from nodegate.judge.xid import judge_xids
+        from nodegate.probes.kernel_log import parse_xids, read_kernel_log, within_window
+
+        log = read_kernel_log()
+        events = within_window(parse_xids(log.lines), options.xid_window_s, log.uptime_s)
+        window = "boot" if options.xid_window_s is None else f"{options.xid_window_s:g}s"
+        unknown = [g.entity for g in board.gpus if not g.bus_id] if board else []
+        results += judge_xids(events, bus_ids, boot_id=log.boot_id, source=log.source,
+                              window=window, unknown_bus_gpus=unknown)
+    if "host" in options.groups:
+        from nodegate.judge.host import judge_host
+        from nodegate.probes.host import HostProbe
+
+        results += judge_host(HostProbe(options.host_root), profile, list(bus_ids.values()))
+    return QuickOutcome(results=results, boot_id=read_boot_id(), board=board, notes=notes)

@@ -1,0 +1,40 @@
+"""The standard/acceptance load phases, as the battery sees them.
+
+A thin adapter over ``nodegate.load.suite`` (torch; imported only here, never on the
+``nodegate health`` path) that hands the plugin and ``nodegate validate`` one outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodegate.errors import CannotRunError
+from nodegate.profiles import Profile
+from nodegate.results import CheckResult
+
+
+@dataclass
+class LoadGroupOutcome:
+    results: list[CheckResult]
+    series: dict[str, Any] = field(default_factory=dict)
+    matrices: dict[str, Any] = field(default_factory=dict)
+    backend: str = "unknown"
+    phases: list[Any] = field(default_factory=list)
+
+
+def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
+                   workers: int | None = None,
+                   progress: Callable[[str], None] | None = None) -> LoadGroupOutcome:
+    try:
+        from nodegate.load import suite
+    except ImportError as exc:
+        raise CannotRunError(
+            f"the load checks need torch (pip install 'nodegate[torch]'): {exc}"
+        ) from None
+    outcome = suite.run(profile.data, level, duration_scale=duration_scale, workers=workers,
+                        progress=progress)
+    return LoadGroupOutcome(results=list(outcome.results), series=dict(outcome.series),
+                            matrices=dict(outcome.matrices), backend=str(outcome.backend),
+                            phases=list(getattr(outcome, "phases", [])))

@@ -1,0 +1,72 @@
+"""Write a node report and everything rendered from it, each file atomically."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodegate.errors import ConfigError
+from nodegate.report import NodeReport
+
+DEFAULT_TEXTFILE_DIR = Path("/var/lib/node_exporter/textfile_collector")
+DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
+
+
+@dataclass(frozen=True)
+class WrittenFiles:
+    json: Path
+    latest: Path
+    junit: Path | None
+    prometheus: Path | None
+
+
+def default_report_dir() -> Path:
+    return Path(os.environ.get("NODEGATE_REPORT_DIR", str(DEFAULT_REPORT_DIR)))
+
+
+def default_textfile_dir() -> Path:
+    return Path(os.environ.get("NODEGATE_TEXTFILE_DIR", str(DEFAULT_TEXTFILE_DIR)))
+
+
+def _ensure_dir(path: Path, option: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {path}: {exc.strerror}", key=option) from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"{path} is not writable", key=option)
+
+
+def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | None,
+                  junit: bool = True) -> WrittenFiles:
+    from nodegate.report import to_json, write_junit, write_prometheus
+    from nodegate.report._atomic import atomic_write_text
+    from nodegate.report.model import format_timestamp
+
+    _ensure_dir(report_dir, "--report-dir")
+    level = report.to_dict()["level"]
+    stamp = format_timestamp(report.started_at).replace(":", "").replace("-", "")
+    # serialized once; not re-validated on this path (the builder is schema-tested), which
+    # keeps the cron health check inside its time budget
+    text = to_json(report)
+    dated = atomic_write_text(report_dir / f"{level}-{stamp}.json", text)
+    latest = atomic_write_text(report_dir / f"{level}-latest.json", text)
+    junit_path = write_junit([report], report_dir / f"{level}-latest.xml") if junit else None
+    prom = None
+    if textfile_dir is not None:
+        _ensure_dir(textfile_dir, "--textfile-dir")
+        prom = write_prometheus(report, textfile_dir / f"nodegate_{level}.prom")
+    prune(report_dir, level, keep=KEEP_REPORTS)
+    return WrittenFiles(json=dated, latest=latest, junit=junit_path, prometheus=prom)
+
+
+#: Dated reports kept per level: 5-minute cron runs fill a disk otherwise (~3.5 days).
+KEEP_REPORTS = 1000
+
+
+def prune(report_dir: Path, level: str, *, keep: int) -> None:
+    latest = f"{level}-latest.json"
+    dated = sorted(p for p in report_dir.glob(f"{level}-*.json") if p.name != latest)
+    for old in dated[:-keep] if keep else dated:
+        old.unlink(missing_ok=True)

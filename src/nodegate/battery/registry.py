@@ -1,0 +1,74 @@
+"""The explicit catalogue of checks: name -> group, level and one line of meaning.
+
+Judges emit results under these names; ``validation/`` has one thin test per name (a unit
+test enforces it), and ``--checks`` selects by group.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class CheckInfo(NamedTuple):
+    group: str
+    level: str
+    meaning: str
+
+
+CHECKS: dict[str, CheckInfo] = {
+    # gpu (NVML), quick
+    "gpu_count": CheckInfo("gpu", "quick", "as many GPUs on the bus as the profile says"),
+    "gpu_reachable": CheckInfo("gpu", "quick", "NVML can talk to the GPU (not lost)"),
+    "gpu_model": CheckInfo("gpu", "quick", "GPU name as the profile says"),
+    "gpu_pci_device_id": CheckInfo("gpu", "quick", "PCI device id as the profile says"),
+    "driver_version": CheckInfo("gpu", "quick", "driver version equals the pin"),
+    "vbios_uniform": CheckInfo("gpu", "quick", "VBIOS identical across GPUs of one model"),
+    "inforom_uniform": CheckInfo("gpu", "quick", "InfoROM identical across GPUs of one model"),
+    "persistence_mode": CheckInfo("gpu", "quick", "persistence mode as the profile says"),
+    "mig_mode": CheckInfo("gpu", "quick", "MIG mode as the profile says"),
+    "compute_mode": CheckInfo("gpu", "quick", "compute mode as the profile says"),
+    "ecc_mode": CheckInfo("gpu", "quick", "ECC enabled as the profile says"),
+    "ecc_dbe_volatile": CheckInfo("gpu", "quick", "double-bit ECC errors since reset"),
+    "ecc_dbe_aggregate": CheckInfo("gpu", "quick", "lifetime double-bit ECC errors"),
+    "ecc_sbe_volatile": CheckInfo("gpu", "quick", "single-bit ECC errors since reset"),
+    "ecc_sbe_aggregate": CheckInfo("gpu", "quick", "lifetime single-bit ECC errors"),
+    "remap_pending": CheckInfo("gpu", "quick", "row remap pending a reset"),
+    "remap_failure": CheckInfo("gpu", "quick", "row remap failed"),
+    "remap_uncorrectable": CheckInfo("gpu", "quick", "rows remapped for uncorrectable errors"),
+    "retired_pages": CheckInfo("gpu", "quick", "retired memory pages"),
+    "pcie_link": CheckInfo("gpu", "quick", "PCIe link at the expected gen and width"),
+    "pcie_replays": CheckInfo("gpu", "quick", "PCIe replay counter"),
+    "clock_events": CheckInfo("gpu", "quick", "no HW slowdown, HW thermal or power brake"),
+    "power_limit": CheckInfo("gpu", "quick", "enforced power limit as the profile says"),
+    "idle_temperature": CheckInfo("gpu", "quick", "idle GPU temperature"),
+    "foreign_processes": CheckInfo("gpu", "quick", "processes holding the GPU (reported)"),
+    "fabric_state": CheckInfo("gpu", "quick", "NVSwitch fabric registration completed"),
+    "nvlink_state": CheckInfo("gpu", "quick", "every NVLink active at the expected version"),
+    "nvlink_crc_errors": CheckInfo("gpu", "quick", "NVLink CRC error counters"),
+    "nvlink_replay_errors": CheckInfo("gpu", "quick", "NVLink replay error counters"),
+    "nvlink_recovery_errors": CheckInfo("gpu", "quick", "NVLink recovery error counters"),
+    # log (kernel log), quick
+    "xid_events": CheckInfo("log", "quick", "no hardware-critical Xid this boot"),
+    # host (operating system), quick
+    "nouveau_absent": CheckInfo("host", "quick", "nouveau not loaded"),
+    "nvidia_module": CheckInfo("host", "quick", "nvidia module of the pinned version loaded"),
+    "persistenced_service": CheckInfo("host", "quick", "nvidia-persistenced active"),
+    "fabricmanager_service": CheckInfo("host", "quick",
+                                       "nvidia-fabricmanager active at the driver's version"),
+    "peermem_module": CheckInfo("host", "quick", "nvidia-peermem loaded (InfiniBand)"),
+    "iommu_mode": CheckInfo("host", "quick", "IOMMU mode on the kernel command line"),
+    "pcie_acs": CheckInfo("host", "quick", "ACS disabled on bridges above the GPUs"),
+    "nccl_conf": CheckInfo("host", "quick", "/etc/nccl.conf present with expected keys"),
+    "nvme_array": CheckInfo("host", "quick", "NVMe md array active and complete"),
+    "nvme_mount": CheckInfo("host", "quick", "NVMe array mounted with expected options"),
+}
+
+
+def group_of(check: str) -> str:
+    info = CHECKS.get(check)
+    if info is not None:
+        return info.group
+    prefix = check.split("_", 1)[0]
+    if prefix in ("psu", "inlet", "circuit", "bmc", "pdu", "power"):
+        return "power"
+    return "load"

@@ -1,0 +1,300 @@
+"""Quick-level GPU checks: what NVML says about each GPU, judged against the profile."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from nodegate.judge.common import against, expect, make
+from nodegate.probes.nvml import BoardSnapshot, GpuState
+from nodegate.profiles import Profile
+from nodegate.results import CheckResult, Severity, Verdict
+
+HW = Severity.HARDWARE
+CRIT = Severity.CRITICAL
+
+# nvmlClocksEventReason* bits (nvml.h); the HW ones mean the board itself is in trouble.
+CLOCK_EVENT_BITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+CLOCK_EVENTS_FATAL = 0x8 | 0x40 | 0x80
+COMPUTE_MODES = {0: "default", 2: "prohibited", 3: "exclusive_process"}
+FABRIC_STATE_COMPLETED = 3
+FABRIC_STATE_NAMES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+#: Above this utilization a GPU is not idle and its idle temperature is not judged.
+IDLE_UTILIZATION_PCT = 5
+
+
+def clock_event_names(mask: int) -> list[str]:
+    return [name for bit, name in CLOCK_EVENT_BITS.items() if mask & bit]
+
+
+def judge_board(board: BoardSnapshot, profile: Profile) -> list[CheckResult]:
+    results = [_gpu_count(board, profile), _driver(board, profile)]
+    reachable = []
+    for gpu in board.gpus:
+        if gpu.lost:
+            results.append(make("gpu_reachable", gpu.entity, Verdict.FAIL, measured="lost",
+                                threshold="reachable", severity=HW, error=gpu.lost_error,
+                                bus_id=gpu.bus_id,
+                                hint="GPU fell off the bus: check the kernel log for Xid 79"))
+            continue
+        results.append(make("gpu_reachable", gpu.entity, Verdict.PASS, measured="reachable",
+                            threshold="reachable"))
+        reachable.append(gpu)
+    results += _uniform(reachable, "vbios_uniform", lambda g: g.vbios)
+    results += _uniform(reachable, "inforom_uniform", _inforom_signature)
+    for gpu in reachable:
+        results += judge_gpu(gpu, profile)
+    return results
+
+
+def _gpu_count(board: BoardSnapshot, profile: Profile) -> CheckResult:
+    expected = profile.data["gpu"]["count"]
+    return expect("gpu_count", "node", board.device_count, expected, unit="GPUs", severity=HW,
+                  bus_ids=[g.bus_id for g in board.gpus if g.bus_id])
+
+
+def _driver(board: BoardSnapshot, profile: Profile) -> CheckResult:
+    from nodegate.versions import Version
+
+    pin = profile.data["driver"]["version"]
+    measured = board.driver_version
+    if measured is None:
+        return make("driver_version", "node", Verdict.ERROR, threshold=pin, severity=CRIT,
+                    reason="NVML did not report a driver version")
+    same = Version(measured) == Version(pin)
+    return make("driver_version", "node", Verdict.PASS if same else Verdict.FAIL,
+                measured=measured, threshold=pin, severity=CRIT,
+                nvml_version=board.nvml_version, cuda_driver_version=board.cuda_driver_version)
+
+
+def _uniform(gpus: list[GpuState], check: str,
+             field: Callable[[GpuState], str | None]) -> list[CheckResult]:
+    """Firmware must match across GPUs of one model; the odd ones out fail."""
+    out = []
+    by_model: dict[str | None, list[GpuState]] = {}
+    for gpu in gpus:
+        by_model.setdefault(gpu.name, []).append(gpu)
+    for members in by_model.values():
+        values = Counter(field(g) for g in members if field(g) is not None)
+        if not values:
+            continue
+        majority, _ = values.most_common(1)[0]
+        for gpu in members:
+            value = field(gpu)
+            verdict = Verdict.PASS if value == majority else Verdict.FAIL
+            out.append(make(check, gpu.entity, verdict,
+                            measured=value if value is not None else "unreadable",
+                            threshold=majority, severity=CRIT,
+                            versions={str(k): v for k, v in values.items()}))
+    return out
+
+
+def _inforom_signature(gpu: GpuState) -> str | None:
+    """Image version plus the ECC object's version: a corrupt InfoROM loses the latter."""
+    if gpu.inforom_image is None:
+        return None
+    if gpu.inforom_valid is False:
+        return f"{gpu.inforom_image} (corrupted)"
+    return f"{gpu.inforom_image} ecc={gpu.inforom_ecc or 'unreadable'}"
+
+
+def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
+    p_gpu, e = profile.data["gpu"], gpu.entity
+    th = profile.threshold
+    out = [
+        expect("gpu_model", e, gpu.name, p_gpu["model"], severity=CRIT,
+               pci_device_id=f"0x{gpu.pci_device_id:04X}" if gpu.pci_device_id else None),
+        expect("gpu_pci_device_id", e,
+               f"0x{gpu.pci_device_id:04X}" if gpu.pci_device_id is not None else None,
+               f"0x{p_gpu['pci_device_id']:04X}", severity=CRIT),
+        expect("persistence_mode", e, gpu.persistence, p_gpu["persistence"], severity=CRIT),
+        expect("mig_mode", e, None if gpu.mig_enabled is None else
+               ("enabled" if gpu.mig_enabled else "disabled"), p_gpu["mig"], severity=CRIT),
+        expect("compute_mode", e, None if gpu.compute_mode is None else
+               COMPUTE_MODES.get(gpu.compute_mode, str(gpu.compute_mode)),
+               p_gpu["compute_mode"], severity=CRIT),
+        expect("ecc_mode", e, gpu.ecc_enabled, p_gpu["ecc"], severity=CRIT,
+               pending_change=gpu.ecc_pending),
+        against("ecc_dbe_volatile", e, gpu.dbe_volatile, th("ecc_dbe_volatile_max"),
+                severity=HW),
+        against("ecc_dbe_aggregate", e, gpu.dbe_aggregate, th("ecc_dbe_aggregate_max"),
+                fail=Verdict.WARN, severity=Severity.WARNING),
+        against("ecc_sbe_volatile", e, gpu.sbe_volatile, th("ecc_sbe_volatile_max"),
+                severity=HW),
+        against("ecc_sbe_aggregate", e, gpu.sbe_aggregate, th("ecc_sbe_aggregate_max"),
+                fail=Verdict.WARN, severity=Severity.WARNING),
+        against("remap_pending", e, None if gpu.remap_pending is None else int(gpu.remap_pending),
+                th("remap_pending_max"), severity=CRIT,
+                hint="a GPU reset applies the pending remap"),
+        against("remap_failure", e, None if gpu.remap_failure is None else int(gpu.remap_failure),
+                th("remap_failure_max"), severity=HW),
+        against("remap_uncorrectable", e, gpu.remap_uncorrectable,
+                th("remap_uncorrectable_max"), severity=HW),
+        _retired_pages(gpu, profile),
+        _pcie_link(gpu, profile),
+        against("pcie_replays", e, gpu.pcie_replays, th("pcie_replay_max"),
+                fail=Verdict.WARN, severity=Severity.WARNING),
+        _clock_events(gpu),
+        _power_limit(gpu, profile),
+        _idle_temperature(gpu, profile),
+        _foreign_processes(gpu),
+    ]
+    if profile.data["nvlink"]["nvswitch"] and p_gpu["architecture"] != "ampere":
+        # GPU fabric info exists from Hopper on; on Ampere the host group checks the
+        # fabric manager service instead
+        out.append(_fabric(gpu, profile))
+    out += _nvlinks(gpu, profile)
+    return out
+
+
+def _retired_pages(gpu: GpuState, profile: Profile) -> CheckResult:
+    result = against("retired_pages", gpu.entity, _retired(gpu),
+                     profile.threshold("retired_pages_max"), severity=HW,
+                     pending=gpu.retired_pages_pending, sbe=gpu.retired_pages_sbe,
+                     dbe=gpu.retired_pages_dbe)
+    if gpu.retired_pages_pending and result.verdict == Verdict.PASS:
+        # a retirement waiting for a reset leaves the bad page in use until then
+        return make("retired_pages", gpu.entity, Verdict.FAIL, measured=result.measured,
+                    threshold=result.threshold, unit=result.unit, severity=CRIT,
+                    **{**result.evidence, "hint": "page retirement pending: reset the GPU"})
+    return result
+
+
+def _retired(gpu: GpuState) -> int | None:
+    if gpu.retired_pages_sbe is None and gpu.retired_pages_dbe is None:
+        return None
+    return (gpu.retired_pages_sbe or 0) + (gpu.retired_pages_dbe or 0)
+
+
+def _pcie_link(gpu: GpuState, profile: Profile) -> CheckResult:
+    expected = f"Gen{profile.data['pcie']['gen']} x{profile.data['pcie']['width']}"
+    if gpu.pcie_gen is None or gpu.pcie_width is None:
+        return make("pcie_link", gpu.entity, Verdict.SKIP, threshold=expected,
+                    reason="PCIe link state not reported")
+    measured = f"Gen{gpu.pcie_gen} x{gpu.pcie_width}"
+    return make("pcie_link", gpu.entity, Verdict.PASS if measured == expected else Verdict.FAIL,
+                measured=measured, threshold=expected, severity=HW,
+                max_link=f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}",
+                hint=None if measured == expected else "downtrained link: reseat or check riser")
+
+
+def _clock_events(gpu: GpuState) -> CheckResult:
+    if gpu.clock_event_reasons is None:
+        return make("clock_events", gpu.entity, Verdict.SKIP, reason="not reported")
+    mask = gpu.clock_event_reasons
+    active = clock_event_names(mask)
+    fatal = clock_event_names(mask & CLOCK_EVENTS_FATAL)
+    return make("clock_events", gpu.entity, Verdict.FAIL if fatal else Verdict.PASS,
+                measured=",".join(active) or "none", threshold="no HW slowdown/thermal/brake",
+                severity=HW, mask=f"0x{mask:x}", fatal=fatal or None)
+
+
+def _power_limit(gpu: GpuState, profile: Profile) -> CheckResult:
+    expected = float(profile.data["gpu"]["power_limit_w"])
+    if gpu.power_limit_w is None:
+        return make("power_limit", gpu.entity, Verdict.SKIP, threshold=expected, unit="W",
+                    reason="power limit not reported")
+    ok = abs(gpu.power_limit_w - expected) < 1.0
+    return make("power_limit", gpu.entity, Verdict.PASS if ok else Verdict.FAIL,
+                measured=gpu.power_limit_w, threshold=expected, unit="W", severity=CRIT,
+                default_limit_w=gpu.power_default_limit_w)
+
+
+def _idle_temperature(gpu: GpuState, profile: Profile) -> CheckResult:
+    if gpu.utilization_pct is not None and gpu.utilization_pct > IDLE_UTILIZATION_PCT:
+        return make("idle_temperature", gpu.entity, Verdict.SKIP,
+                    reason=f"GPU busy ({gpu.utilization_pct}% utilization)")
+    return against("idle_temperature", gpu.entity, gpu.temperature_c,
+                   profile.threshold("gpu_temp_idle_max_c"), severity=HW,
+                   slowdown_c=gpu.slowdown_temp_c)
+
+
+def _foreign_processes(gpu: GpuState) -> CheckResult:
+    procs = [{"pid": p.pid, "name": p.name, "used_memory_mib": p.used_memory_mib}
+             for p in gpu.processes]
+    verdict = Verdict.WARN if procs else Verdict.PASS
+    return make("foreign_processes", gpu.entity, verdict, measured=len(procs), threshold=0,
+                unit="processes", severity=Severity.INFO, processes=procs or None,
+                note="load checks skip GPUs held by other processes" if procs else None)
+
+
+#: Two-bit fields of the fabric health mask (nvml.h); value 1 ("TRUE") is the bad state.
+FABRIC_HEALTH_FIELDS = {
+    "degraded_bandwidth": 0,
+    "route_recovery": 2,
+    "route_unhealthy": 4,
+    "access_timeout_recovery": 6,
+}
+FABRIC_INCORRECT_CONFIG_SHIFT = 8
+FABRIC_CONFIG_NONE = 1
+
+
+def fabric_health_problems(mask: int) -> list[str]:
+    problems = [name for name, shift in FABRIC_HEALTH_FIELDS.items()
+                if (mask >> shift) & 0x3 == 1]
+    config = (mask >> FABRIC_INCORRECT_CONFIG_SHIFT) & 0xF
+    if config not in (0, FABRIC_CONFIG_NONE):
+        problems.append(f"incorrect_configuration={config}")
+    return problems
+
+
+def _fabric(gpu: GpuState, profile: Profile) -> CheckResult:
+    if gpu.fabric_state is None:
+        return make("fabric_state", gpu.entity, Verdict.SKIP,
+                    reason="GPU fabric info not reported (pre-Hopper); the host group checks "
+                           "nvidia-fabricmanager instead")
+    name = FABRIC_STATE_NAMES.get(gpu.fabric_state, str(gpu.fabric_state))
+    problems = fabric_health_problems(gpu.fabric_health_mask or 0)
+    ok = gpu.fabric_state == FABRIC_STATE_COMPLETED and gpu.fabric_status == 0 and not problems
+    measured = f"{name}/status={gpu.fabric_status}"
+    if problems:
+        measured += "/" + ",".join(problems)
+    return make("fabric_state", gpu.entity, Verdict.PASS if ok else Verdict.FAIL,
+                measured=measured, threshold="completed/status=0/healthy", severity=CRIT,
+                health_mask=None if gpu.fabric_health_mask is None
+                else f"0x{gpu.fabric_health_mask:x}",
+                hint=None if ok else "is nvidia-fabricmanager running at the driver's version? "
+                                     "(CUDA error 802 otherwise)")
+
+
+def _nvlinks(gpu: GpuState, profile: Profile) -> list[CheckResult]:
+    expected_links = profile.data["nvlink"]["links_per_gpu"]
+    generation = profile.data["nvlink"]["generation"]
+    th = profile.threshold
+    by_link = {link.link: link for link in gpu.nvlinks}
+    out = []
+    for index in range(expected_links):
+        entity = f"{gpu.entity}.link{index}"
+        link = by_link.get(index)
+        if link is None:
+            out.append(make("nvlink_state", entity, Verdict.FAIL, measured="absent",
+                            threshold=f"active v{generation}", severity=HW))
+            continue
+        if not link.active:
+            out.append(make("nvlink_state", entity, Verdict.FAIL, measured="inactive",
+                            threshold=f"active v{generation}", severity=HW,
+                            remote=link.remote_bus_id))
+            continue
+        version_ok = link.version is None or link.version == generation
+        out.append(make("nvlink_state", entity, Verdict.PASS if version_ok else Verdict.FAIL,
+                        measured=f"active v{link.version}", threshold=f"active v{generation}",
+                        severity=HW, remote=link.remote_bus_id))
+        out.append(against("nvlink_crc_errors", entity, link.crc_errors,
+                           th("nvlink_crc_errors_max"), fail=Verdict.WARN,
+                           severity=Severity.WARNING, flit=link.crc_flit, data=link.crc_data))
+        out.append(against("nvlink_replay_errors", entity, link.replay,
+                           th("nvlink_replay_errors_max"), fail=Verdict.WARN,
+                           severity=Severity.WARNING))
+        out.append(against("nvlink_recovery_errors", entity, link.recovery,
+                           th("nvlink_recovery_errors_max"), severity=HW))
+    return out

@@ -1,0 +1,371 @@
+"""Read the whole GPU board through NVML (nvidia-ml-py) into one typed snapshot.
+
+Every field is read independently: a call that is not supported stays ``None`` and a lost GPU
+(NVML_ERROR_GPU_IS_LOST) marks that GPU lost, so one bad card never hides the state of the
+other seven. ``pynvml`` is imported lazily: importing nodegate must not need the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from nodegate.errors import CannotRunError
+
+T = TypeVar("T")
+
+#: Links probed per GPU: NVML_NVLINK_MAX_LINKS on Hopper is 18; Blackwell has 18 too.
+MAX_LINKS_PROBED = 18
+
+
+@dataclass
+class NvLinkState:
+    link: int
+    active: bool
+    version: int | None = None
+    remote_bus_id: str | None = None
+    crc_flit: int | None = None
+    crc_data: int | None = None
+    replay: int | None = None
+    recovery: int | None = None
+
+    @property
+    def crc_errors(self) -> int | None:
+        if self.crc_flit is None and self.crc_data is None:
+            return None
+        return (self.crc_flit or 0) + (self.crc_data or 0)
+
+
+@dataclass
+class Process:
+    pid: int
+    name: str
+    used_memory_mib: int | None
+
+
+@dataclass
+class GpuState:
+    index: int
+    lost: bool = False
+    lost_error: str | None = None
+    name: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    bus_id: str | None = None
+    pci_device_id: int | None = None  # the PCI device id alone (0x2330), vendor stripped
+    vbios: str | None = None
+    inforom_image: str | None = None
+    inforom_ecc: str | None = None  # the ECC object's version; unreadable on a corrupt InfoROM
+    inforom_valid: bool | None = None
+    memory_total_mib: int | None = None
+    temperature_c: int | None = None
+    slowdown_temp_c: int | None = None
+    shutdown_temp_c: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    clock_event_reasons: int | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replays: int | None = None
+    ecc_enabled: bool | None = None
+    ecc_pending: bool | None = None
+    dbe_volatile: int | None = None
+    dbe_aggregate: int | None = None
+    sbe_volatile: int | None = None
+    sbe_aggregate: int | None = None
+    remap_correctable: int | None = None
+    remap_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    persistence: bool | None = None
+    mig_enabled: bool | None = None
+    compute_mode: int | None = None
+    fabric_state: int | None = None
+    fabric_status: int | None = None
+    fabric_health_mask: int | None = None
+    utilization_pct: int | None = None
+    nvlinks: list[NvLinkState] = field(default_factory=list)
+    processes: list[Process] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+
+    @property
+    def entity(self) -> str:
+        return f"gpu{self.index}"
+
+
+@dataclass
+class BoardSnapshot:
+    driver_version: str | None
+    nvml_version: str | None
+    cuda_driver_version: int | None
+    device_count: int
+    gpus: list[GpuState]
+
+    def gpu_by_bus(self, bus_id: str) -> GpuState | None:
+        want = normalize_bus_id(bus_id)
+        for gpu in self.gpus:
+            if gpu.bus_id and normalize_bus_id(gpu.bus_id) == want:
+                return gpu
+        return None
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """``00000000:18:00.0``, ``0000:18:00`` and ``18:00.0`` all become ``0000:18:00``."""
+    text = bus_id.strip().lower().removeprefix("pci:")
+    parts = text.split(":")
+    if len(parts) == 2:
+        parts = ["0", *parts]
+    domain, bus, rest = parts[0], parts[1], parts[2]
+    device = rest.split(".")[0]
+    return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class _Reader:
+    """Calls NVML functions for one GPU, recording lost/unsupported instead of raising."""
+
+    def __init__(self, nvml: Any, gpu: GpuState) -> None:
+        self.nvml = nvml
+        self.gpu = gpu
+
+    def read(self, label: str, fn: Callable[..., T], *args: Any) -> T | None:
+        if self.gpu.lost:
+            return None
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code == self.nvml.NVML_ERROR_GPU_IS_LOST:
+                self.gpu.lost = True
+                self.gpu.lost_error = str(exc)
+            elif code in (self.nvml.NVML_ERROR_NOT_SUPPORTED,
+                          self.nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+                self.gpu.unsupported.append(label)
+            else:
+                self.gpu.unsupported.append(f"{label}: {exc}")
+            return None
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
+        raise CannotRunError(f"nvidia-ml-py is not installed: {exc}") from None
+    return pynvml
+
+
+def init_nvml() -> Any:
+    """nvmlInit, or CannotRunError (exit 3) when there is no driver on this machine."""
+    nvml = _import_pynvml()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise CannotRunError(
+            f"cannot initialise NVML ({exc}); is the NVIDIA driver installed and loaded?"
+        ) from None
+    return nvml
+
+
+def read_board(*, with_nvlink_counters: bool = True) -> BoardSnapshot:
+    nvml = init_nvml()
+    try:
+        return _read_board(nvml, with_nvlink_counters=with_nvlink_counters)
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
+def _system(nvml: Any, fn_name: str) -> Any:
+    try:
+        return getattr(nvml, fn_name)()
+    except nvml.NVMLError:
+        return None
+
+
+def _read_board(nvml: Any, *, with_nvlink_counters: bool) -> BoardSnapshot:
+    driver = _system(nvml, "nvmlSystemGetDriverVersion")
+    nvml_version = _system(nvml, "nvmlSystemGetNVMLVersion")
+    cuda = _system(nvml, "nvmlSystemGetCudaDriverVersion")
+    count = int(nvml.nvmlDeviceGetCount())
+    gpus = []
+    for index in range(count):
+        gpu = GpuState(index=index)
+        reader = _Reader(nvml, gpu)
+        handle = reader.read("handle", nvml.nvmlDeviceGetHandleByIndex, index)
+        if handle is not None:
+            _read_gpu(nvml, reader, handle, with_nvlink_counters=with_nvlink_counters)
+        gpus.append(gpu)
+    return BoardSnapshot(
+        driver_version=_text(driver) if driver is not None else None,
+        nvml_version=_text(nvml_version) if nvml_version is not None else None,
+        cuda_driver_version=int(cuda) if cuda is not None else None,
+        device_count=count,
+        gpus=gpus,
+    )
+
+
+def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> None:
+    g = r.gpu
+    name = r.read("name", nvml.nvmlDeviceGetName, h)
+    g.name = _text(name) if name is not None else None
+    uuid = r.read("uuid", nvml.nvmlDeviceGetUUID, h)
+    g.uuid = _text(uuid) if uuid is not None else None
+    serial = r.read("serial", nvml.nvmlDeviceGetSerial, h)
+    g.serial = _text(serial) if serial is not None else None
+    pci = r.read("pci", nvml.nvmlDeviceGetPciInfo, h)
+    if pci is not None:
+        g.bus_id = _text(pci.busId)
+        g.pci_device_id = (int(pci.pciDeviceId) >> 16) & 0xFFFF
+    vbios = r.read("vbios", nvml.nvmlDeviceGetVbiosVersion, h)
+    g.vbios = _text(vbios) if vbios is not None else None
+    inforom = r.read("inforom", nvml.nvmlDeviceGetInforomImageVersion, h)
+    g.inforom_image = _text(inforom) if inforom is not None else None
+    ecc_object = r.read("inforom_ecc", nvml.nvmlDeviceGetInforomVersion, h, nvml.NVML_INFOROM_ECC)
+    g.inforom_ecc = _text(ecc_object) if ecc_object is not None else None
+    try:
+        nvml.nvmlDeviceValidateInforom(h)
+        g.inforom_valid = True
+    except nvml.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        if code == nvml.NVML_ERROR_CORRUPTED_INFOROM:
+            g.inforom_valid = False
+        elif code == nvml.NVML_ERROR_GPU_IS_LOST:
+            g.lost, g.lost_error = True, str(exc)
+    memory = r.read("memory", nvml.nvmlDeviceGetMemoryInfo, h)
+    if memory is not None:
+        g.memory_total_mib = int(memory.total) // (1024 * 1024)
+    g.temperature_c = r.read("temperature", nvml.nvmlDeviceGetTemperature, h,
+                             nvml.NVML_TEMPERATURE_GPU)
+    g.slowdown_temp_c = r.read("slowdown_temp", nvml.nvmlDeviceGetTemperatureThreshold, h,
+                               nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+    g.shutdown_temp_c = r.read("shutdown_temp", nvml.nvmlDeviceGetTemperatureThreshold, h,
+                               nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+    power = r.read("power", nvml.nvmlDeviceGetPowerUsage, h)
+    g.power_w = power / 1000.0 if power is not None else None
+    limit = r.read("power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, h)
+    g.power_limit_w = limit / 1000.0 if limit is not None else None
+    default = r.read("power_default_limit", nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)
+    g.power_default_limit_w = default / 1000.0 if default is not None else None
+    g.sm_clock_mhz = r.read("sm_clock", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)
+    g.sm_clock_max_mhz = r.read("sm_clock_max", nvml.nvmlDeviceGetMaxClockInfo, h,
+                                nvml.NVML_CLOCK_SM)
+    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    g.clock_event_reasons = r.read("clock_event_reasons", reasons_fn, h)
+    g.pcie_gen = r.read("pcie_gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+    g.pcie_gen_max = r.read("pcie_gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    g.pcie_width = r.read("pcie_width", nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+    g.pcie_width_max = r.read("pcie_width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+    g.pcie_replays = r.read("pcie_replays", nvml.nvmlDeviceGetPcieReplayCounter, h)
+    ecc = r.read("ecc_mode", nvml.nvmlDeviceGetEccMode, h)
+    if ecc is not None:
+        g.ecc_enabled = bool(ecc[0])
+        g.ecc_pending = bool(ecc[1])
+    unc, cor = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+    vol, agg = nvml.NVML_VOLATILE_ECC, nvml.NVML_AGGREGATE_ECC
+    g.dbe_volatile = r.read("dbe_volatile", nvml.nvmlDeviceGetTotalEccErrors, h, unc, vol)
+    g.dbe_aggregate = r.read("dbe_aggregate", nvml.nvmlDeviceGetTotalEccErrors, h, unc, agg)
+    g.sbe_volatile = r.read("sbe_volatile", nvml.nvmlDeviceGetTotalEccErrors, h, cor, vol)
+    g.sbe_aggregate = r.read("sbe_aggregate", nvml.nvmlDeviceGetTotalEccErrors, h, cor, agg)
+    remap = r.read("remapped_rows", nvml.nvmlDeviceGetRemappedRows, h)
+    if remap is not None:
+        g.remap_correctable, g.remap_uncorrectable = int(remap[0]), int(remap[1])
+        g.remap_pending, g.remap_failure = bool(remap[2]), bool(remap[3])
+    sbe_pages = r.read("retired_pages_sbe", nvml.nvmlDeviceGetRetiredPages, h,
+                       nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+    dbe_pages = r.read("retired_pages_dbe", nvml.nvmlDeviceGetRetiredPages, h,
+                       nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+    g.retired_pages_sbe = len(sbe_pages) if sbe_pages is not None else None
+    g.retired_pages_dbe = len(dbe_pages) if dbe_pages is not None else None
+    pending = r.read("retired_pages_pending", nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)
+    g.retired_pages_pending = bool(pending) if pending is not None else None
+    persistence = r.read("persistence", nvml.nvmlDeviceGetPersistenceMode, h)
+    g.persistence = bool(persistence) if persistence is not None else None
+    mig = r.read("mig_mode", nvml.nvmlDeviceGetMigMode, h)
+    g.mig_enabled = bool(mig[0]) if mig is not None else None
+    g.compute_mode = r.read("compute_mode", nvml.nvmlDeviceGetComputeMode, h)
+    utilization = r.read("utilization", nvml.nvmlDeviceGetUtilizationRates, h)
+    g.utilization_pct = int(utilization.gpu) if utilization is not None else None
+    _read_fabric(nvml, r, h)
+    _read_processes(nvml, r, h)
+    _read_nvlinks(nvml, r, h, with_counters=with_nvlink_counters)
+
+
+def _read_fabric(nvml: Any, r: _Reader, h: Any) -> None:
+    """Fabric state via the versioned call (with the health mask) when the driver has it."""
+    if hasattr(nvml, "c_nvmlGpuFabricInfo_v2_t"):
+        info = nvml.c_nvmlGpuFabricInfo_v2_t()
+        try:
+            nvml.nvmlDeviceGetGpuFabricInfoV(h, nvml.byref(info))
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != nvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                r.read("fabric", _raise, exc)
+                return
+        else:
+            r.gpu.fabric_state, r.gpu.fabric_status = int(info.state), int(info.status)
+            r.gpu.fabric_health_mask = int(info.healthMask)
+            return
+    legacy = nvml.c_nvmlGpuFabricInfo_t()
+    if r.read("fabric", nvml.nvmlDeviceGetGpuFabricInfo, h, nvml.byref(legacy)) is not None:
+        r.gpu.fabric_state = int(legacy.state)
+        r.gpu.fabric_status = int(legacy.status)
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def _read_processes(nvml: Any, r: _Reader, h: Any) -> None:
+    procs = r.read("processes", nvml.nvmlDeviceGetComputeRunningProcesses, h)
+    for proc in procs or []:
+        pid = int(proc.pid)
+        try:
+            name = _text(nvml.nvmlSystemGetProcessName(pid))
+        except nvml.NVMLError:
+            name = "?"
+        used = getattr(proc, "usedGpuMemory", None)
+        used_mib = int(used) // (1024 * 1024) if isinstance(used, int) else None
+        r.gpu.processes.append(Process(pid=pid, name=name, used_memory_mib=used_mib))
+
+
+def _read_nvlinks(nvml: Any, r: _Reader, h: Any, *, with_counters: bool) -> None:
+    for link in range(MAX_LINKS_PROBED):
+        if r.gpu.lost:
+            return
+        try:
+            state = nvml.nvmlDeviceGetNvLinkState(h, link)
+        except nvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code == nvml.NVML_ERROR_GPU_IS_LOST:
+                r.gpu.lost, r.gpu.lost_error = True, str(exc)
+                return
+            continue  # link not present on this board (NOT_SUPPORTED / INVALID_ARGUMENT)
+        entry = NvLinkState(link=link, active=bool(state))
+        entry.version = r.read(f"nvlink{link}.version", nvml.nvmlDeviceGetNvLinkVersion, h, link)
+        remote = r.read(f"nvlink{link}.remote", nvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+        if remote is not None:
+            entry.remote_bus_id = _text(remote.busId)
+        if with_counters:
+            counter = nvml.nvmlDeviceGetNvLinkErrorCounter
+            entry.crc_flit = r.read(f"nvlink{link}.crc_flit", counter, h, link,
+                                    nvml.NVML_NVLINK_ERROR_DL_CRC_FLIT)
+            entry.crc_data = r.read(f"nvlink{link}.crc_data", counter, h, link,
+                                    nvml.NVML_NVLINK_ERROR_DL_CRC_DATA)
+            entry.replay = r.read(f"nvlink{link}.replay", counter, h, link,
+                                  nvml.NVML_NVLINK_ERROR_DL_REPLAY)
+            entry.recovery = r.read(f"nvlink{link}.recovery", counter, h, link,
+                                    nvml.NVML_NVLINK_ERROR_DL_RECOVERY)
+        r.gpu.nvlinks.append(entry)

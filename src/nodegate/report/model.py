@@ -1,0 +1,425 @@
+"""The node report: one validation run on one node, the source of truth for every rendering.
+
+A report is built from the judge's ``CheckResult`` list plus run metadata, written as JSON
+(``nodegate.report/1``, schema shipped next to this module) and read back only through
+``load``, which validates it. JUnit, Prometheus and the summary table are rendered from it,
+never from pytest's own state, so every consumer sees the same verdicts.
+
+jsonschema is imported inside ``validate`` only: ``nodegate health`` imports this module and
+must start fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import math
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
+
+from nodegate.errors import ConfigError
+from nodegate.report._atomic import atomic_write_text
+from nodegate.results import CheckResult, Verdict, overall_verdict
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
+
+SCHEMA_ID = "nodegate.report/1"
+SCHEMA_RESOURCE = "nodegate.report-1.schema.json"
+
+#: Order of the ``counts`` keys (and of the summary footer): worst first.
+VERDICT_ORDER: tuple[Verdict, ...] = (
+    Verdict.FAIL,
+    Verdict.ERROR,
+    Verdict.WARN,
+    Verdict.SKIP,
+    Verdict.PASS,
+)
+
+
+class Level(str, enum.Enum):
+    """How deep the run went: cron health check, standard gate, or full acceptance burn-in."""
+
+    QUICK = "quick"
+    STANDARD = "standard"
+    ACCEPTANCE = "acceptance"
+
+
+#: series[set_name][entity][metric] = [[t_seconds_since_start, value], ...]
+Series = dict[str, dict[str, dict[str, list[list[float | None]]]]]
+#: matrices[name] = {"unit": str, "entities": [...], "values": [[...], ...]}
+Matrices = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """A validated-shape node report; ``verdict`` and ``counts`` derive from ``results``."""
+
+    report_id: str
+    node: str
+    profile: str
+    level: Level
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    duration_s: float
+    nodegate_version: str
+    backend: str
+    results: tuple[CheckResult, ...]
+    boot_id: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    series: Series = field(default_factory=dict)
+    matrices: Matrices = field(default_factory=dict)
+
+    @property
+    def schema(self) -> str:
+        return SCHEMA_ID
+
+    @property
+    def verdict(self) -> Verdict:
+        return overall_verdict(list(self.results))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return count_verdicts(self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict; non-finite floats become null (JSON has no NaN)."""
+        data: dict[str, Any] = {
+            "schema": SCHEMA_ID,
+            "report_id": self.report_id,
+            "node": self.node,
+            "profile": self.profile,
+            "level": self.level.value,
+            "started_at": format_timestamp(self.started_at),
+            "finished_at": format_timestamp(self.finished_at),
+            "duration_s": _finite_or_zero(self.duration_s),
+            "nodegate_version": self.nodegate_version,
+            "boot_id": self.boot_id,
+            "backend": self.backend,
+        }
+        if self.labels:
+            data["labels"] = dict(self.labels)
+        data["verdict"] = self.verdict.value
+        data["counts"] = self.counts
+        data["results"] = [_jsonable(result.to_dict()) for result in self.results]
+        data["series"] = _jsonable(self.series)
+        data["matrices"] = _jsonable(self.matrices)
+        return data
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return to_json(self, indent=indent)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        return write(self, path)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<report>") -> NodeReport:
+        """Build from a report dict after validating it (``source`` names it in errors)."""
+        validate(data, source=source)
+        return cls(
+            report_id=data["report_id"],
+            node=data["node"],
+            profile=data["profile"],
+            level=Level(data["level"]),
+            started_at=parse_timestamp(data["started_at"]),
+            finished_at=parse_timestamp(data["finished_at"]),
+            duration_s=float(data["duration_s"]),
+            nodegate_version=data["nodegate_version"],
+            backend=data["backend"],
+            results=tuple(CheckResult.from_dict(item) for item in data["results"]),
+            boot_id=data["boot_id"],
+            labels=dict(data.get("labels") or {}),
+            series=data["series"],
+            matrices=data["matrices"],
+        )
+
+
+def count_verdicts(results: Iterable[CheckResult]) -> dict[str, int]:
+    """Results per verdict, every verdict present (zeros included) so consumers need no default."""
+    counts = {verdict.value: 0 for verdict in VERDICT_ORDER}
+    for result in results:
+        counts[result.verdict.value] += 1
+    return counts
+
+
+def build(
+    results: Iterable[CheckResult],
+    *,
+    node: str,
+    profile: str,
+    level: Level | str,
+    started_at: dt.datetime | float,
+    finished_at: dt.datetime | float | None = None,
+    duration_s: float | None = None,
+    backend: str,
+    boot_id: str | None = None,
+    report_id: str | None = None,
+    nodegate_version: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    series: Series | None = None,
+    matrices: Matrices | None = None,
+) -> NodeReport:
+    """Assemble a report from judged results and run metadata.
+
+    Timestamps are aware datetimes or Unix seconds; naive datetimes are refused because a
+    report compared across a fleet must not depend on each node's local time zone.
+    ``finished_at`` defaults to now; ``duration_s`` to finished - started (pass a monotonic
+    measurement when you have one: wall clocks jump under NTP).
+    """
+    start = _to_utc(started_at, "started_at")
+    finish = _to_utc(finished_at, "finished_at") if finished_at is not None else _now()
+    if duration_s is None:
+        duration_s = max(0.0, (finish - start).total_seconds())
+    if nodegate_version is None:
+        from nodegate import __version__
+
+        nodegate_version = __version__
+    return NodeReport(
+        report_id=report_id or new_report_id(node, start),
+        node=node,
+        profile=profile,
+        level=Level(level),
+        started_at=start,
+        finished_at=finish,
+        duration_s=float(duration_s),
+        nodegate_version=nodegate_version,
+        backend=backend,
+        results=tuple(results),
+        boot_id=boot_id,
+        labels=dict(labels or {}),
+        series=series if series is not None else {},
+        matrices=matrices if matrices is not None else {},
+    )
+
+
+def new_report_id(node: str, started_at: dt.datetime) -> str:
+    """``<node>-<UTC start>-<8 hex>``: sortable by time, unique, safe as a file name."""
+    safe_node = re.sub(r"[^A-Za-z0-9._-]+", "_", node).strip("_") or "node"
+    stamp = started_at.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{safe_node}-{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def to_json(report: NodeReport, *, indent: int | None = 2) -> str:
+    """Serialize; strict JSON (no NaN), stable key order, trailing newline."""
+    return json.dumps(report.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write(report: NodeReport, path: str | os.PathLike[str]) -> Path:
+    """Validate and write atomically: a crash leaves the previous file or none, never half."""
+    data = report.to_dict()
+    validate(data, source=str(path))
+    text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    return atomic_write_text(path, text)
+
+
+def load(path: str | os.PathLike[str]) -> NodeReport:
+    """Read and validate a report file; any problem is a ConfigError naming file and key."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("report file not found", file=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read report: {exc}", file=source) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=source
+        ) from None
+    return NodeReport.from_dict(data, source=source)
+
+
+def coerce(report: NodeReport | Mapping[str, Any]) -> NodeReport:
+    """Accept either a report object or a report dict (validated) for the renderers."""
+    if isinstance(report, NodeReport):
+        return report
+    return NodeReport.from_dict(report)
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The shipped JSON Schema (draft 2020-12) for ``nodegate.report/1``."""
+    from importlib import resources
+
+    text = resources.files("nodegate.report").joinpath(SCHEMA_RESOURCE).read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema())
+
+
+def validate(data: Any, *, source: str = "<report>") -> None:
+    """Raise ConfigError(file=source, key=JSON path) unless ``data`` is a valid report.
+
+    Beyond the schema it checks what a schema cannot say: the stored verdict and counts agree
+    with the results (a hand-edited PASS over a FAIL is caught), matrices are square,
+    timestamps parse and finish after they start.
+    """
+    if isinstance(data, Mapping) and "schema" in data and data["schema"] != SCHEMA_ID:
+        raise ConfigError(
+            f"unsupported report schema {data['schema']!r} (this nodegate reads {SCHEMA_ID})",
+            file=source,
+            key="$.schema",
+        )
+    errors = list(_validator().iter_errors(data))
+    if errors:
+        from jsonschema.exceptions import best_match
+
+        error = best_match(errors)
+        assert error is not None
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"{error.message}{more}", file=source, key=_error_path(error))
+    _check_semantics(data, source)
+
+
+def _error_path(error: ValidationError) -> str:
+    """JSON path of the offending key; for extra/missing keys, the key itself, not its parent."""
+    path = list(error.absolute_path)
+    instance = error.instance
+    subschema = error.schema
+    validator_value = error.validator_value
+    if (
+        error.validator == "additionalProperties"
+        and isinstance(instance, Mapping)
+        and isinstance(subschema, Mapping)
+    ):
+        known = set(subschema.get("properties", {}))
+        extra = sorted(str(key) for key in instance if key not in known)
+        if extra:
+            path.append(extra[0])
+    elif (
+        error.validator == "required"
+        and isinstance(instance, Mapping)
+        and isinstance(validator_value, list)
+    ):
+        missing = [key for key in validator_value if key not in instance]
+        if missing:
+            path.append(missing[0])
+    return json_path(path)
+
+
+def json_path(parts: Sequence[str | int]) -> str:
+    """``["results", 3, "verdict"]`` -> ``$.results[3].verdict`` (odd keys quoted)."""
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+def _check_semantics(data: Mapping[str, Any], source: str) -> None:
+    results = [CheckResult.from_dict(item) for item in data["results"]]
+    expected_counts = count_verdicts(results)
+    for name, count in expected_counts.items():
+        if data["counts"][name] != count:
+            raise ConfigError(
+                f"count {data['counts'][name]} disagrees with the results ({count})",
+                file=source,
+                key=json_path(["counts", name]),
+            )
+    expected_verdict = overall_verdict(results).value
+    if data["verdict"] != expected_verdict:
+        raise ConfigError(
+            f"verdict {data['verdict']} disagrees with the results (worst is {expected_verdict})",
+            file=source,
+            key="$.verdict",
+        )
+    start = parse_timestamp(data["started_at"])
+    if parse_timestamp(data["finished_at"]) < start:
+        raise ConfigError("finished before it started", file=source, key="$.finished_at")
+    for name, matrix in data["matrices"].items():
+        size = len(matrix["entities"])
+        if len(matrix["values"]) != size:
+            raise ConfigError(
+                f"{len(matrix['values'])} rows for {size} entities",
+                file=source,
+                key=json_path(["matrices", name, "values"]),
+            )
+        for row_index, row in enumerate(matrix["values"]):
+            if len(row) != size:
+                raise ConfigError(
+                    f"{len(row)} columns for {size} entities",
+                    file=source,
+                    key=json_path(["matrices", name, "values", row_index]),
+                )
+
+
+# --- timestamps and JSON coercion -------------------------------------------------------------
+
+
+def format_timestamp(moment: dt.datetime) -> str:
+    """UTC ISO 8601 with millisecond precision and a ``Z``: ``2024-05-01T12:00:00.000Z``."""
+    return (
+        moment.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """Inverse of ``format_timestamp`` (also accepts ``+00:00``; Python 3.10 lacks ``Z``)."""
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    return dt.datetime.fromisoformat(text).astimezone(dt.timezone.utc)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _to_utc(moment: dt.datetime | float, name: str) -> dt.datetime:
+    if isinstance(moment, dt.datetime):
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise ValueError(f"{name} must be timezone-aware (got naive {moment.isoformat()})")
+        return moment.astimezone(dt.timezone.utc)
+    return dt.datetime.fromtimestamp(float(moment), tz=dt.timezone.utc)
+
+
+def _finite_or_zero(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types only, so what validates is exactly what gets written.
+
+    Probes hand back numpy-free but varied values (tuples, enums, paths, datetimes, NaN from a
+    failed read); they are mapped here once instead of in every renderer.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value.value if isinstance(value, enum.Enum) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_jsonable(item) for item in value), key=repr)
+    if isinstance(value, dt.datetime):
+        return format_timestamp(value) if value.tzinfo else value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value))
+    return str(value)

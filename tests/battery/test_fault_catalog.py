@@ -1,0 +1,101 @@
+"""The whole simulator fault catalog through the real stack: sim library -> nvidia-ml-py ->
+probes -> judge -> ``nodegate health`` -> JSON report.
+
+Each fault must be caught by the check an engineer would expect, on the entity it was
+applied to, with the right verdict and severity, and nothing else may fail or warn.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+H, C, W, INFO = "hardware", "critical", "warning", "info"
+
+# fault -> {(check, entity, verdict, severity)}
+CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
+    "gpu-missing@gpu2": {("gpu_count", "node", "FAIL", H)},
+    "xid79@gpu6": {("gpu_reachable", "gpu6", "FAIL", H), ("xid_events", "gpu6", "FAIL", H)},
+    "xid@gpu1:13": {("xid_events", "gpu1", "WARN", W)},
+    "xid@gpu1:94": {("xid_events", "gpu1", "FAIL", H)},
+    "nvlink-down@gpu3.link5": {("nvlink_state", "gpu3.link5", "FAIL", H)},
+    "nvlink-errors@gpu4.link7": {("nvlink_recovery_errors", "gpu4.link7", "FAIL", H),
+                                 ("nvlink_crc_errors", "gpu4.link7", "WARN", W),
+                                 ("nvlink_replay_errors", "gpu4.link7", "WARN", W)},
+    "fabric-not-running": {("fabric_state", f"gpu{i}", "FAIL", C) for i in range(8)},
+    "fabric-degraded@gpu3": {("fabric_state", "gpu3", "FAIL", C)},
+    "ecc-dbe@gpu5": {("ecc_dbe_volatile", "gpu5", "FAIL", H), ("xid_events", "gpu5", "FAIL", H),
+                     ("ecc_dbe_aggregate", "gpu5", "WARN", W)},
+    "ecc-sbe-storm@gpu2": {("ecc_sbe_volatile", "gpu2", "FAIL", H),
+                           ("xid_events", "gpu2", "FAIL", H),
+                           ("ecc_sbe_aggregate", "gpu2", "WARN", W)},
+    "ecc-off@gpu1": {("ecc_mode", "gpu1", "FAIL", C)},
+    "remap-pending@gpu0": {("remap_pending", "gpu0", "FAIL", C), ("xid_events", "gpu0", "FAIL", H)},
+    "remap-failure@gpu1": {("remap_failure", "gpu1", "FAIL", H), ("xid_events", "gpu1", "FAIL", H)},
+    "retired-pages@gpu3": {("retired_pages", "gpu3", "FAIL", C)},
+    "pcie-downtrain@gpu2": {("pcie_link", "gpu2", "FAIL", H)},
+    "pcie-replays@gpu5": {("pcie_replays", "gpu5", "WARN", W)},
+    "thermal-slowdown@gpu6": {("clock_events", "gpu6", "FAIL", H),
+                              ("idle_temperature", "gpu6", "FAIL", H)},
+    "hot-idle@gpu2": {("idle_temperature", "gpu2", "FAIL", H)},
+    "power-brake@gpu1": {("clock_events", "gpu1", "FAIL", H)},
+    "power-limit-low@gpu4": {("power_limit", "gpu4", "FAIL", C)},
+    "persistence-off": {("persistence_mode", f"gpu{i}", "FAIL", C) for i in range(8)},
+    "mig-on@gpu3": {("mig_mode", "gpu3", "FAIL", C)},
+    "exclusive-process@gpu2": {("compute_mode", "gpu2", "FAIL", C)},
+    "vbios-mismatch@gpu7": {("vbios_uniform", "gpu7", "FAIL", C)},
+    "driver-mismatch": {("driver_version", "node", "FAIL", C)},
+    "foreign-process@gpu0": {("foreign_processes", "gpu0", "WARN", INFO)},
+    "inforom-corrupt@gpu5": {("inforom_uniform", "gpu5", "FAIL", C)},
+    # only visible under load: the quick level must stay green (load checks catch them)
+    "cooling-failure@gpu4": set(),
+    "clocks-stuck-low@gpu1": set(),
+}
+
+HEALTHY = [("h100-hgx", "xe9680-h100"), ("h100-hgx", "xd670-h100"),
+           ("h100-hgx", "sim-h100-hgx"), ("h200-hgx", "xd670-h200"),
+           ("a100-hgx", "hgx-a100-80gb"), ("h200-single", "h200-single")]
+
+
+def _health(spec: str, profile: str, tmp_path: Path) -> tuple[int, dict]:  # type: ignore[type-arg]
+    result = run_cli("sim", "run", spec, "--", "nodegate", "health", "--profile", profile,
+                     "--checks", "gpu,log", "--report-dir", str(tmp_path), "--no-textfile",
+                     "--quiet", env={"NODEGATE_LOCK_FILE": str(tmp_path / "lock")})
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads((tmp_path / "quick-latest.json").read_text())
+    return result.returncode, report
+
+
+def _flagged(report: dict) -> set[tuple[str, str, str, str]]:  # type: ignore[type-arg]
+    return {(r["check"], r["entity"], r["verdict"], r["severity"]) for r in report["results"]
+            if r["verdict"] in ("FAIL", "WARN", "ERROR")}
+
+
+def test_catalog_covers_every_simulator_fault() -> None:
+    from nodegate.sim.faults import CATALOG as SIM_FAULTS
+
+    assert set(SIM_FAULTS) == {spec.split("@")[0] for spec in CATALOG} | {"xid"}
+
+
+@pytest.mark.parametrize("fault", sorted(CATALOG))
+def test_fault_is_caught_by_the_expected_check(fault: str, tmp_path: Path) -> None:
+    code, report = _health(f"h100-hgx+{fault}", "xe9680-h100", tmp_path)
+    assert _flagged(report) == CATALOG[fault]
+    failing = any(v == "FAIL" for _, _, v, _ in CATALOG[fault])
+    assert code == (1 if failing else 0)
+
+
+@pytest.mark.parametrize(("scenario", "profile"), HEALTHY)
+def test_healthy_scenario_passes_its_profile(scenario: str, profile: str, tmp_path: Path) -> None:
+    code, report = _health(scenario, profile, tmp_path)
+    assert code == 0
+    assert report["counts"]["PASS"] == len(report["results"])  # no WARN, no SKIP either
+
+
+def test_composed_faults(tmp_path: Path) -> None:
+    _, report = _health("h100-hgx+nvlink-down@gpu3.link5+xid79@gpu6", "xe9680-h100", tmp_path)
+    assert _flagged(report) == CATALOG["nvlink-down@gpu3.link5"] | CATALOG["xid79@gpu6"]
