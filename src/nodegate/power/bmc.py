@@ -1,0 +1,335 @@
+"""BMC reader over Redfish (DMTF ``redfish`` library): node power, PSUs, redundancy, inlet, fans.
+
+Works with Dell iDRAC9 and HPE iLO 6 and any BMC that follows the DMTF schemas: node power from
+``EnvironmentMetrics.PowerWatts`` or a chassis ``Sensors`` power reading when offered (the
+newer model), else the legacy ``Power.PowerControl[0].PowerConsumedWatts``; PSUs and
+redundancy from ``PowerSubsystem`` or legacy ``Power``; inlet and fans from ``Thermal`` or
+``Sensors``.
+
+Why the care around the library: ``redfish`` turns TLS verification *off* unless a CA file is
+given, retries 10 times with 1 s sleeps by default, and logs session tokens at DEBUG. This
+module always passes a CA bundle (certifi's unless one is configured), bounds retries and
+timeouts, and keeps the library's logger at WARNING.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from nodegate.errors import ConfigError
+from nodegate.power.credentials import SecretRef, parse_ref, redact
+from nodegate.power.readings import DeviceReading
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_RETRIES = 1
+DEFAULT_MAX_SESSIONS = 2
+
+_SESSION_CAPS: dict[str, threading.BoundedSemaphore] = {}
+_CAPS_LOCK = threading.Lock()
+
+
+class BmcError(Exception):
+    """The BMC could not be read; the message is safe to print (no credentials)."""
+
+
+@dataclass(frozen=True)
+class BmcTarget:
+    """One BMC: base URL (scheme://host:port, no credentials), user, password reference."""
+
+    url: str
+    username: str
+    password: SecretRef
+    ca_bundle: str | None = None  # None: certifi's bundle; verification is never silently off
+    insecure: bool = False  # explicit opt-out only (lab with self-signed cert)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+
+    @property
+    def display(self) -> str:
+        return self.url
+
+    @property
+    def key(self) -> str:
+        parts = urlsplit(self.url)
+        return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def parse_bmc_url(
+    url: str, *, password: str | None = None, ca_bundle: str | None = None,
+    insecure: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S,
+    retries: int = DEFAULT_RETRIES, max_sessions: int = DEFAULT_MAX_SESSIONS,
+    key: str | None = None, file: str | None = None,
+) -> BmcTarget:
+    """``https://USER@HOST:PORT`` (or ``redfish://`` = https); the password comes by reference."""
+    parts = urlsplit(url)
+    scheme = {"redfish": "https"}.get(parts.scheme, parts.scheme)
+    if scheme not in ("https", "http") or not parts.hostname:
+        raise ConfigError("BMC URL must be https://USER@HOST[:PORT]", key=key, file=file)
+    if parts.password is not None:
+        raise ConfigError("BMC URL must not carry a password; use a password reference "
+                          "(env:NAME or file:/path)", key=key, file=file)
+    if not parts.username:
+        raise ConfigError("BMC URL needs a user: https://USER@HOST", key=key, file=file)
+    if password is None:
+        raise ConfigError("BMC password reference missing (env:NAME or file:/path)",
+                          key=key, file=file)
+    if max_sessions < 1:
+        raise ConfigError("max_sessions must be >= 1", key=key, file=file)
+    port = f":{parts.port}" if parts.port else ""
+    return BmcTarget(
+        url=f"{scheme}://{parts.hostname}{port}", username=parts.username,
+        password=parse_ref(password, key=key, file=file), ca_bundle=ca_bundle,
+        insecure=insecure, timeout_s=timeout_s, retries=retries, max_sessions=max_sessions,
+    )
+
+
+def check_refs(target: BmcTarget, *, key: str | None = None) -> None:
+    """Resolve the password once up front so a missing variable or an 0644 file fails at start
+    (exit 2), not as a down device at the first poll."""
+    target.password.resolve(key=key)
+
+
+def _session_cap(target: BmcTarget) -> threading.BoundedSemaphore:
+    """At most ``max_sessions`` concurrent sessions per BMC from this process: BMCs allow only a
+    handful of sessions in total and an exhausted BMC locks out the operator too."""
+    with _CAPS_LOCK:
+        cap = _SESSION_CAPS.get(target.key)
+        if cap is None:
+            cap = _SESSION_CAPS[target.key] = threading.BoundedSemaphore(target.max_sessions)
+        return cap
+
+
+class _Client:
+    """Thin wrapper: bounded GETs returning dicts, errors as BmcError."""
+
+    def __init__(self, target: BmcTarget) -> None:
+        import redfish
+
+        logging.getLogger("redfish").setLevel(logging.WARNING)
+        self.target = target
+        if target.insecure:
+            cafile: str | None = None  # the library's verify=False
+        elif target.ca_bundle:
+            cafile = target.ca_bundle
+        else:
+            import certifi
+
+            cafile = certifi.where()
+        self._client = redfish.redfish_client(
+            base_url=target.url, username=target.username,
+            password=target.password.resolve(), cafile=cafile,
+            timeout=target.timeout_s, max_retry=target.retries, check_connectivity=False,
+        )
+        self.root = self.get("/redfish/v1")
+        self.logged_in = False
+
+    def login(self) -> None:
+        auth = "session" if (self.root.get("Links") or {}).get("Sessions") else "basic"
+        self._client.login(auth=auth)
+        self.logged_in = auth == "session"
+        self.auth = auth
+
+    def logout(self) -> None:
+        # A failed logout must not mask the reading; the BMC times the session out.
+        with contextlib.suppress(Exception):
+            self._client.logout()
+
+    def get(self, path: str) -> dict[str, Any]:
+        resp = self._client.get(path)
+        if resp.status == 401:
+            raise BmcError(f"{self.target.display}: authentication refused (HTTP 401)")
+        if resp.status != 200:
+            raise BmcError(f"{self.target.display}{path}: HTTP {resp.status}")
+        data = resp.dict
+        return data if isinstance(data, dict) else {}
+
+    def get_opt(self, link: Any) -> dict[str, Any] | None:
+        if not isinstance(link, dict) or "@odata.id" not in link:
+            return None
+        try:
+            return self.get(str(link["@odata.id"]))
+        except BmcError:
+            return None
+
+    def members(self, link: Any) -> list[dict[str, Any]]:
+        coll = self.get_opt(link)
+        if not coll:
+            return []
+        out = []
+        for m in coll.get("Members", []):
+            res = self.get_opt(m)
+            if res is not None:
+                out.append(res)
+        return out
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _health(status: Any) -> str:
+    return str((status or {}).get("Health") or "Unknown") if isinstance(status, dict) else "Unknown"
+
+
+def _state(status: Any) -> str:
+    return str((status or {}).get("State") or "Unknown") if isinstance(status, dict) else "Unknown"
+
+
+def _read_chassis(client: _Client, dev: DeviceReading) -> None:
+    chassis_list = client.members(client.root.get("Chassis"))
+    # The chassis carrying power data is the server's (HGX systems also list a GPU baseboard).
+    chassis = next((c for c in chassis_list if "PowerSubsystem" in c or "Power" in c),
+                   chassis_list[0] if chassis_list else None)
+    if chassis is None:
+        raise BmcError(f"{client.target.display}: no Chassis")
+    cid = str(chassis.get("@odata.id", ""))
+    dev.info.update({"vendor": client.root.get("Vendor") or chassis.get("Manufacturer") or "",
+                     "chassis": cid, "chassis_model": chassis.get("Model") or "",
+                     "auth": client.auth})
+    legacy_power = client.get_opt(chassis.get("Power"))
+    subsystem = client.get_opt(chassis.get("PowerSubsystem"))
+    env = client.get_opt(chassis.get("EnvironmentMetrics"))
+    sensors = client.members(chassis.get("Sensors")) if "Sensors" in chassis else []
+    thermal = client.get_opt(chassis.get("Thermal"))
+
+    # --- node power: newer resources first, legacy as fallback -------------------------
+    node_w: float | None = None
+    source = ""
+    if env and isinstance(env.get("PowerWatts"), dict):
+        node_w = _num(env["PowerWatts"].get("Reading"))
+        source = f"{env.get('@odata.id')}#PowerWatts"
+    if node_w is None:
+        for s in sensors:
+            if s.get("ReadingType") == "Power" and s.get("PhysicalContext") in (
+                    "Chassis", "PowerSupply", None) and _num(s.get("Reading")) is not None:
+                node_w, source = _num(s.get("Reading")), str(s.get("@odata.id"))
+                break
+    if node_w is None and legacy_power:
+        for pc in legacy_power.get("PowerControl", []):
+            if _num(pc.get("PowerConsumedWatts")) is not None:
+                node_w = _num(pc.get("PowerConsumedWatts"))
+                source = str(pc.get("@odata.id") or f"{legacy_power.get('@odata.id')}#PowerControl")
+                break
+    dev.add("node", "power", node_w, "W", source=source)
+
+    # --- PSUs and redundancy -------------------------------------------------------------
+    psus: list[dict[str, Any]] = []
+    redundancy: dict[str, Any] = {}
+    if subsystem:
+        for p in client.members(subsystem.get("PowerSupplies")):
+            metrics = client.get_opt(p.get("Metrics")) or {}
+            inp = metrics.get("InputPowerWatts")
+            psus.append({"id": str(p.get("Id") or p.get("MemberId") or len(psus) + 1),
+                         "source": p.get("@odata.id", ""), "health": _health(p.get("Status")),
+                         "state": _state(p.get("Status")),
+                         "capacity_w": _num(p.get("PowerCapacityWatts")),
+                         "input_w": _num(inp.get("Reading")) if isinstance(inp, dict) else None})
+        for r in subsystem.get("PowerSupplyRedundancy", [])[:1]:
+            redundancy = {"mode": r.get("RedundancyType"), "min_needed": r.get("MinNeededInGroup"),
+                          "members": len(r.get("RedundancyGroup", [])),
+                          "health": _health(r.get("Status")),
+                          "source": f"{subsystem.get('@odata.id')}#PowerSupplyRedundancy"}
+    if not psus and legacy_power:
+        for i, p in enumerate(legacy_power.get("PowerSupplies", [])):
+            psus.append({"id": str(p.get("MemberId") or i + 1), "source": p.get("@odata.id", ""),
+                         "health": _health(p.get("Status")), "state": _state(p.get("Status")),
+                         "capacity_w": _num(p.get("PowerCapacityWatts")),
+                         "input_w": _num(p.get("PowerInputWatts"))})
+    if not redundancy and legacy_power:
+        for r in legacy_power.get("Redundancy", [])[:1]:
+            redundancy = {"mode": r.get("Mode"), "min_needed": r.get("MinNumNeeded"),
+                          "members": len(r.get("RedundancySet", [])),
+                          "health": _health(r.get("Status")),
+                          "source": f"{legacy_power.get('@odata.id')}#Redundancy"}
+    for n, p in enumerate(psus, start=1):
+        entity = f"psu{n}"
+        dev.add(entity, "health", p["health"], "", source=p["source"], label=p["id"])
+        dev.add(entity, "capacity", p["capacity_w"], "W", source=p["source"], label=p["id"])
+        dev.add(entity, "input_power", p["input_w"], "W", source=p["source"], label=p["id"])
+    dev.info["psus"] = psus
+    dev.info["redundancy"] = redundancy
+    if redundancy:
+        dev.add("psu", "redundancy_health", str(redundancy["health"]), "",
+                source=redundancy["source"])
+
+    # --- inlet temperature and fans ------------------------------------------------------
+    inlet: float | None = None
+    inlet_src = ""
+    for s in sensors:
+        if s.get("ReadingType") == "Temperature" and s.get("PhysicalContext") == "Intake":
+            inlet, inlet_src = _num(s.get("Reading")), str(s.get("@odata.id"))
+            break
+    if inlet is None and thermal:
+        for t in thermal.get("Temperatures", []):
+            name = str(t.get("Name", "")).lower()
+            if t.get("PhysicalContext") == "Intake" or "inlet" in name or "ambient" in name:
+                inlet = _num(t.get("ReadingCelsius"))
+                inlet_src = f"{thermal.get('@odata.id')}#Temperatures/{t.get('MemberId')}"
+                break
+    dev.add("inlet", "temperature", inlet, "C", source=inlet_src)
+    fans: list[tuple[str, float | None, str, str]] = []
+    if thermal:
+        for f in thermal.get("Fans", []):
+            unit = "RPM" if str(f.get("ReadingUnits", "RPM")).upper() == "RPM" else "%"
+            fans.append((str(f.get("Name") or f.get("FanName") or ""), _num(f.get("Reading")),
+                         unit, f"{thermal.get('@odata.id')}#Fans/{f.get('MemberId')}"))
+    if not fans:
+        for s in sensors:
+            if (s.get("ReadingType") in ("Rotational", "Percent")
+                    and s.get("PhysicalContext") == "Fan"):
+                unit = "RPM" if s.get("ReadingType") == "Rotational" else "%"
+                fans.append((str(s.get("Name", "")), _num(s.get("Reading")), unit,
+                             str(s.get("@odata.id"))))
+    for n, (label, value, unit, src) in enumerate(fans, start=1):
+        dev.add(f"fan{n}", "speed", value, unit, source=src, label=label)
+
+
+def read_bmc(name: str, target: BmcTarget) -> DeviceReading:
+    """Read one BMC under its session cap. Never raises for a device problem (``up=False``)."""
+    dev = DeviceReading(name=name, kind="bmc", model="redfish", address=target.display)
+    start = time.monotonic()
+    cap = _session_cap(target)
+    wait = target.timeout_s * (target.retries + 1)
+    if not cap.acquire(timeout=wait):
+        dev.up, dev.error = False, (f"{target.display}: {target.max_sessions} sessions already "
+                                    f"open from this host; gave up after {wait:g} s")
+        return dev
+    client: _Client | None = None
+    try:
+        client = _Client(target)
+        client.login()
+        _read_chassis(client, dev)
+        vendor = str(dev.info.get("vendor", "")).lower()
+        dev.model = "idrac9" if "dell" in vendor else "ilo6" if "hp" in vendor else "redfish"
+    except Exception as exc:  # includes a secret that vanished since start: device marked down
+        dev.up = False
+        dev.error = redact(_describe(exc, target))
+        dev.readings = []
+    finally:
+        if client is not None and client.logged_in:
+            client.logout()
+        cap.release()
+    dev.elapsed_s = time.monotonic() - start
+    return dev
+
+
+def _describe(exc: Exception, target: BmcTarget) -> str:
+    name = type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    if name == "RetriesExhaustedError":
+        detail = type(cause).__name__ if cause else "no answer"
+        if cause is not None and "SSL" in str(cause):
+            detail = "TLS verification failed (use ca_bundle for a private CA)"
+        budget = target.timeout_s * (target.retries + 1)
+        return (f"no Redfish answer from {target.display} within ~{budget:g} s "
+                f"({target.retries + 1} tries): {detail}")
+    if name in ("InvalidCredentialsError", "SessionCreationError"):
+        return f"{target.display}: login refused ({name})"
+    return f"{target.display}: {exc}" if str(exc) else f"{target.display}: {name}"

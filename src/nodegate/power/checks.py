@@ -1,0 +1,189 @@
+"""Power-path judge functions: measurements in, ``CheckResult`` out.
+
+Every limit comes from the resolved profile: counts and ratings from ``profile["power"]``,
+bounds from ``profile["thresholds"][NAME] = {min|max, unit, source}``. No number that decides
+a verdict lives in this file; a missing threshold makes the check SKIP and says which key.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nodegate.results import CheckResult, Severity, Verdict
+
+Profile = dict[str, Any]
+
+
+def _threshold(profile: Profile, name: str) -> dict[str, Any] | None:
+    value = (profile.get("thresholds") or {}).get(name)
+    return value if isinstance(value, dict) and ("min" in value or "max" in value) else None
+
+
+def _skip(check: str, entity: str, why: str, unit: str = "") -> CheckResult:
+    return CheckResult(check, entity, None, None, unit, Verdict.SKIP, Severity.INFO,
+                       {"reason": why})
+
+
+def _error(check: str, entity: str, why: str, threshold: Any, unit: str, *,
+           severity: Severity = Severity.WARNING) -> CheckResult:
+    return CheckResult(check, entity, None, threshold, unit, Verdict.ERROR, severity,
+                       {"reason": why})
+
+
+def _bound(check: str, entity: str, measured: float, limit: dict[str, Any], *,
+           severity: Severity, evidence: dict[str, Any]) -> CheckResult:
+    """Compare ``measured`` with a {min|max} threshold dict; the verdict carries its source."""
+    if "max" in limit:
+        bound = float(limit["max"])
+        ok = measured <= bound
+    else:
+        bound = float(limit["min"])
+        ok = measured >= bound
+    evidence = {**evidence, "threshold_source": limit.get("source", "")}
+    return CheckResult(check, entity, measured, limit, str(limit.get("unit", "")),
+                       Verdict.PASS if ok else Verdict.FAIL, Severity.INFO if ok else severity,
+                       evidence)
+
+
+def check_psu_count(psus: list[dict[str, Any]], profile: Profile,
+                    entity: str = "node") -> CheckResult:
+    """Healthy PSUs present vs ``power.psu_count``: a missing or failed PSU is a field-service
+    ticket, not something a re-run fixes."""
+    expected = (profile.get("power") or {}).get("psu_count")
+    if expected is None:
+        return _skip("psu_count", entity, "profile has no power.psu_count", "count")
+    healthy = [p for p in psus if p.get("health") == "OK" and p.get("state", "Enabled") in
+               ("Enabled", "Unknown")]
+    bad = [p.get("id") for p in psus if p not in healthy]
+    ok = len(healthy) >= int(expected)
+    return CheckResult("psu_count", entity, len(healthy), {"min": int(expected),
+                       "unit": "count", "source": "profile: power.psu_count"}, "count",
+                       Verdict.PASS if ok else Verdict.FAIL,
+                       Severity.INFO if ok else Severity.HARDWARE,
+                       {"present": len(psus), "not_ok": bad})
+
+
+def check_psu_redundancy(psus: list[dict[str, Any]], redundancy: dict[str, Any],
+                         profile: Profile, entity: str = "node") -> CheckResult:
+    """With ``power.psu_redundant`` the node must survive losing a PSU: healthy PSUs exceed the
+    BMC's MinNumNeeded and the BMC's own redundancy status is OK."""
+    wanted = (profile.get("power") or {}).get("psu_redundant")
+    if wanted is None:
+        return _skip("psu_redundancy", entity, "profile has no power.psu_redundant")
+    if not wanted:
+        return CheckResult("psu_redundancy", entity, None, {"redundant": False}, "",
+                           Verdict.PASS, Severity.INFO, {"reason": "profile does not require it"})
+    healthy = sum(1 for p in psus if p.get("health") == "OK")
+    min_needed = redundancy.get("min_needed")
+    if not isinstance(min_needed, int):
+        min_needed = _psus_needed(profile, psus)
+    bmc_health = redundancy.get("health", "Unknown")
+    ok = healthy > min_needed and bmc_health in ("OK", "Unknown")
+    return CheckResult("psu_redundancy", entity, healthy,
+                       {"min": min_needed + 1, "unit": "count",
+                        "source": "BMC Redundancy MinNumNeeded + 1"}, "count",
+                       Verdict.PASS if ok else Verdict.FAIL,
+                       Severity.INFO if ok else Severity.HARDWARE,
+                       {"mode": redundancy.get("mode"), "bmc_redundancy_health": bmc_health,
+                        "min_needed": min_needed, "healthy": healthy})
+
+
+def check_inlet_temp(inlet_c: float | None, profile: Profile,
+                     entity: str = "node") -> CheckResult:
+    """Chassis inlet within ``inlet_temp_max_c``: a hot aisle throttles GPUs and fails burn-in
+    for reasons that are not the node's."""
+    limit = _threshold(profile, "inlet_temp_max_c")
+    if limit is None:
+        return _skip("inlet_temp", entity, "no threshold inlet_temp_max_c", "C")
+    if inlet_c is None:
+        return _error("inlet_temp", entity, "BMC reports no inlet temperature", limit, "C")
+    return _bound("inlet_temp", entity, float(inlet_c), limit, severity=Severity.CRITICAL,
+                  evidence={})
+
+
+def _psus_needed(profile: Profile, psus: list[dict[str, Any]]) -> int:
+    power = profile.get("power") or {}
+    count = int(power.get("psu_count") or len(psus))
+    # Without a BMC figure a redundant node is taken as grid-redundant (N+N): half carry it.
+    return math.ceil(count / 2) if power.get("psu_redundant") else count
+
+
+def check_psu_budget(node_power_w: float | None, profile: Profile,
+                     min_needed: int | None = None, entity: str = "node") -> CheckResult:
+    """Node draw under load within ``psu_budget_fraction_max`` of the capacity that remains
+    after losing the redundant PSUs (MinNumNeeded x psu_watts): otherwise a PSU failure trips
+    the node instead of being survived."""
+    limit = _threshold(profile, "psu_budget_fraction_max")
+    power = profile.get("power") or {}
+    if limit is None:
+        return _skip("psu_budget", entity, "no threshold psu_budget_fraction_max", "W")
+    if not power.get("psu_watts") or not power.get("psu_count"):
+        return _skip("psu_budget", entity, "profile has no power.psu_watts/psu_count", "W")
+    needed = min_needed if isinstance(min_needed, int) and min_needed > 0 else \
+        _psus_needed(profile, [])
+    capacity = float(power["psu_watts"]) * needed
+    if node_power_w is None:
+        return _error("psu_budget", entity, "no node power reading", limit, "W",
+                      severity=Severity.CRITICAL)
+    fraction = round(float(node_power_w) / capacity, 4)
+    result = _bound("psu_budget", entity, fraction, limit, severity=Severity.CRITICAL,
+                    evidence={"node_power_w": node_power_w, "non_redundant_capacity_w": capacity,
+                     "psus_carrying_load": needed})
+    return result
+
+
+def check_circuit_load(draw_w: float | None, circuits: int, profile: Profile,
+                       entity: str = "node") -> CheckResult:
+    """Draw within ``circuit_load_fraction_max`` of the rating summed over the circuits feeding
+    the node (``circuits`` distinct branch circuits x circuit_amps x circuit_volts): the
+    continuous-load rule keeps a breaker from tripping at hour three of a burn-in."""
+    limit = _threshold(profile, "circuit_load_fraction_max")
+    power = profile.get("power") or {}
+    if limit is None:
+        return _skip("circuit_load", entity, "no threshold circuit_load_fraction_max", "ratio")
+    if not power.get("circuit_amps") or not power.get("circuit_volts"):
+        return _skip("circuit_load", entity, "profile has no power.circuit_amps/circuit_volts",
+                     "ratio")
+    if circuits < 1:
+        return _error("circuit_load", entity, "no outlets/circuits mapped to this node", limit,
+                      "ratio", severity=Severity.CRITICAL)
+    rating = float(power["circuit_amps"]) * float(power["circuit_volts"]) * circuits
+    if draw_w is None:
+        return _error("circuit_load", entity, "no draw reading", limit, "ratio",
+                      severity=Severity.CRITICAL)
+    return _bound("circuit_load", entity, round(float(draw_w) / rating, 4), limit,
+                  severity=Severity.CRITICAL,
+                  evidence={"draw_w": draw_w, "circuit_rating_w": rating, "circuits": circuits})
+
+
+def check_bmc_vs_gpu_power(bmc_node_w: float | None, gpu_sum_w: float | None, profile: Profile,
+                           entity: str = "bmc") -> CheckResult:
+    """BMC node power not below ``bmc_to_gpu_power_ratio_min`` x the NVML GPU sum: a node that
+    reports less than its GPUs draw has a broken power sensor, and the PSU/circuit checks built
+    on it cannot be trusted."""
+    limit = _threshold(profile, "bmc_to_gpu_power_ratio_min")
+    if limit is None:
+        return _skip("bmc_gpu_power", entity, "no threshold bmc_to_gpu_power_ratio_min", "ratio")
+    if bmc_node_w is None or gpu_sum_w is None:
+        return _error("bmc_gpu_power", entity, "missing BMC node power or NVML GPU sum", limit,
+                      "ratio")
+    if gpu_sum_w <= 0:
+        return _error("bmc_gpu_power", entity, "NVML GPU power sum is zero: GPUs not loaded?",
+                      limit, "ratio")
+    return _bound("bmc_gpu_power", entity, round(float(bmc_node_w) / float(gpu_sum_w), 4), limit,
+                  severity=Severity.WARNING,
+                  evidence={"bmc_node_power_w": bmc_node_w, "gpu_power_sum_w": gpu_sum_w})
+
+
+def outlet_draw_w(pdu_readings: list[Any], outlets: list[str]) -> float | None:
+    """Sum the power of the outlets feeding a node, named ``PDU.outletN`` (``pdu-a.outlet3``),
+    across PDU ``DeviceReading``s; None when none of them was read."""
+    total, found = 0.0, False
+    for dev in pdu_readings:
+        for r in dev.readings:
+            if (f"{dev.name}.{r.entity}" in outlets and r.quantity == "power"
+                    and isinstance(r.value, float)):
+                total += r.value
+                found = True
+    return round(total, 3) if found else None

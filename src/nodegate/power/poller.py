@@ -1,0 +1,248 @@
+"""``nodegate power poll``: read every configured PDU and BMC at an interval, export Prometheus.
+
+A device that is down is exported as ``nodegate_power_device_up 0`` with no readings and the
+loop goes on; only a bad config stops the service (exit 2, before the first poll).
+Config format: docs/power.md. Credentials appear in the config only as references.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodegate.errors import ConfigError
+from nodegate.power.bmc import BmcTarget, parse_bmc_url, read_bmc
+from nodegate.power.bmc import check_refs as check_bmc_refs
+from nodegate.power.credentials import redact
+from nodegate.power.pdu import check_model, read_pdu
+from nodegate.power.readings import DeviceReading
+from nodegate.power.snmp import SnmpTarget, parse_snmp_url
+from nodegate.power.snmp import check_refs as check_snmp_refs
+
+LOG = logging.getLogger("nodegate.power.poller")
+
+#: quantity -> (metric name, help). Units are in the names, Prometheus style.
+METRICS: dict[str, tuple[str, str]] = {
+    "power": ("nodegate_power_watts", "Active power, W"),
+    "peak_power": ("nodegate_power_peak_watts", "Peak active power since reset, W"),
+    "apparent_power": ("nodegate_power_apparent_voltamperes", "Apparent power, VA"),
+    "power_factor": ("nodegate_power_factor_ratio", "Power factor"),
+    "current": ("nodegate_power_current_amperes", "RMS current, A"),
+    "voltage": ("nodegate_power_voltage_volts", "RMS voltage, V"),
+    "energy": ("nodegate_power_energy_kilowatthours", "Energy since reset, kWh"),
+    "frequency": ("nodegate_power_frequency_hertz", "Line frequency, Hz"),
+    "temperature": ("nodegate_power_temperature_celsius", "Temperature, C"),
+    "capacity": ("nodegate_power_psu_capacity_watts", "PSU rated capacity, W"),
+    "input_power": ("nodegate_power_psu_input_watts", "PSU input power, W"),
+}
+KNOWN_KEYS = {"interval_s", "timeout_s", "retries", "output", "pdus", "bmcs"}
+
+
+@dataclass
+class PollerConfig:
+    interval_s: float
+    pdus: list[tuple[str, SnmpTarget, str]] = field(default_factory=list)
+    bmcs: list[tuple[str, BmcTarget]] = field(default_factory=list)
+    textfile: Path | None = None
+    listen: tuple[str, int] | None = None
+
+
+def load_config(path: Path) -> PollerConfig:
+    """Parse and validate the poller YAML; every mistake is a ConfigError naming file and key."""
+    import yaml
+
+    f = str(path)
+    try:
+        info = path.stat()
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read poller config: {exc.strerror}", file=f) from exc
+    if stat.S_IMODE(info.st_mode) & 0o022:
+        raise ConfigError(f"mode {stat.S_IMODE(info.st_mode):04o}: group/others may write it; "
+                          "chmod 644 (or 600)", file=f)
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", file=f) from exc
+    if not isinstance(data, dict):
+        raise ConfigError("top level must be a mapping", file=f)
+    unknown = set(data) - KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}", file=f)
+    interval = float(data.get("interval_s", 30))
+    timeout = float(data.get("timeout_s", 2))
+    retries = int(data.get("retries", 1))
+    if not 1 <= interval <= 3600:
+        raise ConfigError("interval_s must be within 1..3600", file=f, key="interval_s")
+    if timeout * (retries + 1) >= interval:
+        raise ConfigError("timeout_s x (retries + 1) must be below interval_s", file=f,
+                          key="timeout_s")
+    cfg = PollerConfig(interval_s=interval)
+    out = data.get("output") or {}
+    if not isinstance(out, dict) or not (out.get("textfile") or out.get("listen")):
+        raise ConfigError("output needs textfile: PATH or listen: HOST:PORT", file=f,
+                          key="output")
+    if out.get("textfile"):
+        cfg.textfile = Path(str(out["textfile"]))
+        if not cfg.textfile.name.endswith(".prom"):
+            raise ConfigError("textfile must end in .prom (node_exporter reads only those)",
+                              file=f, key="output.textfile")
+    if out.get("listen"):
+        host, _, port = str(out["listen"]).rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError("listen must be HOST:PORT", file=f, key="output.listen")
+        cfg.listen = (host, int(port))
+    names: set[str] = set()
+    for i, item in enumerate(data.get("pdus") or []):
+        key = f"pdus[{i}]"
+        if not isinstance(item, dict) or not {"name", "url", "model"} <= set(item):
+            raise ConfigError("each PDU needs name, url, model", file=f, key=key)
+        extra = set(item) - {"name", "url", "model", "community"}
+        if extra:
+            raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
+        url = str(item["url"])
+        if "community" in item:  # community by reference as its own key
+            sep = "&" if "?" in url else "?"
+            url = f"{url}{sep}community={item['community']}"
+        target = parse_snmp_url(url, key=f"{key}.url", file=f).with_limits(timeout, retries)
+        check_snmp_refs(target, key=f"{key}.url")
+        check_model(str(item["model"]), key=f"{key}.model", file=f)
+        cfg.pdus.append((_unique(str(item["name"]), names, f, key), target, str(item["model"])))
+    for i, item in enumerate(data.get("bmcs") or []):
+        key = f"bmcs[{i}]"
+        if not isinstance(item, dict) or not {"name", "url", "password"} <= set(item):
+            raise ConfigError("each BMC needs name, url, password (a reference)", file=f, key=key)
+        extra = set(item) - {"name", "url", "password", "ca_bundle", "insecure", "max_sessions"}
+        if extra:
+            raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
+        ca = item.get("ca_bundle")
+        if ca is not None and not Path(str(ca)).is_file():
+            raise ConfigError(f"CA bundle {ca} does not exist", file=f, key=f"{key}.ca_bundle")
+        target_b = parse_bmc_url(
+            str(item["url"]), password=str(item["password"]), ca_bundle=ca,
+            insecure=bool(item.get("insecure", False)), timeout_s=max(timeout, 2.0),
+            retries=retries, max_sessions=int(item.get("max_sessions", 2)),
+            key=key, file=f)
+        check_bmc_refs(target_b, key=f"{key}.password")
+        cfg.bmcs.append((_unique(str(item["name"]), names, f, key), target_b))
+    if not cfg.pdus and not cfg.bmcs:
+        raise ConfigError("no pdus and no bmcs to poll", file=f)
+    return cfg
+
+
+def _unique(name: str, seen: set[str], file: str, key: str) -> str:
+    if name in seen:
+        raise ConfigError(f"duplicate device name {name!r}", file=file, key=key)
+    seen.add(name)
+    return name
+
+
+async def poll_once(cfg: PollerConfig) -> list[DeviceReading]:
+    """One round over every device, concurrently; BMC reads run in threads (sync library)."""
+    tasks: list[Any] = [read_pdu(name, target, model) for name, target, model in cfg.pdus]
+    tasks += [asyncio.to_thread(read_bmc, name, target) for name, target in cfg.bmcs]
+    return list(await asyncio.gather(*tasks))
+
+
+class Snapshot:
+    """The latest round, rendered as metric families on demand (for /metrics and textfile)."""
+
+    def __init__(self) -> None:
+        self.devices: list[DeviceReading] = []
+        self.timestamp = 0.0
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        base = ["device", "kind", "model", "address"]
+        up = GaugeMetricFamily("nodegate_power_device_up", "1 if the last poll read the device",
+                               labels=base)
+        took = GaugeMetricFamily("nodegate_power_poll_duration_seconds",
+                                 "Time the last read of the device took", labels=base)
+        fams: dict[str, Any] = {}
+        health = GaugeMetricFamily("nodegate_power_health_ok",
+                                   "1 if the BMC reports Health OK (PSUs, redundancy)",
+                                   labels=["device", "entity", "label"])
+        fan = GaugeMetricFamily("nodegate_power_fan_speed", "Fan speed in the unit label",
+                                labels=["device", "entity", "label", "unit"])
+        for dev in self.devices:
+            labels = [dev.name, dev.kind, dev.model, dev.address]
+            up.add_metric(labels, 1.0 if dev.up else 0.0)
+            took.add_metric(labels, round(dev.elapsed_s, 3))
+            for r in dev.readings:
+                if r.quantity in ("health", "redundancy_health"):
+                    ok = 1.0 if r.value == "OK" else 0.0
+                    health.add_metric([dev.name, r.entity, r.label], ok)
+                elif r.quantity == "speed" and isinstance(r.value, float):
+                    fan.add_metric([dev.name, r.entity, r.label, r.unit], r.value)
+                elif r.quantity in METRICS and isinstance(r.value, (int, float)):
+                    name, help_text = METRICS[r.quantity]
+                    fam = fams.get(name)
+                    if fam is None:
+                        fam = fams[name] = GaugeMetricFamily(
+                            name, help_text, labels=["device", "entity", "label"])
+                    fam.add_metric([dev.name, r.entity, r.label], float(r.value))
+        last = GaugeMetricFamily("nodegate_power_last_poll_timestamp_seconds",
+                                 "Unix time the last poll round finished")
+        last.add_metric([], self.timestamp)
+        yield from (up, took, *fams.values(), health, fan, last)
+
+
+def write_textfile(path: Path, snapshot: Snapshot) -> None:
+    """Atomic: prometheus_client writes a temp file beside it and renames it over the old one."""
+    from prometheus_client import CollectorRegistry, write_to_textfile
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(snapshot)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(path), registry)
+    os.chmod(path, 0o644)
+
+
+async def run(cfg: PollerConfig, *, once: bool = False) -> int:
+    """The service loop. SIGTERM/SIGINT end it after the current round."""
+    snapshot = Snapshot()
+    server: Any = None
+    if cfg.listen:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(snapshot)
+        server, _thread = start_http_server(cfg.listen[1], addr=cfg.listen[0], registry=registry)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        while True:
+            start = time.monotonic()
+            snapshot.devices = await poll_once(cfg)
+            snapshot.timestamp = time.time()
+            down = [d for d in snapshot.devices if not d.up]
+            for d in down:
+                LOG.warning("%s (%s) down: %s", d.name, d.address, redact(d.error or ""))
+            if cfg.textfile:
+                write_textfile(cfg.textfile, snapshot)
+            LOG.info("polled %d devices (%d down) in %.2f s", len(snapshot.devices), len(down),
+                     time.monotonic() - start)
+            if once:
+                return 0
+            try:
+                left = max(0.0, cfg.interval_s - (time.monotonic() - start))
+                await asyncio.wait_for(stop.wait(), timeout=left)
+                return 0
+            except asyncio.TimeoutError:
+                continue
+    finally:
+        if server is not None:
+            server.shutdown()

@@ -1,0 +1,96 @@
+"""Judge functions: verdicts from profile data only (thresholds as {min|max, unit, source})."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodegate.power import checks
+from nodegate.power.readings import DeviceReading
+from nodegate.results import Severity, Verdict
+
+PROFILE: dict[str, Any] = {
+    "power": {"psu_count": 6, "psu_redundant": True, "psu_watts": 3000, "circuit_amps": 30,
+              "circuit_volts": 208},
+    "thresholds": {
+        "inlet_temp_max_c": {"max": 30, "unit": "C", "source": "datasheet: XE9680 ambient"},
+        "psu_budget_fraction_max": {"max": 0.9, "unit": "ratio", "source": "policy: headroom"},
+        "circuit_load_fraction_max": {"max": 0.8, "unit": "ratio",
+                                      "source": "policy: NEC continuous load"},
+        "bmc_to_gpu_power_ratio_min": {"min": 1.0, "unit": "ratio",
+                                       "source": "policy: node >= GPUs"},
+    },
+}
+
+
+def _psus(ok: int, bad: int = 0) -> list[dict[str, Any]]:
+    return ([{"id": str(i), "health": "OK", "state": "Enabled"} for i in range(ok)]
+            + [{"id": f"b{i}", "health": "Critical", "state": "UnavailableOffline"}
+               for i in range(bad)])
+
+
+def test_psu_count() -> None:
+    assert checks.check_psu_count(_psus(6), PROFILE).verdict is Verdict.PASS
+    failed = checks.check_psu_count(_psus(5, 1), PROFILE)
+    assert failed.verdict is Verdict.FAIL and failed.severity is Severity.HARDWARE
+    assert failed.evidence["not_ok"] == ["b0"]
+
+
+def test_psu_redundancy() -> None:
+    red = {"min_needed": 3, "health": "OK", "mode": "N+m"}
+    assert checks.check_psu_redundancy(_psus(6), red, PROFILE).verdict is Verdict.PASS
+    assert checks.check_psu_redundancy(_psus(3, 3), red, PROFILE).verdict is Verdict.FAIL
+    bmc_says_no = {**red, "health": "Critical"}
+    assert checks.check_psu_redundancy(_psus(6), bmc_says_no, PROFILE).verdict is Verdict.FAIL
+    # no BMC figure: grid redundancy assumed, half of 6 carry the node
+    assert checks.check_psu_redundancy(_psus(4), {}, PROFILE).verdict is Verdict.PASS
+
+
+def test_inlet_temp_uses_threshold_and_keeps_source() -> None:
+    ok = checks.check_inlet_temp(24.0, PROFILE)
+    hot = checks.check_inlet_temp(31.5, PROFILE)
+    assert ok.verdict is Verdict.PASS and hot.verdict is Verdict.FAIL
+    assert hot.threshold["source"].startswith("datasheet:")
+    assert checks.check_inlet_temp(None, PROFILE).verdict is Verdict.ERROR
+    assert checks.check_inlet_temp(24.0, {"thresholds": {}}).verdict is Verdict.SKIP
+
+
+def test_psu_budget_against_non_redundant_capacity() -> None:
+    # 3 of 6 x 3000 W carry the node: 9000 W; 0.9 of it = 8100 W
+    assert checks.check_psu_budget(8000.0, PROFILE, min_needed=3).verdict is Verdict.PASS
+    over = checks.check_psu_budget(8200.0, PROFILE, min_needed=3)
+    assert over.verdict is Verdict.FAIL and over.evidence["non_redundant_capacity_w"] == 9000.0
+
+
+def test_circuit_load_continuous_rule() -> None:
+    # two 30 A / 208 V circuits = 12480 W; 80 % = 9984 W
+    assert checks.check_circuit_load(9900.0, 2, PROFILE).verdict is Verdict.PASS
+    assert checks.check_circuit_load(10100.0, 2, PROFILE).verdict is Verdict.FAIL
+    assert checks.check_circuit_load(9900.0, 0, PROFILE).verdict is Verdict.ERROR
+
+
+def test_bmc_not_below_gpu_sum() -> None:
+    assert checks.check_bmc_vs_gpu_power(6800.0, 5600.0, PROFILE).verdict is Verdict.PASS
+    low = checks.check_bmc_vs_gpu_power(5000.0, 5600.0, PROFILE)
+    assert low.verdict is Verdict.FAIL and low.measured == pytest.approx(0.8929, abs=1e-4)
+    assert checks.check_bmc_vs_gpu_power(6800.0, 0.0, PROFILE).verdict is Verdict.ERROR
+
+
+def test_outlet_draw_sums_named_outlets() -> None:
+    a = DeviceReading("pdu-a", "pdu", "apc-rpdu2", "snmp://x")
+    a.add("outlet3", "power", 1500.0, "W")
+    a.add("outlet4", "power", 900.0, "W")
+    b = DeviceReading("pdu-b", "pdu", "apc-rpdu2", "snmp://y")
+    b.add("outlet3", "power", 1400.0, "W")
+    assert checks.outlet_draw_w([a, b], ["pdu-a.outlet3", "pdu-b.outlet3"]) == 2900.0
+    assert checks.outlet_draw_w([a], ["pdu-z.outlet1"]) is None
+
+
+def test_no_numeric_limits_inside_checks() -> None:
+    """Principle 1: no threshold is a number inside the judge (guards against 0/1 allowed)."""
+    import inspect
+    import re
+
+    source = inspect.getsource(checks)
+    assert not re.search(r"[<>]=?\s*(?![01]\b)\d", source)
