@@ -1,0 +1,102 @@
+"""``nodegate health`` and the pytest battery end to end on the simulated board."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from nodegate.battery.lock import BatteryLock
+from tests.conftest import ROOT, run_cli
+
+
+def _health_args(tmp_path: Path, *extra: str) -> list[str]:
+    return ["health", "--profile", "xe9680-h100", "--report-dir", str(tmp_path / "r"),
+            "--textfile-dir", str(tmp_path / "t"), *extra]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"NODEGATE_LOCK_FILE": str(tmp_path / "lock")}
+
+
+def test_must_show_failures_name_the_entity(tmp_path: Path) -> None:
+    result = run_cli("sim", "run", "h100-hgx+nvlink-down@gpu3.link5", "--", "nodegate",
+                     *_health_args(tmp_path, "--checks", "gpu,log"), env=_env(tmp_path))
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "r" / "quick-latest.json").read_text())
+    failing = [r for r in report["results"] if r["verdict"] == "FAIL"]
+    assert [(r["check"], r["entity"]) for r in failing] == [("nvlink_state", "gpu3.link5")]
+    assert "nvlink_state" in result.stdout and "gpu3.link5" in result.stdout  # the summary
+    suite = ET.parse(tmp_path / "r" / "quick-latest.xml").getroot()
+    assert any(case.get("name") == "nvlink_state[gpu3.link5]" and case.find("failure") is not None
+               for case in suite.iter("testcase"))
+    prom = (tmp_path / "t" / "nodegate_quick.prom").read_text()
+    assert 'check="nvlink_state",entity="gpu3.link5"' in prom
+
+
+def test_health_path_never_imports_torch(tmp_path: Path) -> None:
+    code = ("import sys; from nodegate.cli import main; rc = main(sys.argv[1:]); "
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH'); "
+            "print('PYTEST' if '_pytest' in sys.modules else 'NO-PYTEST')")
+    result = run_cli("sim", "run", "h100-hgx", "--", sys.executable, "-c", code,
+                     *_health_args(tmp_path, "--quiet"), env=_env(tmp_path))
+    assert "NO-TORCH" in result.stdout and "NO-PYTEST" in result.stdout, result.stdout
+
+
+def test_concurrent_run_exits_at_once(tmp_path: Path) -> None:
+    with BatteryLock(tmp_path / "lock"):
+        result = run_cli("sim", "run", "h100-hgx", "--", "nodegate", *_health_args(tmp_path),
+                         env=_env(tmp_path))
+    assert result.returncode == 3
+    assert "another nodegate battery run holds" in result.stderr
+    assert str(os.getpid()) in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--checks", "gpu,disk"], "unknown check group disk"),
+        (["--xid-window", "soon"], "bad duration"),
+    ],
+)
+def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], words: str) -> None:
+    result = run_cli(*_health_args(tmp_path, *args), env=_env(tmp_path))
+    assert result.returncode == 2
+    assert words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_bad_profile_exits_2(tmp_path: Path) -> None:
+    result = run_cli("health", "--profile", "xe9999-h900", "--report-dir", str(tmp_path),
+                     env=_env(tmp_path))
+    assert result.returncode == 2
+    assert "unknown profile 'xe9999-h900'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_no_nvml_exits_3(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODEGATE_SIM")}
+    env.pop("LD_LIBRARY_PATH", None)
+    env.update(_env(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "nodegate.cli", *_health_args(tmp_path)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False,
+                          timeout=60)
+    assert proc.returncode == 3
+    assert "cannot initialise NVML" in proc.stderr
+
+
+def test_pytest_battery_reads_like_the_issue(tmp_path: Path) -> None:
+    result = run_cli(
+        "sim", "run", "h100-hgx+nvlink-down@gpu3.link5", "--", sys.executable, "-m", "pytest",
+        str(ROOT / "validation"), "-q", "-p", "no:cacheprovider",
+        "--nodegate-profile", "xe9680-h100", "--nodegate-checks", "gpu,log",
+        "--nodegate-report-dir", str(tmp_path), env=_env(tmp_path), timeout=300)
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert "FAILED validation/gpu/test_nvlink.py::test_nvlink_state[gpu3.link5]" in result.stdout
+    assert "1 failed, 774 passed" in result.stdout
+    report = json.loads((tmp_path / "battery-quick.json").read_text())
+    assert report["verdict"] == "FAIL"
