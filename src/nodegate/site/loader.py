@@ -27,7 +27,10 @@ def site_path(name: str) -> Path:
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml") or os.sep in name:
         return candidate
-    return paths.data_dir("inventory") / f"{name}.yaml"
+    for folder in (Path.cwd() / "inventory", paths.data_dir("inventory")):
+        if (folder / f"{name}.yaml").is_file():
+            return folder / f"{name}.yaml"
+    return Path.cwd() / "inventory" / f"{name}.yaml"
 
 
 def _validate(data: Any, file: str) -> None:

@@ -1,0 +1,309 @@
+"""Import an ``nvidia-smi -q -x`` capture as a scenario, to replay a sick production node.
+
+Operators already collect this XML. Every GPU in it becomes one ``gpus:`` entry holding what
+the capture says; what it does not say (NVLink topology, NUMA node, telemetry under load) gets
+the defaults documented in docs/simulator.md. Both the 535 layout (``power_readings``,
+``clocks_throttle_reasons``) and the 550+ layout (``gpu_power_readings``,
+``clocks_event_reasons``) are read.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nodegate.errors import ConfigError
+from nodegate.sim.scenario import canonical_bus_id, resolve, validate
+
+_NUM = re.compile(r"-?\d+(\.\d+)?")
+ARCH_BY_NAME = (("H100", "hopper"), ("H200", "hopper"), ("H800", "hopper"), ("A100", "ampere"),
+                ("A800", "ampere"), ("B200", "blackwell"), ("L40", "ada"), ("V100", "volta"))
+COMPUTE_CAPABILITY = {"hopper": [9, 0], "ampere": [8, 0], "blackwell": [10, 0], "ada": [8, 9],
+                      "volta": [7, 0], "turing": [7, 5]}
+# nvidia-smi reason element suffix -> scenario reason name (gpu_idle is dynamic, not replayed)
+REASONS = ("applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+           "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+           "display_clock_setting")
+# nvlink defaults when the capture cannot say (nvidia-smi -q has no NVLink section)
+NVLINK_DEFAULTS = {"hopper": (18, 4, 26562), "ampere": (12, 3, 25781), "blackwell": (18, 5, 50000)}
+
+
+def _text(node: ET.Element | None, path: str) -> str | None:
+    """Element text, with nvidia-smi's N/A / empty / Unknown turned into None."""
+    if node is None:
+        return None
+    found = node.find(path)
+    if found is None or found.text is None:
+        return None
+    value = found.text.strip()
+    if value in ("", "N/A", "Unknown Error", "[N/A]", "Not Available", "Unknown"):
+        return None
+    return value
+
+
+def _num(node: ET.Element | None, path: str) -> float | None:
+    """First number in an element such as ``81559 MiB``, ``700.00 W``, ``33 C``, ``16x``."""
+    value = _text(node, path)
+    if value is None:
+        return None
+    m = _NUM.search(value)
+    return float(m.group(0)) if m else None
+
+
+def _int(node: ET.Element | None, path: str) -> int | None:
+    value = _num(node, path)
+    return None if value is None else round(value)
+
+
+def _flag(node: ET.Element | None, path: str) -> bool | None:
+    value = _text(node, path)
+    if value is None:
+        return None
+    return value.lower() in ("enabled", "yes", "active", "true")
+
+
+def _first(*values: Any) -> Any:
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def _put(d: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        d[key] = value
+
+
+def _ecc_counts(errors: ET.Element | None, scope: str) -> tuple[int | None, int | None]:
+    """(correctable, uncorrectable) from either the sram/dram or the single/double-bit layout."""
+    if errors is None or errors.find(scope) is None:
+        return None, None
+    node = errors.find(scope)
+    dram_c, dram_u = _int(node, "dram_correctable"), _int(node, "dram_uncorrectable")
+    if dram_c is not None or dram_u is not None:
+        sram_c = _int(node, "sram_correctable") or 0
+        sram_u = (_int(node, "sram_uncorrectable") or 0) + (
+            _int(node, "sram_uncorrectable_parity") or 0
+        ) + (_int(node, "sram_uncorrectable_secded") or 0)
+        return (dram_c or 0) + sram_c, (dram_u or 0) + sram_u
+    return _int(node, "single_bit/total"), _int(node, "double_bit/total")
+
+
+def _pages(node: ET.Element | None) -> list[int]:
+    if node is None:
+        return []
+    addrs = [int(a.text, 16) for a in node.iter("retired_page_address") if a.text]
+    count = _int(node, "retired_count") or 0
+    base = 0x1A0000
+    while len(addrs) < count:  # count without a page list: synthesize distinct pages
+        addrs.append(base + len(addrs))
+    return addrs
+
+
+def gpu_from_xml(node: ET.Element, slot: int, count: int) -> dict[str, Any]:
+    """One ``gpus:`` entry from a ``<gpu>`` element."""
+    gpu: dict[str, Any] = {}
+    name = _text(node, "product_name") or "NVIDIA GPU"
+    gpu["name"] = name
+    arch = (_text(node, "product_architecture") or "").lower()
+    if arch not in COMPUTE_CAPABILITY:
+        arch = next((a for key, a in ARCH_BY_NAME if key in name), "hopper")
+    gpu["architecture"] = arch
+    gpu["cuda_compute_capability"] = list(COMPUTE_CAPABILITY[arch])
+    bus_id = _text(node, "pci/pci_bus_id") or node.get("id")
+    if not bus_id:
+        raise ConfigError(f"GPU {slot} has no PCI bus id", key=f"gpu[{slot}]/pci/pci_bus_id")
+    gpu["pci_bus_id"] = canonical_bus_id(bus_id)
+    dev_id = _text(node, "pci/pci_device_id")
+    if dev_id:
+        gpu["pci_device_id"] = int(dev_id, 16) >> 16
+    subsys = _text(node, "pci/pci_sub_system_id")
+    if subsys:
+        gpu["pci_subsystem_id"] = int(subsys, 16)
+    for key, path in (("uuid", "uuid"), ("serial", "serial"), ("vbios_version", "vbios_version"),
+                      ("board_part_number", "board_part_number")):
+        _put(gpu, key, _text(node, path))
+    _put(gpu, "minor_number", _int(node, "minor_number"))
+    _put(gpu, "module_id", _int(node, "gpu_module_id"))
+    board_id = _text(node, "board_id")
+    if board_id:
+        gpu["board_id"] = int(board_id, 16) if board_id.lower().startswith("0x") else int(board_id)
+    gpu["numa_node"] = 0 if slot < max(1, count // 2) else 1
+    gpu["inforom"] = {
+        "image": _text(node, "inforom_version/img_version"),
+        "oem": _text(node, "inforom_version/oem_object"),
+        "ecc": _text(node, "inforom_version/ecc_object"),
+        "power": _text(node, "inforom_version/pwr_object"),
+    }
+    mem: dict[str, Any] = {}
+    _put(mem, "total_mib", _int(node, "fb_memory_usage/total"))
+    _put(mem, "reserved_mib", _int(node, "fb_memory_usage/reserved"))
+    _put(mem, "bar1_mib", _int(node, "bar1_memory_usage/total"))
+    procs: list[dict[str, Any]] = []
+    for proc in node.findall("processes/process_info"):
+        pid = _int(proc, "pid")
+        if pid:
+            procs.append({"pid": pid, "name": _text(proc, "process_name") or "unknown",
+                          "used_mib": _int(proc, "used_memory") or 0})
+    used = _int(node, "fb_memory_usage/used")
+    if used is not None:
+        mem["used_mib"] = max(0, used - sum(p["used_mib"] for p in procs))
+    gpu["memory"] = mem
+    gpu["processes"] = procs
+
+    temp: dict[str, Any] = {}
+    t = node.find("temperature")
+    _put(temp, "idle_c", _num(t, "gpu_temp"))
+    _put(temp, "memory_idle_c", _num(t, "memory_temp"))
+    _put(temp, "shutdown_c", _int(t, "gpu_temp_max_threshold"))
+    _put(temp, "slowdown_c", _int(t, "gpu_temp_slow_threshold"))
+    _put(temp, "gpu_max_c", _int(t, "gpu_temp_max_gpu_threshold"))
+    _put(temp, "memory_max_c", _int(t, "gpu_temp_max_mem_threshold"))
+    gpu["temperature"] = temp
+
+    p = node.find("gpu_power_readings")
+    if p is None:
+        p = node.find("power_readings")
+    power: dict[str, Any] = {}
+    _put(power, "limit_w", _first(_num(p, "current_power_limit"), _num(p, "enforced_power_limit"),
+                                  _num(p, "power_limit")))
+    _put(power, "default_limit_w", _num(p, "default_power_limit"))
+    _put(power, "min_limit_w", _num(p, "min_power_limit"))
+    _put(power, "max_limit_w", _num(p, "max_power_limit"))
+    _put(power, "idle_w", _first(_num(p, "instant_power_draw"), _num(p, "average_power_draw"),
+                                 _num(p, "power_draw")))
+    gpu["power"] = power
+
+    clocks: dict[str, Any] = {}
+    _put(clocks, "graphics_max_mhz", _int(node, "max_clocks/graphics_clock"))
+    _put(clocks, "sm_max_mhz", _int(node, "max_clocks/sm_clock"))
+    _put(clocks, "memory_max_mhz", _int(node, "max_clocks/mem_clock"))
+    _put(clocks, "video_max_mhz", _int(node, "max_clocks/video_clock"))
+    _put(clocks, "applications_graphics_mhz", _int(node, "applications_clocks/graphics_clock"))
+    _put(clocks, "applications_memory_mhz", _int(node, "applications_clocks/mem_clock"))
+    _put(clocks, "default_applications_graphics_mhz",
+         _int(node, "default_applications_clocks/graphics_clock"))
+    _put(clocks, "default_applications_memory_mhz",
+         _int(node, "default_applications_clocks/mem_clock"))
+    gpu["clocks"] = clocks
+    reasons = []
+    for reason in REASONS:
+        if _first(_flag(node, f"clocks_event_reasons/clocks_event_reason_{reason}"),
+                  _flag(node, f"clocks_throttle_reasons/clocks_throttle_reason_{reason}")):
+            reasons.append(reason)
+    gpu["clocks_event_reasons"] = reasons
+    _put(gpu, "utilization_pct", _int(node, "utilization/gpu_util"))
+
+    link = "pci/pci_gpu_link_info"
+    pcie: dict[str, Any] = {}
+    _put(pcie, "gen", _int(node, f"{link}/pcie_gen/current_link_gen"))
+    _put(pcie, "max_gen", _first(_int(node, f"{link}/pcie_gen/max_device_link_gen"),
+                                 _int(node, f"{link}/pcie_gen/max_link_gen")))
+    _put(pcie, "width", _int(node, f"{link}/link_widths/current_link_width"))
+    _put(pcie, "max_width", _int(node, f"{link}/link_widths/max_link_width"))
+    _put(pcie, "replay_counter", _int(node, "pci/replay_counter"))
+    gpu["pcie"] = pcie
+
+    ecc: dict[str, Any] = {}
+    _put(ecc, "enabled", _flag(node, "ecc_mode/current_ecc"))
+    _put(ecc, "pending", _flag(node, "ecc_mode/pending_ecc"))
+    errors = node.find("ecc_errors")
+    vol_c, vol_u = _ecc_counts(errors, "volatile")
+    agg_c, agg_u = _ecc_counts(errors, "aggregate")
+    _put(ecc, "volatile_sbe", vol_c)
+    _put(ecc, "volatile_dbe", vol_u)
+    _put(ecc, "aggregate_sbe", agg_c)
+    _put(ecc, "aggregate_dbe", agg_u)
+    gpu["ecc"] = ecc
+
+    rows: dict[str, Any] = {}
+    _put(rows, "correctable", _int(node, "remapped_rows/remapped_row_corr"))
+    _put(rows, "uncorrectable", _int(node, "remapped_rows/remapped_row_unc"))
+    _put(rows, "pending", _flag(node, "remapped_rows/remapped_row_pending"))
+    _put(rows, "failure", _flag(node, "remapped_rows/remapped_row_failure"))
+    gpu["remapped_rows"] = rows
+    gpu["retired_pages"] = {
+        "sbe": _pages(node.find("retired_pages/multiple_single_bit_retirement")),
+        "dbe": _pages(node.find("retired_pages/double_bit_retirement")),
+        "pending": bool(_flag(node, "retired_pages/pending_retirement")),
+    }
+
+    _put(gpu, "persistence", _flag(node, "persistence_mode"))
+    _put(gpu, "mig", _flag(node, "mig_mode/current_mig"))
+    _put(gpu, "mig_pending", _flag(node, "mig_mode/pending_mig"))
+    mode = (_text(node, "compute_mode") or "Default").lower()
+    gpu["compute_mode"] = {"exclusive_process": "exclusive_process",
+                           "prohibited": "prohibited"}.get(mode, "default")
+
+    state = (_text(node, "fabric/state") or "").lower().replace(" ", "_")
+    if state in ("completed", "in_progress", "not_started"):
+        status = (_text(node, "fabric/status") or "success").lower().replace(" ", "_")
+        fabric: dict[str, Any] = {"state": state,
+                                  "status": status if status in ("success", "not_ready", "in_use")
+                                  else ("success" if state == "completed" else "not_ready")}
+        _put(fabric, "clique_id", _int(node, "fabric/cliqueId"))
+        _put(fabric, "cluster_uuid", _text(node, "fabric/clusterUuid"))
+        bandwidth = _text(node, "fabric/health/bandwidth")
+        if bandwidth:
+            fabric["degraded_bandwidth"] = bandwidth.lower() != "full"
+        gpu["fabric"] = fabric
+    else:
+        gpu["fabric"] = None
+
+    links, version, speed = NVLINK_DEFAULTS.get(arch, (0, 4, 0))
+    if "PCIe" in name or "NVL" in name or count == 1:
+        links = 0
+    gpu["nvlink"] = {"links": links, "version": version, "speed_mbps": speed}
+    return gpu
+
+
+def scenario_from_capture(path: Path, *, name: str) -> dict[str, Any]:
+    """Parse the capture at ``path`` into a scenario mapping (validated and resolvable)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise ConfigError(
+            f"not a readable nvidia-smi -q -x capture: {exc}", file=str(path)
+        ) from exc
+    if root.tag != "nvidia_smi_log":
+        raise ConfigError(f"root element is <{root.tag}>, expected <nvidia_smi_log>",
+                          file=str(path))
+    gpus = root.findall("gpu")
+    if not gpus:
+        raise ConfigError("capture lists no <gpu>", file=str(path))
+    driver = _text(root, "driver_version")
+    if driver is None:
+        raise ConfigError("capture has no driver_version", file=str(path), key="driver_version")
+    cuda = _text(root, "cuda_version") or "12.0"
+    major, _, minor = cuda.partition(".")
+    entries = [gpu_from_xml(node, i, len(gpus)) for i, node in enumerate(gpus)]
+    nvswitch = len(gpus) >= 4 and any(g["nvlink"]["links"] for g in entries)
+    safe_name = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "capture"
+    data: dict[str, Any] = {
+        "name": safe_name,
+        "description": f"imported from {path.name} ({len(gpus)}x {entries[0]['name']}, "
+        f"driver {driver})",
+        "system": {
+            "driver_version": driver,
+            "nvml_version": f"12.{driver}",
+            "cuda_driver_version": int(major) * 1000 + int(minor or 0) * 10,
+        },
+        "topology": {"nvswitch": nvswitch},
+        "gpus": entries,
+    }
+    validate(data, source=str(path))
+    resolve(data, source=str(path))
+    return data
+
+
+def import_capture(path: Path, output: Path, *, name: str) -> dict[str, Any]:
+    """Write the scenario for capture ``path`` to ``output`` and return it."""
+    data = scenario_from_capture(path, name=name)
+    header = (f"# Imported by `nodegate sim import` from {path.name}.\n"
+              "# Fields the capture lacks use the defaults in docs/simulator.md.\n")
+    output.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+    return data

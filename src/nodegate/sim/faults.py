@@ -1,0 +1,378 @@
+"""The fault catalog: named overlays applied to a resolved scenario.
+
+Each fault edits the board dict the way the broken hardware would look through NVML (and the
+kernel log), so faults compose: ``h100-hgx+nvlink-down@gpu3.link5+xid79@gpu6`` applies two
+overlays in order. Targets name GPUs by their slot on the healthy board (``gpu6`` stays the
+seventh GPU of the scenario even when ``gpu-missing`` removes an earlier one).
+
+The registry is explicit (one table, no register-on-import).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from nodegate.errors import ConfigError
+from nodegate.sim.scenario import Board, Gpu
+
+Scope = Literal["node", "gpu", "link"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a fault lands: a GPU slot, optionally a link, optionally an argument (``:CODE``)."""
+
+    gpu: int | None = None
+    link: int | None = None
+    arg: str | None = None
+
+    def label(self) -> str:
+        out = "" if self.gpu is None else f"gpu{self.gpu}"
+        if self.link is not None:
+            out += f".link{self.link}"
+        if self.arg is not None:
+            out += f":{self.arg}"
+        return out
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    scope: Scope
+    description: str
+    apply: Callable[[Board, Target], None]
+    arg: str | None = None  # name of the required ``:ARG``, when the fault takes one
+
+    def usage(self) -> str:
+        target = {"node": "", "gpu": "@gpuN", "link": "@gpuN.linkM"}[self.scope]
+        return f"{self.name}{target}{':' + self.arg if self.arg else ''}"
+
+
+def _gpu(board: Board, target: Target) -> Gpu:
+    assert target.gpu is not None
+    gpu: Gpu = board["gpus"][target.gpu]
+    return gpu
+
+
+def _xid(board: Board, target: Target, code: int, message: str | None = None) -> None:
+    event: dict[str, object] = {"gpu": target.gpu, "code": code}
+    if message:
+        event["message"] = message
+    board["xid_events"].append(event)
+
+
+# --------------------------------------------------------------------------- GPU presence
+
+
+def gpu_missing(board: Board, t: Target) -> None:
+    _gpu(board, t)["missing"] = True
+
+
+def xid79(board: Board, t: Target) -> None:
+    _gpu(board, t)["lost"] = True
+    _xid(board, t, 79)
+
+
+def xid_code(board: Board, t: Target) -> None:
+    assert t.arg is not None
+    if not t.arg.isdigit() or int(t.arg) < 1:
+        raise ConfigError(f"Xid code must be a positive integer, not {t.arg!r}", key="fault")
+    _xid(board, t, int(t.arg))
+
+
+# --------------------------------------------------------------------------- NVLink
+
+
+def nvlink_down(board: Board, t: Target) -> None:
+    inactive = _gpu(board, t)["nvlink"]["inactive"]
+    if t.link not in inactive:
+        inactive.append(t.link)
+
+
+def nvlink_errors(board: Board, t: Target) -> None:
+    _gpu(board, t)["nvlink"]["errors"].append(
+        {
+            "link": t.link,
+            "replay": 180,
+            "recovery": 6,
+            "crc_flit": 1450,
+            "crc_data": 96,
+            "replay_rate_per_s": 3.0,
+            "recovery_rate_per_s": 1.0,
+            "crc_flit_rate_per_s": 25.0,
+            "crc_data_rate_per_s": 2.0,
+        }
+    )
+
+
+def fabric_not_running(board: Board, t: Target) -> None:
+    with_fabric = [g for g in board["gpus"] if g["fabric"] is not None]
+    if not with_fabric:
+        raise ConfigError(
+            f"scenario {board['name']} has no GPU fabric (only NVSwitch Hopper boards do)",
+            key="fault fabric-not-running",
+        )
+    for gpu in with_fabric:
+        gpu["fabric"].update(state="not_started", status="not_ready")
+
+
+def fabric_degraded(board: Board, t: Target) -> None:
+    gpu = _gpu(board, t)
+    if gpu["fabric"] is None:
+        raise ConfigError(f"gpu{t.gpu} has no GPU fabric", key="fault fabric-degraded")
+    gpu["fabric"]["degraded_bandwidth"] = True
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def ecc_dbe(board: Board, t: Target) -> None:
+    ecc = _gpu(board, t)["ecc"]
+    ecc["volatile_dbe"] += 2
+    ecc["aggregate_dbe"] += 2
+    _xid(board, t, 48)
+
+
+def ecc_sbe_storm(board: Board, t: Target) -> None:
+    ecc = _gpu(board, t)["ecc"]
+    ecc["volatile_sbe"] += 12000
+    ecc["aggregate_sbe"] += 12000
+    ecc["volatile_sbe_rate_per_s"] = 150.0
+    _xid(board, t, 92)
+
+
+def ecc_off(board: Board, t: Target) -> None:
+    _gpu(board, t)["ecc"].update(enabled=False, pending=False)
+
+
+def remap_pending(board: Board, t: Target) -> None:
+    rows = _gpu(board, t)["remapped_rows"]
+    rows["uncorrectable"] += 1
+    rows["pending"] = True
+    _xid(board, t, 63)
+
+
+def remap_failure(board: Board, t: Target) -> None:
+    rows = _gpu(board, t)["remapped_rows"]
+    rows["uncorrectable"] += 1
+    rows["failure"] = True
+    _xid(board, t, 64)
+
+
+def retired_pages(board: Board, t: Target) -> None:
+    pages = _gpu(board, t)["retired_pages"]
+    pages["sbe"] = [*pages["sbe"], 0x1A3F40, 0x1A3F41]
+    pages["dbe"] = [*pages["dbe"], 0x7C0022]
+    pages["pending"] = True
+
+
+# --------------------------------------------------------------------------- PCIe
+
+
+def pcie_downtrain(board: Board, t: Target) -> None:
+    pcie = _gpu(board, t)["pcie"]
+    pcie["gen"] = max(1, pcie["max_gen"] - 1)
+    pcie["width"] = max(1, pcie["max_width"] // 2)
+
+
+def pcie_replays(board: Board, t: Target) -> None:
+    pcie = _gpu(board, t)["pcie"]
+    pcie["replay_counter"] += 1532
+    pcie["replay_rate_per_s"] = 12.0
+
+
+# --------------------------------------------------------------------------- thermal, power, clocks
+
+
+def _reasons(gpu: Gpu, *names: str) -> None:
+    gpu["clocks_event_reasons"] = sorted({*gpu["clocks_event_reasons"], *names})
+
+
+def thermal_slowdown(board: Board, t: Target) -> None:
+    gpu = _gpu(board, t)
+    temp = gpu["temperature"]
+    temp["idle_c"] = temp["slowdown_c"] + 2
+    temp["load_c"] = max(temp["load_c"], temp["slowdown_c"] + 4)
+    _reasons(gpu, "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown")
+
+
+def cooling_failure(board: Board, t: Target) -> None:
+    # Idle looks healthy; only under load does the temperature overshoot the slowdown point.
+    temp = _gpu(board, t)["temperature"]
+    temp["load_c"] = temp["slowdown_c"] + 8
+    temp["memory_load_c"] = temp["memory_max_c"] + 2
+
+
+def hot_idle(board: Board, t: Target) -> None:
+    temp = _gpu(board, t)["temperature"]
+    temp["idle_c"] = 62
+    temp["memory_idle_c"] = 58
+
+
+def power_brake(board: Board, t: Target) -> None:
+    gpu = _gpu(board, t)
+    _reasons(gpu, "hw_power_brake_slowdown", "hw_slowdown")
+    power = gpu["power"]
+    power["cap_w"] = power["idle_w"] + 0.25 * (power["load_w"] - power["idle_w"])
+
+
+def clocks_stuck_low(board: Board, t: Target) -> None:
+    clocks = _gpu(board, t)["clocks"]
+    clocks["cap_mhz"] = max(clocks["graphics_idle_mhz"], clocks["graphics_max_mhz"] * 3 // 10)
+
+
+def power_limit_low(board: Board, t: Target) -> None:
+    power = _gpu(board, t)["power"]
+    power["limit_w"] = round(power["default_limit_w"] * 0.6)
+
+
+# --------------------------------------------------------------------------- modes, software
+
+
+def persistence_off(board: Board, t: Target) -> None:
+    for gpu in board["gpus"]:
+        gpu["persistence"] = False
+
+
+def mig_on(board: Board, t: Target) -> None:
+    gpu = _gpu(board, t)
+    gpu["mig"] = True
+    gpu["mig_pending"] = True
+
+
+def exclusive_process(board: Board, t: Target) -> None:
+    _gpu(board, t)["compute_mode"] = "exclusive_process"
+
+
+def vbios_mismatch(board: Board, t: Target) -> None:
+    gpu = _gpu(board, t)
+    parts = gpu["vbios_version"].split(".")
+    # Keep the family prefix, step the build field back: an older flash of the same part.
+    if len(parts) >= 3:
+        parts[2] = "30" if parts[2] != "30" else "31"
+        gpu["vbios_version"] = ".".join(parts)
+    else:
+        gpu["vbios_version"] = gpu["vbios_version"] + ".old"
+
+
+DRIVER_MISMATCH = {"driver_version": "550.127.05", "cuda_driver_version": 12040}
+
+
+def driver_mismatch(board: Board, t: Target) -> None:
+    system = board["system"]
+    if system["driver_version"] == DRIVER_MISMATCH["driver_version"]:
+        system.update(driver_version="535.230.02", cuda_driver_version=12020)
+    else:
+        system.update(DRIVER_MISMATCH)
+    system["nvml_version"] = f"12.{system['driver_version']}"
+
+
+def foreign_process(board: Board, t: Target) -> None:
+    gpu = _gpu(board, t)
+    gpu["processes"] = [*gpu["processes"], {"pid": 48213, "name": "python3", "used_mib": 10240}]
+
+
+def inforom_corrupt(board: Board, t: Target) -> None:
+    # A corrupted InfoROM loses its objects; nvidia-smi then prints N/A for them.
+    _gpu(board, t)["inforom"].update(oem=None, ecc=None, power=None)
+
+
+CATALOG: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault("gpu-missing", "gpu", "GPU absent from the bus: NVML counts one fewer", gpu_missing),
+        Fault("xid79", "gpu", "GPU fell off the bus: calls return GPU_IS_LOST, Xid 79", xid79),
+        Fault("xid", "gpu", "an arbitrary Xid line for this GPU in the kernel log", xid_code,
+              arg="CODE"),
+        Fault("nvlink-down", "link", "one NVLink reads inactive", nvlink_down),
+        Fault("nvlink-errors", "link", "CRC, replay and recovery counters rising on one link",
+              nvlink_errors),
+        Fault("fabric-not-running", "node", "fabric manager down: fabric state not completed",
+              fabric_not_running),
+        Fault("fabric-degraded", "gpu", "fabric completed but health reports degraded bandwidth",
+              fabric_degraded),
+        Fault("ecc-dbe", "gpu", "volatile double-bit ECC errors in HBM, Xid 48", ecc_dbe),
+        Fault("ecc-sbe-storm", "gpu", "single-bit ECC errors piling up fast, Xid 92",
+              ecc_sbe_storm),
+        Fault("ecc-off", "gpu", "ECC disabled (current and pending)", ecc_off),
+        Fault("remap-pending", "gpu", "row remap pending a GPU reset, Xid 63", remap_pending),
+        Fault("remap-failure", "gpu", "row remapping failed (no spare rows), Xid 64",
+              remap_failure),
+        Fault("retired-pages", "gpu", "pages retired for SBE and DBE, retirement pending",
+              retired_pages),
+        Fault("pcie-downtrain", "gpu", "PCIe link trained below max gen and width",
+              pcie_downtrain),
+        Fault("pcie-replays", "gpu", "PCIe replay counter high and rising", pcie_replays),
+        Fault("thermal-slowdown", "gpu", "hot at idle, thermal slowdown reasons asserted",
+              thermal_slowdown),
+        Fault("cooling-failure", "gpu", "under load only: overshoots slowdown, HW thermal event",
+              cooling_failure),
+        Fault("hot-idle", "gpu", "idle temperature well above its peers", hot_idle),
+        Fault("power-brake", "gpu", "HW power brake asserted: clocks and power held low",
+              power_brake),
+        Fault("clocks-stuck-low", "gpu", "SM clock stays low under load with no reason",
+              clocks_stuck_low),
+        Fault("power-limit-low", "gpu", "enforced power limit 60% of default", power_limit_low),
+        Fault("persistence-off", "node", "persistence mode disabled on every GPU",
+              persistence_off),
+        Fault("mig-on", "gpu", "MIG mode enabled (current and pending)", mig_on),
+        Fault("exclusive-process", "gpu", "compute mode EXCLUSIVE_PROCESS", exclusive_process),
+        Fault("vbios-mismatch", "gpu", "VBIOS differs from the rest of the board", vbios_mismatch),
+        Fault("driver-mismatch", "node", "driver version other than the pinned one",
+              driver_mismatch),
+        Fault("foreign-process", "gpu", "a compute process holding 10 GiB on the GPU",
+              foreign_process),
+        Fault("inforom-corrupt", "gpu", "InfoROM objects unreadable (N/A)", inforom_corrupt),
+    )
+}
+
+_TARGET_RE = re.compile(r"^gpu(\d+)(?:\.link(\d+))?(?::(.+))?$")
+
+
+def parse(token: str) -> tuple[Fault, Target]:
+    """``nvlink-down@gpu3.link5`` -> (fault, target); ConfigError naming the token otherwise."""
+    name, _, where = token.partition("@")
+    fault = CATALOG.get(name)
+    if fault is None:
+        raise ConfigError(
+            f"unknown fault {name!r} (see `nodegate sim scenarios`)", key=f"fault {token}"
+        )
+    if fault.scope == "node":
+        if where:
+            raise ConfigError(f"{name} applies to the node; write it without @", key=token)
+        return fault, Target()
+    m = _TARGET_RE.match(where)
+    if not m:
+        raise ConfigError(f"bad target {where!r}; expected {fault.usage()}", key=f"fault {token}")
+    gpu, link, arg = m.groups()
+    if fault.scope == "link" and link is None:
+        raise ConfigError(f"{name} needs a link: {fault.usage()}", key=f"fault {token}")
+    if fault.scope == "gpu" and link is not None:
+        raise ConfigError(
+            f"{name} targets a GPU, not a link: {fault.usage()}", key=f"fault {token}"
+        )
+    if (fault.arg is None) != (arg is None):
+        raise ConfigError(f"expected {fault.usage()}", key=f"fault {token}")
+    return fault, Target(int(gpu), None if link is None else int(link), arg)
+
+
+def apply(board: Board, token: str) -> None:
+    """Parse one fault token and apply it to ``board``, checking the target exists."""
+    fault, target = parse(token)
+    if target.gpu is not None:
+        if target.gpu >= len(board["gpus"]):
+            raise ConfigError(
+                f"scenario {board['name']} has {len(board['gpus'])} GPUs (gpu0..gpu"
+                f"{len(board['gpus']) - 1})",
+                key=f"fault {token}",
+            )
+        if target.link is not None:
+            links = board["gpus"][target.gpu]["nvlink"]["links"]
+            if target.link >= links:
+                detail = f"has {links} NVLinks" if links else "has no NVLink"
+                raise ConfigError(f"gpu{target.gpu} {detail}", key=f"fault {token}")
+    fault.apply(board, target)
+    board.setdefault("faults", []).append(token)
