@@ -6,6 +6,7 @@ A thin adapter over ``nodegate.load.suite`` (torch; imported only here, never on
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,8 @@ def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
                    workers: int | None = None,
                    progress: Callable[[str], None] | None = None) -> LoadGroupOutcome:
     try:
-        from nodegate.load import suite
+        # imported by name: torch (and so this package) is an optional extra
+        suite: Any = importlib.import_module("nodegate.load.suite")
     except ImportError as exc:
         raise CannotRunError(
             f"the load checks need torch (pip install 'nodegate[torch]'): {exc}"
