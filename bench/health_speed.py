@@ -54,7 +54,8 @@ def main() -> None:
         samples = _time(health, env, args.runs)
         results = len(Path(f"{tmp}/reports/quick-latest.json").read_text().split('"check"')) - 1
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, "
+          f"Python {platform.python_version()}")
     print(f"scenario {args.scenario}, profile {args.profile}, {results} results per run, "
           f"{args.runs} runs each")
     print(f"{'command':<40} {'median s':>9} {'min s':>7} {'max s':>7}")

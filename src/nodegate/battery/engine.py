@@ -16,8 +16,8 @@ from nodegate.profiles import Profile
 from nodegate.results import CheckResult
 
 LEVELS = ("quick", "standard", "acceptance")
-QUICK_GROUPS = ("gpu", "log", "host")
-LOAD_GROUPS = ("load", "power")
+QUICK_GROUPS = ("gpu", "log", "host", "power")
+LOAD_GROUPS = ("load",)
 ALL_GROUPS = QUICK_GROUPS + LOAD_GROUPS
 
 
@@ -98,4 +98,8 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
         from nodegate.probes.host import HostProbe
 
         results += judge_host(HostProbe(options.host_root), profile, list(bus_ids.values()))
+    if "power" in options.groups:
+        from nodegate.battery.power import run_static
+
+        results += run_static(profile)
     return QuickOutcome(results=results, boot_id=read_boot_id(), board=board, notes=notes)

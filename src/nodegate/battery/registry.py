@@ -61,6 +61,13 @@ CHECKS: dict[str, CheckInfo] = {
     "nccl_conf": CheckInfo("host", "quick", "/etc/nccl.conf present with expected keys"),
     "nvme_array": CheckInfo("host", "quick", "NVMe md array active and complete"),
     "nvme_mount": CheckInfo("host", "quick", "NVMe array mounted with expected options"),
+    # power (BMC / PDU): PSUs and inlet at any level, draw under load at acceptance
+    "psu_count": CheckInfo("power", "quick", "healthy PSUs as the profile says"),
+    "psu_redundancy": CheckInfo("power", "quick", "node survives losing a PSU"),
+    "inlet_temp": CheckInfo("power", "quick", "chassis inlet temperature"),
+    "psu_budget": CheckInfo("power", "acceptance", "draw under load within non-redundant PSUs"),
+    "circuit_load": CheckInfo("power", "acceptance", "draw under load within 80% of circuits"),
+    "bmc_gpu_power": CheckInfo("power", "acceptance", "BMC node power >= NVML GPU sum"),
 }
 
 

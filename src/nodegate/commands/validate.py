@@ -33,6 +33,18 @@ def _progress(message: str) -> None:
     print(f"[{stamp}] {message}", file=sys.stderr, flush=True)
 
 
+def _power_sampler(level: str, groups: tuple[str, ...]) -> Any:
+    """A power sampler for the load phase, when this node has power wiring installed."""
+    if level != "acceptance" or "power" not in groups:
+        return None
+    from nodegate.battery.power import PowerSampler, load_wiring
+
+    wiring = load_wiring()
+    if wiring is None:
+        return None
+    return PowerSampler(wiring).start()
+
+
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import (
@@ -73,9 +85,18 @@ def run(args: argparse.Namespace) -> int:
             from nodegate.battery.load import run_load_group
 
             _progress(f"load checks, level {args.level}, duration scale {args.duration_scale}")
-            load = run_load_group(profile, args.level, args.duration_scale,
-                                  workers=args.workers, progress=_progress)
+            sampler = _power_sampler(args.level, groups)
+            try:
+                load = run_load_group(profile, args.level, args.duration_scale,
+                                      workers=args.workers, progress=_progress)
+            finally:
+                if sampler is not None:
+                    sampler.stop()
             results += load.results
+            if sampler is not None:
+                from nodegate.battery.power import judge_under_load
+
+                results += judge_under_load(sampler, profile)
             series, matrices, backend = load.series, load.matrices, load.backend
         report = build(
             results, node=node_name(args), profile=profile.name, level=args.level,

@@ -1,0 +1,195 @@
+"""The battery's power group: PSUs and inlet at any level, draw under load at acceptance.
+
+The node reads its own BMC and the PDU outlets feeding it through the same readers and poller
+config as the power poller service (``nodegate.power``). Which outlets feed this node is site
+wiring, installed by the agent role in ``/etc/nodegate/node.json``::
+
+    {"node": "gpu-b01", "power_config": "/etc/nodegate/power-poller.yaml",
+     "outlets": ["b01-pdu-a.outlet1", "b01-pdu-b.outlet1"], "circuits": 2}
+
+Under load a ``PowerSampler`` thread polls BMC, PDUs and the NVML GPU power sum together and
+keeps the sample with the highest node draw, which the judge then holds to the PSU budget,
+the 80% circuit rule and the BMC-vs-GPU consistency check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodegate.errors import ConfigError
+from nodegate.judge.common import make
+from nodegate.profiles import Profile
+from nodegate.results import CheckResult, Verdict
+
+NODE_FILE = Path("/etc/nodegate/node.json")
+STATIC_CHECKS = ("psu_count", "psu_redundancy", "inlet_temp")
+LOAD_CHECKS = ("psu_budget", "circuit_load", "bmc_gpu_power")
+
+
+@dataclass(frozen=True)
+class NodeWiring:
+    source: str
+    power_config: Path
+    outlets: list[str]
+    circuits: int
+
+
+def load_wiring(path: Path | None = None) -> NodeWiring | None:
+    """This node's power wiring, or None when the node has none installed."""
+    path = path or Path(os.environ.get("NODEGATE_NODE_FILE", str(NODE_FILE)))
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return NodeWiring(source=str(path), power_config=Path(data["power_config"]),
+                          outlets=[str(o) for o in data.get("outlets", [])],
+                          circuits=int(data.get("circuits", 0)))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"bad node wiring file: {exc}", file=str(path)) from None
+
+
+def _skip_all(names: tuple[str, ...], reason: str) -> list[CheckResult]:
+    return [make(name, "node", Verdict.SKIP, reason=reason) for name in names]
+
+
+def read_devices(wiring: NodeWiring) -> list[Any]:
+    from nodegate.power.poller import load_config, poll_once
+
+    return list(asyncio.run(poll_once(load_config(wiring.power_config))))
+
+
+def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
+    from nodegate.power.checks import check_inlet_temp, check_psu_count, check_psu_redundancy
+
+    bmcs = [d for d in devices if d.kind == "bmc"]
+    if not bmcs:
+        return _skip_all(STATIC_CHECKS, "no BMC in this node's power config")
+    bmc = bmcs[0]
+    if not bmc.up:
+        return [make(name, "node", Verdict.ERROR, reason=f"BMC {bmc.name} unreachable: "
+                     f"{bmc.error}", bmc=bmc.address) for name in STATIC_CHECKS]
+    data = profile.data
+    psus = list(bmc.info.get("psus", []))
+    inlet = bmc.value("inlet", "temperature")
+    return [
+        check_psu_count(psus, data),
+        check_psu_redundancy(psus, dict(bmc.info.get("redundancy") or {}), data),
+        check_inlet_temp(float(inlet) if isinstance(inlet, (int, float)) else None, data),
+    ]
+
+
+def gpu_power_sum_w() -> float | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVML: the consistency check reports it
+        return None
+    try:
+        total = 0.0
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            total += pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+        return round(total, 1)
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+@dataclass
+class PowerSample:
+    t: float
+    node_w: float | None
+    outlets_w: float | None
+    gpu_sum_w: float | None
+    min_needed: int | None
+
+
+@dataclass
+class PowerSampler:
+    """Polls power every ``interval_s`` in a thread while a load phase runs."""
+
+    wiring: NodeWiring
+    interval_s: float = 5.0
+    gpu_power: Callable[[], float | None] = field(default=gpu_power_sum_w)
+    samples: list[PowerSample] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> PowerSampler:
+        self._thread = threading.Thread(target=self._run, name="power-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval_s + 30)
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self._sample(time.monotonic() - start))
+            except Exception as exc:  # a sampler must never kill the load phase
+                self.errors.append(str(exc))
+            self._stop.wait(self.interval_s)
+
+    def _sample(self, t: float) -> PowerSample:
+        from nodegate.power.checks import outlet_draw_w
+
+        devices = read_devices(self.wiring)
+        bmc = next((d for d in devices if d.kind == "bmc" and d.up), None)
+        node_w = bmc.value("node", "power") if bmc else None
+        min_needed = (bmc.info.get("redundancy") or {}).get("min_needed") if bmc else None
+        pdus = [d for d in devices if d.kind == "pdu" and d.up]
+        return PowerSample(
+            t=round(t, 2), node_w=float(node_w) if isinstance(node_w, (int, float)) else None,
+            outlets_w=outlet_draw_w(pdus, self.wiring.outlets), gpu_sum_w=self.gpu_power(),
+            min_needed=min_needed if isinstance(min_needed, int) else None)
+
+    def peak(self) -> PowerSample | None:
+        with_power = [s for s in self.samples if s.node_w is not None or s.outlets_w is not None]
+        if not with_power:
+            return None
+        return max(with_power, key=lambda s: max(s.node_w or 0.0, s.outlets_w or 0.0))
+
+
+def judge_under_load(sampler: PowerSampler, profile: Profile) -> list[CheckResult]:
+    from nodegate.power.checks import check_bmc_vs_gpu_power, check_circuit_load, check_psu_budget
+
+    peak = sampler.peak()
+    if peak is None:
+        reason = "no power reading during the load phase"
+        if sampler.errors:
+            reason += f": {sampler.errors[-1]}"
+        return [make(name, "node", Verdict.ERROR, reason=reason) for name in LOAD_CHECKS]
+    data = profile.data
+    draw = peak.outlets_w if peak.outlets_w is not None else peak.node_w
+    results = [
+        check_psu_budget(peak.node_w, data, peak.min_needed),
+        check_circuit_load(draw, sampler.wiring.circuits, data),
+        check_bmc_vs_gpu_power(peak.node_w, peak.gpu_sum_w, data),
+    ]
+    for result in results:
+        result.evidence["peak_sample_t_s"] = peak.t
+        result.evidence["samples"] = len(sampler.samples)
+    return results
+
+
+def run_static(profile: Profile) -> list[CheckResult]:
+    wiring = load_wiring()
+    if wiring is None:
+        return _skip_all(STATIC_CHECKS, "no power wiring on this node "
+                                        "(/etc/nodegate/node.json, installed by the agent role)")
+    return judge_static(read_devices(wiring), profile)
