@@ -1,0 +1,162 @@
+"""What every role shares: the target OS (read once), knob lookup, templates, refusals.
+
+Branching on the OS happens here and only here: roles ask ``target_os()`` for the package
+manager, the initramfs and boot-loader commands, and NVIDIA's repository name, and never
+compare distribution names themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pyinfra import logger
+from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.exceptions import DeployError, PyinfraError
+from pyinfra.context import host
+from pyinfra.facts.server import LinuxDistribution
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "templates"
+
+Family = Literal["debian", "rhel"]
+
+
+@dataclass(frozen=True)
+class TargetOS:
+    """The facts about an OS that the roles act on, decided once per host."""
+
+    family: Family
+    distro: str              # ubuntu | debian | rhel | rocky
+    major: int
+    codename: str | None
+    cuda_slug: str           # NVIDIA's repository directory: ubuntu2204, rhel9, debian12
+    initramfs: tuple[str, ...]
+    mdadm_conf: str
+    kernel_headers: str      # package with headers for the running kernel ({kernel} filled)
+    python_venv_package: str | None
+
+    @property
+    def is_debian(self) -> bool:
+        return self.family == "debian"
+
+
+SUPPORTED = {("ubuntu", 22), ("ubuntu", 24), ("debian", 12), ("rhel", 9), ("rocky", 9),
+             ("almalinux", 9)}
+
+
+def target_os() -> TargetOS:
+    """The host's OS from pyinfra's LinuxDistribution fact; unsupported ones stop here."""
+    dist = host.get_fact(LinuxDistribution)
+    meta = {k.upper(): v for k, v in (dist.get("release_meta") or {}).items()}
+    distro = str(meta.get("ID") or dist.get("name") or "").lower().strip('"')
+    distro = {"redhat": "rhel"}.get(distro, distro)
+    major = dist.get("major")
+    if (distro, major) not in SUPPORTED:
+        raise DeployError(
+            f"{host.name}: unsupported OS {dist.get('name')} {major} (nodegate supports "
+            "Ubuntu 22.04/24.04, RHEL/Rocky 9, Debian 12 for the lab)")
+    assert isinstance(major, int)
+    codename = meta.get("VERSION_CODENAME") or meta.get("CODENAME")
+    if distro in ("ubuntu", "debian"):
+        return TargetOS(
+            family="debian", distro=distro, major=major, codename=codename,
+            cuda_slug=f"ubuntu{major}04" if distro == "ubuntu" else f"debian{major}",
+            initramfs=("update-initramfs", "-u"), mdadm_conf="/etc/mdadm/mdadm.conf",
+            kernel_headers="linux-headers-{kernel}", python_venv_package="python3-venv")
+    return TargetOS(
+        family="rhel", distro=distro, major=major, codename=None, cuda_slug=f"rhel{major}",
+        initramfs=("dracut", "-f", "--regenerate-all"), mdadm_conf="/etc/mdadm.conf",
+        kernel_headers="kernel-devel-{kernel}", python_venv_package=None)
+
+
+def profile() -> dict[str, Any]:
+    """This host's resolved profile (inventory.py resolved it), or {} for non-GPU hosts."""
+    data = host.data.get("nodegate_profile_data")
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def knob(name: str, profile_path: str | None = None, site: str | None = None) -> Any:
+    """A knob: the inventory/group/``--data`` value, else the profile (``driver.version``),
+    else the site entry (``nccl.socket_ifname`` = ``nodegate_nccl["socket_ifname"]``).
+
+    Profile- and site-backed knobs default to None in roles/defaults.py, so any non-None
+    value here was set by the operator and wins.
+    """
+    value = host.data.get(name)
+    if value is not None:
+        return value
+    if profile_path:
+        value = _dig(profile(), profile_path)
+        if value is not None:
+            return value
+    if site:
+        section, _, key = site.partition(".")
+        return _dig(host.data.get(f"nodegate_{section}") or {}, key)
+    return None
+
+
+def _dig(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
+def template(*parts: str) -> str:
+    """Absolute path of a template under templates/ (pyinfra renders it with jinja2)."""
+    return str(TEMPLATES.joinpath(*parts))
+
+
+def cmd(*bits: str | QuoteString) -> StringCommand:
+    """A shell command whose plain strings are fixed words and QuoteStrings are data."""
+    return StringCommand(*bits)
+
+
+def q(value: object) -> QuoteString:
+    """Quote a value for the shell through pyinfra (never f-strings into a command)."""
+    return QuoteString(str(value))
+
+
+def refuse(message: str) -> None:
+    """Stop this host before anything changes on it, with a message saying why.
+
+    The host is marked failed during the prepare phase, so none of its operations run while
+    the other hosts carry on.
+    """
+    full = f"{host.name}: nodegate refused: {message}"
+    logger.error(full)
+    host.data.nodegate_refused = message
+    try:
+        host.state.fail_hosts({host})  # type: ignore[no-untyped-call]
+    except PyinfraError as exc:  # the last active host: end the run with our message
+        raise DeployError(full) from exc
+
+
+def is_deploy_file(namespace: dict[str, Any]) -> bool:
+    """True when pyinfra runs a role module as a deploy file (``pyinfra inv roles/nccl.py``).
+
+    pyinfra executes deploy files without ``__name__`` in their namespace; an import (from
+    deploy.py or a test) has it, so importing a role never runs it.
+    """
+    return "__name__" not in namespace
+
+
+_UNIT_SAFE = re.compile(r"[A-Za-z0-9:_.]")
+
+
+def mount_unit_name(path: str) -> str:
+    """``systemd-escape --path --suffix=mount``: /raid -> raid.mount, /mnt/a b -> mnt-a\\x20b."""
+    trimmed = path.strip("/") or "-"
+    out = []
+    for index, char in enumerate(trimmed):
+        if char == "/":
+            out.append("-")
+        elif _UNIT_SAFE.match(char) and not (index == 0 and char == "."):
+            out.append(char)
+        else:
+            out.extend(f"\\x{b:02x}" for b in char.encode())
+    return "".join(out) + ".mount"

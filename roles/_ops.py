@@ -1,0 +1,344 @@
+"""nodegate's own pyinfra operations: pure functions from arguments and facts to commands.
+
+pyinfra runs an operation's generator twice: while preparing (to report what would change,
+``--dry``) and again while executing, with fresh facts. The operations here rely on that:
+the array's UUID, the loaded module and the gate's verdict are read when they exist.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterable
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pyinfra import logger
+from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand
+from pyinfra.api.operation import operation
+from pyinfra.api.util import get_file_sha1
+from pyinfra.context import host
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import File, FindInFile, Sha1File
+from pyinfra.facts.rpm import RpmPackages
+from pyinfra.operations import files, server
+
+from nodegate.facts.gate import GateReport
+from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
+from nodegate.facts.packages import HeldPackages
+from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
+from nodegate.versions import Version
+from roles._common import TEMPLATES, TargetOS, cmd, mount_unit_name, q, target_os
+
+REBOOT_MARKER = "/run/nodegate/reboot-required"
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                          trim_blocks=True, lstrip_blocks=True,
+                          autoescape=False)
+
+
+def render(name: str, **values: Any) -> str:
+    """Render templates/<name> with jinja2 (StrictUndefined: a missing value is an error)."""
+    return _ENV.get_template(name).render(**values)
+
+
+# --- packages ---------------------------------------------------------------------------
+
+
+def version_matches(installed: Iterable[str] | None, wanted: str) -> bool:
+    """Installed at the wanted version? Upstream compared as versions (570.86.10 <
+    570.133.20); a wanted Debian revision (2.26.2-1+cuda12.8) must match too."""
+    want = Version(wanted)
+    for text in installed or ():
+        have = Version(text)
+        if have == want and (not want.revision or have.revision.split(".el")[0]
+                             == want.revision.split(".el")[0]):
+            return True
+    return False
+
+
+def package_plan(os_: TargetOS, packages: list[str], version: str) -> tuple[list[str], list[str]]:
+    """(packages not at ``version``, packages not held at it), from facts."""
+    installed = host.get_fact(DebPackages) if os_.is_debian else host.get_fact(RpmPackages)
+    held = host.get_fact(HeldPackages)
+    wrong = [p for p in packages if not version_matches(installed.get(p), version)]
+    unheld = []
+    for p in packages:
+        if p not in held or (not os_.is_debian and Version(str(held.get(p))) != Version(version)):
+            unheld.append(p)
+    return wrong, unheld
+
+
+@operation()
+def pinned_packages(packages: list[str], version: str, label: str) -> Generator[Any, None, None]:
+    """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
+    versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
+
+    On apt the exact build comes from the role's apt preferences pin when ``version`` has no
+    Debian revision (the driver: 570.133.20-*); a full version (libnccl2) is asked for as is.
+    """
+    os_ = target_os()
+    wrong, unheld = package_plan(os_, packages, version)
+    if not wrong and not unheld:
+        host.noop(f"{label} {version} installed and held")
+        return
+    if os_.is_debian:
+        if wrong:
+            specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
+            yield cmd("apt-get", "update", "-q")
+            yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
+                      "--allow-downgrades", "--allow-change-held-packages",
+                      "-o", "Dpkg::Options::=--force-confdef",
+                      "-o", "Dpkg::Options::=--force-confold", *specs)
+        to_hold = sorted(set(wrong) | set(unheld))
+        yield cmd("apt-mark", "hold", *[q(p) for p in to_hold])
+        return
+    installed = host.get_fact(RpmPackages)
+    held = host.get_fact(HeldPackages)
+    relock = sorted(p for p in set(wrong) | set(unheld) if p in held)
+    if relock:
+        yield cmd("dnf", "-q", "versionlock", "delete", *[q(p) for p in relock])
+    want = Version(version)
+    downgrade = [p for p in wrong if any(Version(v) > want for v in installed.get(p) or ())]
+    install = [p for p in wrong if p not in downgrade]
+    if install:
+        yield cmd("dnf", "-y", "-q", "install", *[q(f"{p}-{version}") for p in install])
+    if downgrade:
+        yield cmd("dnf", "-y", "-q", "downgrade", *[q(f"{p}-{version}") for p in downgrade])
+    yield cmd("dnf", "-q", "versionlock", "add",
+              *[q(f"{p}-{version}") for p in sorted(set(wrong) | set(unheld))])
+
+
+@operation()
+def os_packages(packages: list[str]) -> Generator[Any, None, None]:
+    """Install the (unpinned) packages that are missing; refresh the index only then, so a
+    converged node costs no change."""
+    os_ = target_os()
+    installed = host.get_fact(DebPackages) if os_.is_debian else host.get_fact(RpmPackages)
+    missing = [p for p in packages if p not in installed]
+    if not missing:
+        host.noop(f"installed: {', '.join(packages)}")
+        return
+    if os_.is_debian:
+        yield cmd("apt-get", "update", "-q")
+        yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
+                  "--no-install-recommends", *[q(p) for p in missing])
+    else:
+        yield cmd("dnf", "-y", "-q", "install", *[q(p) for p in missing])
+
+
+@operation()
+def put_text(dest: str, text: str, mode: str = "644") -> Generator[Any, None, None]:
+    """Write ``text`` to ``dest`` when it differs (pyinfra's put: compared by checksum)."""
+    yield from files.put._inner(src=StringIO(text), dest=dest, mode=mode)
+
+
+@operation()
+def run_when(command: StringCommand) -> Generator[Any, None, None]:
+    """One quoted command, for ``_if=other_op.did_change`` follow-ups (update-grub...)."""
+    yield command
+
+
+@operation()
+def deb_from_url(package: str, url: str) -> Generator[Any, None, None]:
+    """Install a .deb from a URL once (NVIDIA's cuda-keyring), when the package is absent."""
+    if package in host.get_fact(DebPackages):
+        host.noop(f"{package} installed")
+        return
+    tmp = f"/tmp/nodegate-{package}.deb"
+    yield cmd("curl", "-fsSL", "-o", q(tmp), q(url))
+    yield cmd("dpkg", "-i", q(tmp))
+    yield cmd("rm", "-f", q(tmp))
+
+
+@operation()
+def fetch_keyring(url: str, dest: str) -> Generator[Any, None, None]:
+    """An apt keyring from a URL (armoured or not), once."""
+    if host.get_fact(File, path=dest):
+        host.noop(f"{dest} present")
+        return
+    yield cmd("mkdir", "-p", q(str(Path(dest).parent)))
+    yield cmd("curl", "-fsSL", q(url), "|", "gpg", "--dearmor", "--yes", "-o", q(dest))
+
+
+@operation()
+def put_secret(dest: str, text: str) -> Generator[Any, None, None]:
+    """Write a credentials file (root, 0600) compared by checksum only: unlike files.put it
+    never prints a diff, so ``--diff`` cannot leak the secret into a terminal or CI log."""
+    local = StringIO(text)
+    remote_sum = host.get_fact(Sha1File, path=dest)
+    if remote_sum and remote_sum == get_file_sha1(local):
+        remote: dict[str, Any] = dict(host.get_fact(File, path=dest) or {})
+        if remote.get("mode") == 600 and remote.get("user") == "root":
+            host.noop(f"{dest} up to date (0600)")
+            return
+    else:
+        yield cmd("install", "-d", "-m", "0755", q(str(Path(dest).parent)))
+        yield cmd("install", "-m", "0600", "-o", "root", "-g", "root", "/dev/null", q(dest))
+        yield FileUploadCommand(local, dest, remote_temp_filename=host.get_temp_filename(dest))
+    yield cmd("chown", "root:root", q(dest))
+    yield cmd("chmod", "600", q(dest))
+
+
+def cmd_restart(unit: str) -> StringCommand:
+    return cmd("systemctl", "restart", q(unit))
+
+
+# --- reboot ------------------------------------------------------------------------------
+
+
+def reboot_reasons(module: str) -> list[str]:
+    """Why this node needs a reboot: the loaded module is not the installed one, or a boot
+    setting changed (base role marker). An absent module is not a reason: modprobe loads it."""
+    reasons = []
+    loaded = host.get_fact(LoadedModuleVersions).get(module)
+    on_disk = host.get_fact(InstalledModule, module=module)
+    if loaded and on_disk and on_disk["version"] and Version(loaded) != Version(on_disk["version"]):
+        reasons.append(f"{module} {loaded} is loaded but {on_disk['version']} is installed")
+    if host.get_fact(File, path=REBOOT_MARKER):
+        reasons.append(f"boot settings changed ({REBOOT_MARKER})")
+    return reasons
+
+
+@operation()
+def reboot_if_needed(allow: bool, module: str = "nvidia",
+                     reboot_timeout: int = 900) -> Generator[Any, None, None]:
+    """Reboot only when the node needs it and this run allows it; otherwise say so."""
+    reasons = reboot_reasons(module)
+    if not reasons:
+        host.noop(f"no reboot needed ({module} loaded = installed)")
+        return
+    if not allow:
+        message = (f"reboot needed but not allowed for this run: {'; '.join(reasons)} "
+                   "(rerun with --data nvidia_driver_allow_reboot=true)")
+        logger.warning(f"{host.name}: {message}")
+        host.noop(message)
+        return
+    yield from server.reboot._inner(delay=30, interval=5, reboot_timeout=reboot_timeout)
+
+
+# --- storage -----------------------------------------------------------------------------
+
+
+def find_array(arrays: dict[str, MdArray], array: str, uuids: set[str]) -> str | None:
+    """The assembled array that is ours: by device path, md name, or a member's UUID."""
+    base = Path(array).name
+    for device, info in arrays.items():
+        name = (info.get("name") or "").rsplit(":", 1)[-1]
+        if device == array or name == base or info.get("uuid") in uuids:
+            return device
+    return None
+
+
+@operation()
+def md_array(array: str, devices: list[str], level: int, chunk_kib: int) -> \
+        Generator[Any, None, None]:
+    """Create the md array once. Disks that carry a superblock are never reused: a complete
+    set is assembled, a partial or foreign one stops the host with a message."""
+    supers = host.get_fact(MdSuperblocks, devices=devices)
+    present = find_array(host.get_fact(MdArrays), array, set(supers.values()))
+    if present:
+        host.noop(f"md array {present} is assembled; never recreated")
+        return
+    if supers:
+        if set(supers) == set(devices) and len(set(supers.values())) == 1:
+            yield cmd("mdadm", "--assemble", q(array), *[q(d) for d in devices])
+            return
+        message = (f"devices {', '.join(sorted(supers))} carry md superblocks that do not form "
+                   f"{array} from all of {', '.join(devices)}; nodegate never reuses such disks")
+        yield cmd("echo", q(message), ">&2;", "exit", "1")
+        return
+    yield cmd("mdadm", "--create", q(array), "--run", "--metadata=1.2",
+              q(f"--level={level}"), q(f"--chunk={chunk_kib}"),
+              q(f"--raid-devices={len(devices)}"), q(f"--name={Path(array).name}"),
+              *[q(d) for d in devices])
+
+
+@operation()
+def mdadm_conf(array: str, conf: str) -> Generator[Any, None, None]:
+    """Record the array in mdadm.conf (else it comes back as md127 after a reboot)."""
+    supers_uuid = None
+    found = find_array(host.get_fact(MdArrays), array, set())
+    if found:
+        supers_uuid = host.get_fact(MdArrays)[found].get("uuid")
+    if supers_uuid and host.get_fact(FindInFile, path=conf, pattern=f"UUID={supers_uuid}"):
+        host.noop(f"{conf} lists {array}")
+        return
+    yield cmd("mkdir", "-p", q(str(Path(conf).parent)))
+    yield cmd("mdadm", "--detail", "--brief", q(found or array), ">>", q(conf))
+
+
+@operation()
+def filesystem(device: str, fstype: str, stripe_unit_kib: int, stripe_width: int,
+               label: str = "nodegate") -> Generator[Any, None, None]:
+    """Make a filesystem on a device that holds none (never ``-f``: an existing one stays)."""
+    found = host.get_fact(Blkid, device=device)
+    if found and found.get("TYPE"):
+        if found["TYPE"] != fstype:
+            logger.warning(f"{host.name}: {device} holds {found['TYPE']}, not {fstype}; kept")
+        host.noop(f"{device} already holds {found['TYPE']}")
+        return
+    if fstype == "xfs":
+        yield cmd("mkfs.xfs", "-q", "-L", q(label), "-d",
+                  q(f"su={stripe_unit_kib}k,sw={stripe_width}"), q(device))
+    else:
+        stride = max(1, stripe_unit_kib // 4)
+        yield cmd(f"mkfs.{fstype}" if fstype.isalnum() else "false", "-q", "-L", q(label),
+                  "-E", q(f"stride={stride},stripe_width={stride * stripe_width}"), q(device))
+
+
+@operation()
+def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str]) -> \
+        Generator[Any, None, None]:
+    """A systemd mount unit naming the filesystem by UUID (device names move, UUIDs do not)."""
+    found = host.get_fact(Blkid, device=device) or {}
+    uuid = found.get("UUID", "UUID-OF-THE-NEW-FILESYSTEM")
+    unit = mount_unit_name(mountpoint)
+    text = render("nvme/mount.unit.j2", uuid=uuid, mountpoint=mountpoint, fstype=fstype,
+                  options=",".join(options))
+    changes = list(files.put._inner(src=StringIO(text), dest=f"/etc/systemd/system/{unit}",
+                                    mode="644"))
+    yield from changes
+    if changes:
+        yield cmd("systemctl", "daemon-reload")
+
+
+# --- the gate hook -----------------------------------------------------------------------
+
+
+@operation()
+def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
+                extra_args: list[str]) -> Generator[Any, None, None]:
+    """Run ``nodegate health`` on the node once configured, keep its JSON report locally
+    (``<fetch_dir>/<host>/quick-latest.json``), and fail the host if the verdict is not PASS.
+
+    The check runs as a fact while executing (not while preparing, when the node is not yet
+    configured), so a passing gate is not counted as a change.
+    """
+    if not host.state.is_executing:
+        host.noop("validation gate runs after the roles (nodegate health)")
+        return
+    result = host.get_fact(GateReport, nodegate=nodegate_bin, profile=profile_path,
+                           extra_args=extra_args)
+    out = Path(fetch_dir) / host.name
+    out.mkdir(parents=True, exist_ok=True)
+    if result["report"] is not None:
+        (out / "quick-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
+                                               encoding="utf-8")
+    if result["exit"] == 0:
+        host.noop(f"validation gate passed (report in {out})")
+        return
+    message = (f"validation gate: nodegate health exited {result['exit']} "
+               f"(1 = a check failed, 2 = bad input, 3 = could not run); report in {out}")
+
+    def _fail(state: Any, fail_host: Any) -> bool:
+        logger.error(f"{fail_host.name}: {message}")
+        return False
+
+    yield FunctionCommand(_fail, (), {})
+
+
+__all__ = ["REBOOT_MARKER", "cmd_restart", "health_gate", "md_array", "mdadm_conf", "mount_unit",
+           "os_packages", "pinned_packages", "put_secret", "put_text", "reboot_if_needed", "render",
+           "run_when"]

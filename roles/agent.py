@@ -1,0 +1,117 @@
+"""agent: nodegate on the node, in its own virtual environment, with the node's profile.
+
+Installs nodegate (and the validation battery it carries) from a wheelhouse or an index into
+a dedicated venv, writes this host's resolved profile as /etc/nodegate/profile.json (so the
+node never needs the profile tree), schedules ``nodegate health`` every 5 minutes (cron, or a
+systemd timer), and creates the report and node_exporter textfile directories.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Generator
+from typing import Any
+
+from pyinfra.api.command import QuoteString
+from pyinfra.api.deploy import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.api.operation import operation
+from pyinfra.context import host
+from pyinfra.facts.files import File
+from pyinfra.facts.pip import PipPackages
+from pyinfra.operations import files, systemd
+
+from nodegate.versions import Version
+from roles import _ops
+from roles._common import cmd, is_deploy_file, knob, profile, q, target_os
+from roles.defaults import role_defaults
+
+_REQ = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?(==(?P<version>[^\s;]+))?$")
+
+
+@operation()
+def venv_package(venv: str, python: str, requirement: str, find_links: str | None,
+                 index_url: str | None) -> Generator[Any, None, None]:
+    """Create the venv once; pip-install ``requirement`` when missing or at another version."""
+    if not host.get_fact(File, path=f"{venv}/bin/python"):
+        yield cmd(q(python), "-m", "venv", q(venv))
+    match = _REQ.match(requirement)
+    installed = host.get_fact(PipPackages, pip=f"{venv}/bin/pip") or {}
+    if match:
+        name = match.group("name").lower().replace("_", "-")
+        have = installed.get(name) or installed.get(match.group("name")) or []
+        want = match.group("version")
+        if have and (want is None or any(Version(v) == Version(want) for v in have)):
+            host.noop(f"{requirement} installed in {venv}")
+            return
+    source: list[str | QuoteString] = []
+    if find_links:
+        source += ["--no-index", "--find-links", q(find_links)]
+    elif index_url:
+        source += ["--index-url", q(index_url)]
+    yield cmd(q(f"{venv}/bin/pip"), "install", "--quiet", "--upgrade", *source, q(requirement))
+
+
+def health_command() -> str:
+    """The scheduled command line (goes into a cron/systemd file, so every word is quoted)."""
+    from shlex import quote
+
+    words = [f"{knob('agent_venv')}/bin/nodegate", "health", "--quiet", "--color", "never",
+             "--profile", str(knob("agent_profile_path")),
+             "--report-dir", str(knob("agent_report_dir")),
+             "--textfile-dir", str(knob("agent_textfile_dir")),
+             *[str(a) for a in knob("agent_health_args") or []]]
+    line = " ".join(quote(w) for w in words)
+    if "%" in line or "\n" in line:  # cron turns % into newlines
+        raise DeployError(f"{host.name}: agent health command may not contain % or newlines")
+    return line
+
+
+@deploy("nodegate agent: nodegate on the node, profile, scheduled health check",
+        data_defaults=role_defaults("agent"))
+def agent() -> None:
+    os_ = target_os()
+    prof = profile()
+    if not prof:
+        raise DeployError(f"{host.name}: no resolved profile (nodegate_profile_data); "
+                          "the agent role runs on GPU nodes from inventory.py")
+    venv = str(knob("agent_venv"))
+    packages = ["python3"] + ([os_.python_venv_package] if os_.python_venv_package else [])
+    _ops.os_packages(name="agent: python3 and venv", packages=packages)
+    venv_package(name=f"agent: {knob('agent_package')} in {venv}", venv=venv,
+                 python=str(knob("agent_python")), requirement=str(knob("agent_package")),
+                 find_links=knob("agent_wheelhouse_url"), index_url=knob("agent_index_url"))
+    files.directory(name="agent: /etc/nodegate", path="/etc/nodegate", mode="755")
+    _ops.put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),
+                  text=json.dumps(prof, indent=2, sort_keys=True) + "\n")
+    for path in (str(knob("agent_report_dir")), str(knob("agent_textfile_dir"))):
+        files.directory(name=f"agent: {path}", path=path, mode="755")
+    interval = int(knob("agent_interval_min"))
+    values = {"interval": interval, "command": health_command(),
+              "report_dir": knob("agent_report_dir")}
+    schedule = knob("agent_schedule")
+    if schedule == "cron":
+        _ops.put_text(name="agent: cron entry (nodegate health)",
+                      dest="/etc/cron.d/nodegate-health",
+                      text=_ops.render("agent/nodegate-health.cron.j2", **values))
+        files.file(name="agent: no systemd timer", path="/etc/systemd/system/nodegate-health.timer",
+                   present=False)
+    elif schedule == "systemd-timer":
+        files.file(name="agent: no cron entry", path="/etc/cron.d/nodegate-health", present=False)
+        svc = _ops.put_text(name="agent: nodegate-health.service",
+                            dest="/etc/systemd/system/nodegate-health.service",
+                            text=_ops.render("agent/nodegate-health.service.j2", **values))
+        timer = _ops.put_text(name="agent: nodegate-health.timer",
+                              dest="/etc/systemd/system/nodegate-health.timer",
+                              text=_ops.render("agent/nodegate-health.timer.j2", **values))
+        systemd.daemon_reload(name="agent: systemd reload",
+                              _if=lambda: svc.did_change() or timer.did_change())
+        systemd.service(name="agent: nodegate-health.timer", service="nodegate-health.timer",
+                        running=True, enabled=True)
+    else:
+        raise DeployError(f"{host.name}: agent_schedule must be cron or systemd-timer")
+
+
+if is_deploy_file(globals()):
+    agent()

@@ -1,0 +1,91 @@
+"""Every role knob's default, in one place. Knobs are prefixed by their role.
+
+A knob set to None is resolved from the host's resolved profile (``nodegate_profile_data``) or
+its site data (``nodegate_nccl``, ``nodegate_nvme``, ``nodegate_bmc``, ``nodegate_pdus``) by the
+role; a value set in the inventory, group data or ``--data`` always wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    # base
+    "base_blacklist_nouveau": True,
+    "base_kernel_args": None,             # None: ["iommu=pt"] when the profile wants iommu: pt
+    "base_disable_acs": None,             # None: profile host.acs_disabled
+    "base_acs_bridge_vendors": ["10b5", "1000"],  # Broadcom/PLX PCIe switches above HGX GPUs
+    "base_numa_balancing": False,
+    "base_memlock_unlimited": True,
+    "base_packages": ["pciutils", "kmod"],
+    # nvidia_driver
+    "nvidia_driver_source": "cuda-repo",  # cuda-repo | distro | mirror
+    "nvidia_driver_branch": None,         # profile driver.branch
+    "nvidia_driver_version": None,        # profile driver.version (exact, pinned and held)
+    "nvidia_driver_kernel_modules": None,  # profile driver.kernel_modules: open | proprietary
+    "nvidia_driver_persistenced": None,   # profile driver.persistenced
+    "nvidia_driver_packages": None,       # None: chosen from OS, source, branch and modules
+    "nvidia_driver_cuda_repo_url": "https://developer.download.nvidia.com/compute/cuda/repos",
+    "nvidia_driver_cuda_keyring_version": "1.1-1",
+    "nvidia_driver_mirror_url": None,     # air-gapped: an apt/dnf repository URL
+    "nvidia_driver_mirror_keyring_url": None,  # None: the mirror is trusted (lab only)
+    "nvidia_driver_allow_reboot": False,  # reboot when the loaded module is not the installed one
+    "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained
+    "nvidia_driver_python": "/opt/nodegate/venv/bin/python",  # NVML fallback for GPU processes
+    "nvidia_driver_kernel_headers": True,  # headers for DKMS (off where the kernel is the host's)
+    # fabricmanager
+    "fabricmanager_enabled": None,        # profile driver.fabricmanager (NVSwitch boards)
+    "fabricmanager_nvlsm": None,          # profile driver.nvlsm (NVLink5 boards)
+    # nccl
+    "nccl_version": None,                 # profile nccl.version, e.g. 2.26.2-1+cuda12.8
+    "nccl_install_dev": True,
+    "nccl_socket_ifname": None,           # site nccl.socket_ifname
+    "nccl_ib_hca": None,                  # site nccl.ib_hca
+    "nccl_ib_gid_index": None,            # site nccl.ib_gid_index (RoCE)
+    # dcgm
+    "dcgm_enabled": None,                 # profile dcgm.enabled, else off
+    "dcgm_version": None,                 # None: not pinned
+    "dcgm_cuda_major": 12,
+    # nvme
+    "nvme_devices": None,                 # site nvme.devices (/dev/disk/by-id names)
+    "nvme_array": "/dev/md/nodegate0",
+    "nvme_raid_level": None,              # profile nvme.raid_level
+    "nvme_chunk_kib": 512,
+    "nvme_mountpoint": None,              # profile nvme.mountpoint
+    "nvme_filesystem": None,              # profile nvme.filesystem (xfs)
+    "nvme_mount_options": None,           # profile nvme.mount_options
+    "nvme_fstrim": True,
+    "nvme_require_by_id": True,       # stable /dev/disk/by-id names only (the lab may relax)
+    # pdu_monitor
+    "pdu_monitor_enabled": None,          # None: when the host has PDUs or a BMC
+    "pdu_monitor_config": "/etc/nodegate/power-poller.yaml",
+    "pdu_monitor_env_file": "/etc/nodegate/power-poller.env",
+    "pdu_monitor_user": "root",
+    "pdu_monitor_interval_s": 30,
+    "pdu_monitor_timeout_s": 2,
+    "pdu_monitor_retries": 1,
+    "pdu_monitor_textfile": "/var/lib/node_exporter/textfile_collector/nodegate_power.prom",
+    "pdu_monitor_listen": None,
+    "pdu_monitor_push_env_secrets": True,  # copy *_env secrets from the operator's env (0600)
+    # agent
+    "agent_venv": "/opt/nodegate/venv",
+    "agent_python": "python3",
+    "agent_package": "nodegate",          # a requirement: nodegate, nodegate==0.1.0, a wheel path
+    "agent_wheelhouse_url": None,         # pip --find-links (air-gapped)
+    "agent_index_url": None,              # pip --index-url
+    "agent_profile_path": "/etc/nodegate/profile.json",
+    "agent_report_dir": "/var/lib/nodegate/reports",
+    "agent_textfile_dir": "/var/lib/node_exporter/textfile_collector",
+    "agent_schedule": "cron",             # cron | systemd-timer
+    "agent_interval_min": 5,
+    "agent_health_args": [],              # extra args for `nodegate health`
+    # the gate (deploy.py)
+    "gate_enabled": True,
+    "gate_fetch_dir": "reports",          # on the operator's machine: reports/<host>/health.json
+}
+
+
+def role_defaults(role: str) -> dict[str, Any]:
+    """The knobs of one role, for ``@deploy(..., data_defaults=role_defaults("nccl"))``."""
+    prefix = f"{role}_"
+    return {k: v for k, v in DEFAULTS.items() if k.startswith(prefix)}

@@ -1,0 +1,70 @@
+"""nccl: libnccl2/libnccl-dev pinned to the profile, and /etc/nccl.conf with system settings.
+
+/etc/nccl.conf carries what this node's network is (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, the RoCE
+GID index); debugging variables never go there, they belong to a job's environment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyinfra import logger
+from pyinfra.api.deploy import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import host
+
+from roles import _ops
+from roles._common import is_deploy_file, knob, profile, target_os
+from roles.defaults import role_defaults
+
+#: the only keys nccl.conf gets, and the knob each comes from
+SETTINGS = (("NCCL_SOCKET_IFNAME", "nccl_socket_ifname", "nccl.socket_ifname"),
+            ("NCCL_IB_HCA", "nccl_ib_hca", "nccl.ib_hca"),
+            ("NCCL_IB_GID_INDEX", "nccl_ib_gid_index", "nccl.ib_gid_index"))
+_VALUE = re.compile(r"^[A-Za-z0-9_.,:^=+-]+$")
+
+
+def nccl_settings() -> list[tuple[str, str]]:
+    """(key, value) pairs for nccl.conf; a value that is not one plain token is refused."""
+    out = []
+    for key, name, site in SETTINGS:
+        value = knob(name, site=site)
+        if value is None or value == "":
+            continue
+        text = str(value)
+        if not _VALUE.match(text):
+            raise DeployError(f"{host.name}: {name} {text!r} is not a plain NCCL value "
+                              "(no spaces, quotes, ';' or newlines)")
+        out.append((key, text))
+    return out
+
+
+@deploy("nodegate nccl: NCCL pinned, /etc/nccl.conf", data_defaults=role_defaults("nccl"))
+def nccl() -> None:
+    os_ = target_os()
+    version = knob("nccl_version", "nccl.version")
+    if not version:
+        raise DeployError(f"{host.name}: no NCCL version (profile nccl.version or nccl_version)")
+    version = str(version)
+    if os_.is_debian:
+        packages = ["libnccl2"] + (["libnccl-dev"] if knob("nccl_install_dev") else [])
+        _ops.put_text(name="nccl: apt pin", dest="/etc/apt/preferences.d/nodegate-nccl",
+                      text=_ops.render("apt/preferences.j2", role="nccl", label="NCCL",
+                                       version=version, packages=packages,
+                                       pin_version=version))
+    else:
+        packages = ["libnccl"] + (["libnccl-devel"] if knob("nccl_install_dev") else [])
+    _ops.pinned_packages(name=f"nccl: {', '.join(packages)} = {version}", packages=packages,
+                         version=version, label="NCCL")
+    settings = nccl_settings()
+    wanted = (profile().get("host") or {}).get("nccl_conf_keys") or []
+    missing = sorted(set(wanted) - {k for k, _ in settings})
+    if missing:
+        logger.warning(f"{host.name}: the profile expects {', '.join(missing)} in "
+                       "/etc/nccl.conf; set them in the site's nccl: section")
+    _ops.put_text(name="nccl: /etc/nccl.conf", dest="/etc/nccl.conf",
+                  text=_ops.render("nccl/nccl.conf.j2", settings=settings))
+
+
+if is_deploy_file(globals()):
+    nccl()

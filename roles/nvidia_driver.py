@@ -1,0 +1,180 @@
+"""nvidia_driver: the NVIDIA driver at the profile's exact version, pinned and held.
+
+Package source: NVIDIA's CUDA repository (with its keyring), the distribution's server
+packages, or an air-gapped mirror. Open or proprietary kernel modules per the profile;
+nvidia-persistenced enabled. Any driver change is refused while GPU processes run, unless the
+node is drained; a reboot happens only when the loaded module is not the installed one and the
+run allows reboots (``--data nvidia_driver_allow_reboot=true``).
+"""
+
+from __future__ import annotations
+
+from pyinfra.api.deploy import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import host
+from pyinfra.facts.files import File
+from pyinfra.facts.server import KernelVersion
+from pyinfra.operations import systemd
+
+from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
+from nodegate.facts.kernel import LoadedModuleVersions
+from roles import _ops
+from roles._common import TargetOS, cmd, is_deploy_file, knob, q, refuse, target_os
+from roles.defaults import role_defaults
+
+SOURCES = ("cuda-repo", "distro", "mirror")
+APT_PIN_PATTERNS = ["nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia-*", "cuda-drivers*",
+                    "libxnvctrl*"]
+
+
+def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> list[str]:
+    """The packages that carry one driver branch and module flavour on this OS and source."""
+    open_ = modules == "open"
+    if os_.is_debian and os_.distro == "ubuntu":
+        if source == "distro":
+            return [f"nvidia-driver-{branch}-server" + ("-open" if open_ else "")]
+        return [f"nvidia-driver-{branch}" + ("-open" if open_ else "")]
+    if os_.is_debian:  # Debian: one branch per suite, the flavour is the kernel package
+        return ["nvidia-driver", "nvidia-kernel-open-dkms" if open_ else "nvidia-kernel-dkms",
+                "nvidia-persistenced"]
+    if source == "distro":
+        raise DeployError(f"{host.name}: RHEL has no distribution NVIDIA packages; use "
+                          "nvidia_driver_source=cuda-repo or mirror")
+    return ["nvidia-driver", "nvidia-driver-cuda",
+            "kmod-nvidia-open-dkms" if open_ else "kmod-nvidia-latest-dkms",
+            "nvidia-persistenced"]
+
+
+def desired() -> tuple[str, str, str]:
+    """(branch, version, modules) from knobs or the profile; missing ones stop the host."""
+    branch = knob("nvidia_driver_branch", "driver.branch")
+    version = knob("nvidia_driver_version", "driver.version")
+    modules = knob("nvidia_driver_kernel_modules", "driver.kernel_modules") or "open"
+    if not branch or not version:
+        raise DeployError(f"{host.name}: no driver branch/version (profile driver.branch and "
+                          "driver.version, or nvidia_driver_branch/nvidia_driver_version)")
+    if not str(version).startswith(f"{branch}."):
+        raise DeployError(f"{host.name}: driver version {version} is not on branch {branch}")
+    if modules not in ("open", "proprietary"):
+        raise DeployError(f"{host.name}: nvidia_driver_kernel_modules must be open or "
+                          f"proprietary, not {modules!r}")
+    return str(branch), str(version), str(modules)
+
+
+def gpu_busy_reason(python: str) -> str | None:
+    """Why changing the driver now is unsafe (GPU processes, or no way to tell), or None."""
+    if knob("nvidia_driver_drained"):
+        return None
+    slurm_name = (host.data.get("nodegate_slurm") or {}).get("node_name") or host.name
+    state = host.get_fact(SlurmNodeState, node=slurm_name) or ""
+    if "DRAINED" in state.upper():
+        return None
+    processes = host.get_fact(GpuProcesses, python=python)
+    if processes is None:
+        if "nvidia" in host.get_fact(LoadedModuleVersions):
+            return ("the nvidia module is loaded but GPU processes cannot be listed "
+                    "(no nvidia-smi, no NVML)")
+        return None
+    if processes:
+        listed = ", ".join(f"pid {p['pid']} {p['name']}" for p in processes[:5])
+        return f"{len(processes)} GPU process(es) running ({listed})"
+    return None
+
+
+@deploy("nodegate nvidia_driver: NVIDIA driver pinned to the profile",
+        data_defaults=role_defaults("nvidia_driver"))
+def nvidia_driver() -> None:
+    os_ = target_os()
+    branch, version, modules = desired()
+    source = knob("nvidia_driver_source")
+    if source not in SOURCES:
+        raise DeployError(f"{host.name}: nvidia_driver_source must be one of {SOURCES}")
+    packages = list(knob("nvidia_driver_packages") or driver_packages(os_, source, branch,
+                                                                      modules))
+    wrong, _unheld = _ops.package_plan(os_, packages, version)
+    if wrong:
+        busy = gpu_busy_reason(str(knob("nvidia_driver_python")))
+        if busy:
+            refuse(f"driver change to {version} ({', '.join(wrong)}) refused: {busy}. "
+                   "Drain the node first (deploy/drain.py, or scontrol update "
+                   "state=DRAIN) and wait for its jobs, then rerun; "
+                   "--data nvidia_driver_drained=true overrides")
+            return
+
+    _repository(os_, source)
+    if os_.is_debian:
+        patterns = sorted(set(APT_PIN_PATTERNS) | set(packages))
+        _ops.put_text(name="nvidia_driver: apt pin",
+                      dest="/etc/apt/preferences.d/nodegate-nvidia-driver",
+                      text=_ops.render("apt/preferences.j2", role="nvidia_driver",
+                                       label="the NVIDIA driver", version=version,
+                                       packages=patterns, pin_version=f"{version}-*"))
+    kernel = host.get_fact(KernelVersion)
+    headers = ([os_.kernel_headers.format(kernel=kernel)]
+               if kernel and knob("nvidia_driver_kernel_headers") else [])
+    _ops.os_packages(name="nvidia_driver: kernel headers for DKMS", packages=["dkms", *headers])
+    _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
+                         packages=packages, version=version, label="NVIDIA driver")
+    if knob("nvidia_driver_persistenced", "driver.persistenced"):
+        systemd.service(name="nvidia_driver: nvidia-persistenced enabled and running",
+                        service="nvidia-persistenced.service", running=True, enabled=True)
+    _ops.reboot_if_needed(name="nvidia_driver: reboot if the loaded module is stale",
+                          allow=bool(knob("nvidia_driver_allow_reboot")))
+
+
+def _repository(os_: TargetOS, source: str) -> None:
+    """Where the packages come from: CUDA repo + keyring, a mirror, or the distribution."""
+    if source == "distro":
+        host.noop("driver from the distribution's repositories")
+        return
+    base = str(knob("nvidia_driver_cuda_repo_url")).rstrip("/")
+    if os_.is_debian:
+        if source == "cuda-repo":
+            kv = knob("nvidia_driver_cuda_keyring_version")
+            _ops.deb_from_url(name="nvidia_driver: NVIDIA CUDA repository keyring",
+                              package="cuda-keyring",
+                              url=f"{base}/{os_.cuda_slug}/x86_64/cuda-keyring_{kv}_all.deb")
+            return
+        mirror = _mirror_url()
+        keyring_url = knob("nvidia_driver_mirror_keyring_url")
+        keyring = "/usr/share/keyrings/nodegate-nvidia-mirror.gpg"
+        if keyring_url:
+            _ops.fetch_keyring(name="nvidia_driver: mirror keyring", url=keyring_url,
+                               dest=keyring)
+        opts = f"signed-by={keyring}" if keyring_url else "trusted=yes"
+        _ops.put_text(name="nvidia_driver: mirror apt source",
+                      dest="/etc/apt/sources.list.d/nodegate-nvidia.list",
+                      text=f"# Managed by nodegate (roles/nvidia_driver.py)\n"
+                           f"deb [{opts}] {mirror} /\n")
+        return
+    if source == "cuda-repo":
+        repo_file = f"/etc/yum.repos.d/cuda-{os_.cuda_slug}.repo"
+        if host.get_fact(File, path=repo_file):
+            host.noop(f"{repo_file} present")
+        else:
+            _ops.run_when(name="nvidia_driver: NVIDIA CUDA repository",
+                          command=cmd("dnf", "config-manager", "--add-repo",
+                                      q(f"{base}/{os_.cuda_slug}/x86_64/cuda-{os_.cuda_slug}.repo")))
+        return
+    mirror = _mirror_url()
+    keyring_url = knob("nvidia_driver_mirror_keyring_url")
+    gpg = f"gpgcheck=1\ngpgkey={keyring_url}\n" if keyring_url else "gpgcheck=0\n"
+    _ops.put_text(name="nvidia_driver: mirror dnf repository",
+                  dest="/etc/yum.repos.d/nodegate-nvidia.repo",
+                  text=f"# Managed by nodegate (roles/nvidia_driver.py)\n[nodegate-nvidia]\n"
+                       f"name=NVIDIA (nodegate mirror)\nbaseurl={mirror}\nenabled=1\n{gpg}")
+
+
+def _mirror_url() -> str:
+    mirror = knob("nvidia_driver_mirror_url")
+    if not mirror:
+        raise DeployError(f"{host.name}: nvidia_driver_source=mirror needs "
+                          "nvidia_driver_mirror_url")
+    text = str(mirror)
+    if any(c in text for c in " \n\"'\\"):
+        raise DeployError(f"{host.name}: nvidia_driver_mirror_url {text!r} is not a plain URL")
+    return text
+
+
+if is_deploy_file(globals()):
+    nvidia_driver()

@@ -1,0 +1,90 @@
+"""nvme: the local NVMe disks as one md RAID0 with xfs, mounted by UUID. Never recreated.
+
+Disks are named by ``/dev/disk/by-id`` (kernel names move between boots). An array that
+exists, assembled or only as superblocks on its members, is kept: assembled if needed, never
+re-created; disks with a foreign or partial superblock stop the host. mdadm.conf is written
+and the initramfs rebuilt, or the array comes back as md127. xfs gets the stripe geometry
+(su = chunk, sw = disks); the mount is a systemd unit with noatime,nofail; fstrim.timer on.
+"""
+
+from __future__ import annotations
+
+from pyinfra import logger
+from pyinfra.api.deploy import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import host
+from pyinfra.operations import files, systemd
+
+from nodegate.facts.storage import MdArrays, MdSuperblocks
+from roles import _ops
+from roles._common import cmd, is_deploy_file, knob, mount_unit_name, refuse, target_os
+from roles.defaults import role_defaults
+
+
+def nvme_devices() -> list[str]:
+    devices = [str(d) for d in knob("nvme_devices", site="nvme.devices") or []]
+    if knob("nvme_require_by_id"):
+        loose = [d for d in devices if not d.startswith("/dev/disk/by-id/")]
+        if loose:
+            raise DeployError(f"{host.name}: nvme devices must be /dev/disk/by-id names "
+                              f"(kernel names move between boots): {', '.join(loose)}")
+    return devices
+
+
+@deploy("nodegate nvme: NVMe RAID0, xfs, mounted by UUID", data_defaults=role_defaults("nvme"))
+def nvme() -> None:
+    devices = nvme_devices()
+    if not devices:
+        host.noop("no NVMe devices listed for this host (site nvme.devices)")
+        return
+    os_ = target_os()
+    array = str(knob("nvme_array"))
+    level = int(knob("nvme_raid_level", "nvme.raid_level") or 0)
+    chunk = int(knob("nvme_chunk_kib"))
+    mountpoint = str(knob("nvme_mountpoint", "nvme.mountpoint") or "/raid")
+    fstype = str(knob("nvme_filesystem", "nvme.filesystem") or "xfs")
+    options = [str(o) for o in knob("nvme_mount_options", "nvme.mount_options")
+               or ["noatime", "nofail"]]
+    for required in ("noatime", "nofail"):
+        if required not in options:
+            options.append(required)
+    expected = (host.data.get("nodegate_profile_data") or {}).get("nvme", {}).get("devices")
+    if isinstance(expected, int) and expected != len(devices):
+        logger.warning(f"{host.name}: profile expects {expected} NVMe devices, site lists "
+                       f"{len(devices)}")
+    if level != 0:
+        raise DeployError(f"{host.name}: nvme role builds RAID0 only (nvme.raid_level={level})")
+
+    supers = host.get_fact(MdSuperblocks, devices=devices)
+    assembled = _ops.find_array(host.get_fact(MdArrays), array, set(supers.values()))
+    if supers and not assembled and (set(supers) != set(devices)
+                                     or len(set(supers.values())) != 1):
+        refuse(f"NVMe devices {', '.join(sorted(supers))} carry md superblocks that do not form "
+               f"one array of all listed devices; nodegate never reuses disks that hold an "
+               "array (inspect with mdadm --examine; wipe by hand only if the data is disposable)")
+        return
+
+    _ops.os_packages(name="nvme: mdadm and filesystem tools",
+                     packages=["mdadm", "xfsprogs" if fstype == "xfs" else "e2fsprogs"])
+    _ops.md_array(name=f"nvme: md RAID{level} {array} from {len(devices)} disks", array=array,
+                  devices=devices, level=level, chunk_kib=chunk)
+    conf = _ops.mdadm_conf(name=f"nvme: {array} in {os_.mdadm_conf}", array=array,
+                           conf=os_.mdadm_conf)
+    _ops.run_when(name="nvme: rebuild the initramfs with the array", _if=conf.did_change,
+                  command=cmd(*os_.initramfs))
+    _ops.filesystem(name=f"nvme: {fstype} on {array} (su={chunk}k, sw={len(devices)})",
+                    device=array, fstype=fstype, stripe_unit_kib=chunk,
+                    stripe_width=len(devices))
+    files.directory(name=f"nvme: {mountpoint}", path=mountpoint)
+    unit = mount_unit_name(mountpoint)
+    _ops.mount_unit(name=f"nvme: {unit} by UUID ({','.join(options)})", device=array,
+                    mountpoint=mountpoint, fstype=fstype, options=options)
+    systemd.service(name=f"nvme: {unit} mounted and enabled", service=unit, running=True,
+                    enabled=True)
+    if knob("nvme_fstrim"):
+        systemd.service(name="nvme: fstrim.timer", service="fstrim.timer", running=True,
+                        enabled=True)
+
+
+if is_deploy_file(globals()):
+    nvme()

@@ -1,0 +1,126 @@
+"""pdu_monitor: the power poller (``nodegate power poll``) fed from the site's PDUs and BMC.
+
+Credentials stay references: the config says ``env:NAME`` or ``file:/path``; for ``*_env``
+references the value is taken from the operator's environment at deploy time and written to
+the unit's EnvironmentFile (root, 0600, never diffed or logged). ``*_file`` references name a
+file on the node that the site's secret distribution puts there.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pyinfra.api.deploy import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import host
+from pyinfra.operations import files, systemd
+
+from roles import _ops
+from roles._common import is_deploy_file, knob, refuse
+from roles.defaults import role_defaults
+
+SERVICE = "nodegate-power-poller.service"
+
+
+def _ref(section: dict[str, Any], name: str, env_vars: dict[str, str | None]) -> str | None:
+    """``env:VAR`` / ``file:/path`` for secret ``name`` of a site section; records env vars."""
+    if section.get(f"{name}_env"):
+        var = str(section[f"{name}_env"])
+        env_vars[var] = os.environ.get(var)
+        return f"env:{var}"
+    if section.get(f"{name}_file"):
+        return f"file:{section[f'{name}_file']}"
+    return None
+
+
+def _plain(value: str, what: str) -> str:
+    if any(c in value for c in " \n\r\t\"'\\"):
+        raise DeployError(f"{host.name}: {what} {value!r} must not contain spaces or quotes")
+    return value
+
+
+def poller_config(env_vars: dict[str, str | None]) -> tuple[list[dict[str, Any]],
+                                                            list[dict[str, Any]]]:
+    """PDU and BMC entries for templates/power/power-poller.yaml.j2 from the site data."""
+    pdus = []
+    for index, pdu in enumerate(host.data.get("nodegate_pdus") or []):
+        url = _plain(str(pdu["url"]), "PDU url")
+        name = str(pdu.get("name") or f"pdu{index + 1}")
+        entry: dict[str, Any] = {"name": name, "url": url, "model": pdu["model"]}
+        community = _ref(pdu, "community", env_vars)
+        if url.startswith("snmpv3://"):
+            user = pdu.get("username") or os.environ.get(str(pdu.get("username_env") or ""))
+            if not user:
+                raise DeployError(f"{host.name}: PDU {name}: SNMPv3 user not set "
+                                  f"(username_env {pdu.get('username_env')} is empty)")
+            parts = urlsplit(url)
+            query = [f"auth_key={_ref(pdu, 'auth_password', env_vars)}"]
+            priv = _ref(pdu, "priv_password", env_vars)
+            if priv:
+                query.append(f"priv_key={priv}")
+            netloc = f"{_plain(str(user), 'SNMPv3 user')}@{parts.netloc}"
+            entry["url"] = urlunsplit((parts.scheme, netloc, parts.path, "&".join(query), ""))
+        elif community:
+            entry["community"] = community
+        pdus.append(entry)
+    bmcs = []
+    bmc = host.data.get("nodegate_bmc")
+    if bmc:
+        user = bmc.get("username") or os.environ.get(str(bmc.get("username_env") or ""))
+        if not user:
+            raise DeployError(f"{host.name}: BMC user not set (username or username_env)")
+        parts = urlsplit(_plain(str(bmc["url"]), "BMC url"))
+        bmcs.append({"name": f"{host.name}-bmc",
+                     "url": urlunsplit((parts.scheme, f"{_plain(str(user), 'BMC user')}@"
+                                        f"{parts.netloc}", parts.path, "", "")),
+                     "password": _ref(bmc, "password", env_vars),
+                     "ca_bundle": bmc.get("ca_bundle")})
+    return pdus, bmcs
+
+
+@deploy("nodegate pdu_monitor: power poller", data_defaults=role_defaults("pdu_monitor"))
+def pdu_monitor() -> None:
+    enabled = knob("pdu_monitor_enabled")
+    has_devices = bool(host.data.get("nodegate_pdus") or host.data.get("nodegate_bmc"))
+    if enabled is False or (enabled is None and not has_devices):
+        host.noop("no PDUs or BMC for this host: power poller not installed")
+        return
+    env_vars: dict[str, str | None] = {}
+    pdus, bmcs = poller_config(env_vars)
+    unset = sorted(k for k, v in env_vars.items() if v is None)
+    if unset and knob("pdu_monitor_push_env_secrets"):
+        refuse(f"power poller credentials not in the operator's environment: "
+               f"{', '.join(unset)} (export them, or use *_file references)")
+        return
+    bad = sorted(k for k, v in env_vars.items() if v is not None and ("\n" in v or "\r" in v))
+    if bad:
+        refuse(f"power poller credentials contain a newline: {', '.join(bad)}")
+        return
+    values = {k: knob(k) for k in role_defaults("pdu_monitor")}
+    venv = knob("agent_venv") or "/opt/nodegate/venv"
+    values["pdu_monitor_nodegate_bin"] = f"{venv}/bin/nodegate"
+    files.directory(name="pdu_monitor: /etc/nodegate", path="/etc/nodegate", mode="755")
+    config = _ops.put_text(name="pdu_monitor: poller config (0600)", mode="600",
+                           dest=str(values["pdu_monitor_config"]),
+                           text=_ops.render("power/power-poller.yaml.j2", **values,
+                                            pdu_monitor_pdus=pdus, pdu_monitor_bmcs=bmcs))
+    secrets = None
+    if knob("pdu_monitor_push_env_secrets") and env_vars:
+        secrets = _ops.put_secret(name="pdu_monitor: credentials EnvironmentFile (0600)",
+                                  dest=str(values["pdu_monitor_env_file"]),
+                                  text="".join(f"{k}={v}\n" for k, v in sorted(env_vars.items())))
+    unit = _ops.put_text(name=f"pdu_monitor: {SERVICE}", dest=f"/etc/systemd/system/{SERVICE}",
+                         text=_ops.render("power/nodegate-power-poller.service.j2", **values))
+    systemd.daemon_reload(name="pdu_monitor: systemd reload", _if=unit.did_change)
+    systemd.service(name=f"pdu_monitor: {SERVICE} enabled and running", service=SERVICE,
+                    running=True, enabled=True)
+    changed = [op.did_change for op in (config, unit, secrets) if op is not None]
+    _ops.run_when(name="pdu_monitor: restart after a change",
+                  _if=lambda: any(c() for c in changed),
+                  command=_ops.cmd_restart(SERVICE))
+
+
+if is_deploy_file(globals()):
+    pdu_monitor()

@@ -1,0 +1,79 @@
+"""Processes holding the GPUs, and the node's Slurm state: what makes a driver change unsafe."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.facts import FactBase
+from typing_extensions import override
+
+#: Used where nvidia-smi is absent (the lab's simulated board has only libnvidia-ml): the same
+#: question asked through NVML with the agent's Python.
+_NVML_QUERY = (
+    "import pynvml as n\n"
+    "n.nvmlInit()\n"
+    "for i in range(n.nvmlDeviceGetCount()):\n"
+    "    h = n.nvmlDeviceGetHandleByIndex(i)\n"
+    "    for p in n.nvmlDeviceGetComputeRunningProcesses(h):\n"
+    "        print(f'{p.pid}, gpu{i}, {(p.usedGpuMemory or 0) // 1048576}')\n"
+)
+
+
+class GpuProcess(TypedDict):
+    pid: int
+    name: str
+    used_mib: int
+
+
+class GpuProcesses(FactBase[list[GpuProcess] | None]):
+    """Compute processes on any GPU; None when neither nvidia-smi nor NVML could be asked.
+
+    ``python`` is the agent venv's interpreter (it has nvidia-ml-py).
+    """
+
+    @override
+    def command(self, python: str = "/opt/nodegate/venv/bin/python") -> StringCommand:
+        return StringCommand(
+            "if command -v nvidia-smi >/dev/null 2>&1; then",
+            "nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+            "--format=csv,noheader,nounits || echo NODEGATE_NO_GPU_QUERY;",
+            "elif test -x", QuoteString(python), "; then",
+            QuoteString(python), "-c", QuoteString(_NVML_QUERY),
+            "2>/dev/null || echo NODEGATE_NO_GPU_QUERY;",
+            "else echo NODEGATE_NO_GPU_QUERY; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> list[GpuProcess] | None:
+        if any(line.strip() == "NODEGATE_NO_GPU_QUERY" for line in output):
+            return None
+        procs: list[GpuProcess] = []
+        for line in output:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) >= 2 and parts[0].isdigit():
+                used = parts[2] if len(parts) > 2 and parts[2].isdigit() else "0"
+                procs.append({"pid": int(parts[0]), "name": parts[1], "used_mib": int(used)})
+        return procs
+
+    @override
+    @staticmethod
+    def default() -> list[GpuProcess] | None:
+        return []
+
+
+class SlurmNodeState(FactBase[str | None]):
+    """This node's Slurm state (``IDLE``, ``DRAINED``, ``MIXED+DRAIN``...), None without Slurm."""
+
+    @override
+    def requires_command(self, node: str) -> str:
+        return "scontrol"
+
+    @override
+    def command(self, node: str) -> StringCommand:
+        return StringCommand("scontrol", "show", "node", QuoteString(node), "2>/dev/null",
+                             "|", "sed", "-n", QuoteString("s/.*State=\\([^ ]*\\).*/\\1/p"))
+
+    @override
+    def process(self, output: list[str]) -> str | None:
+        return output[0].strip() if output and output[0].strip() else None

@@ -1,0 +1,164 @@
+"""Role operation tests: facts in, commands out, for every role on every OS.
+
+Fixture scenarios (fixtures/*.json) hold the exact command lists, as pyinfra's own tests do;
+regenerate after a deliberate change with NODEGATE_UPDATE_FIXTURES=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roles.agent import agent
+from roles.base import base
+from roles.dcgm import dcgm
+from roles.fabricmanager import fabricmanager
+from roles.nccl import nccl
+from roles.nvidia_driver import nvidia_driver
+from roles.nvme import nvme
+from roles.pdu_monitor import pdu_monitor
+from tests.roles.harness import run
+from tests.roles.scenarios import (
+    ARRAY_UUID,
+    DEVICES,
+    DRIVER,
+    OSES,
+    converged_facts,
+    converged_files,
+    host_data,
+)
+
+ROLES = {"base": base, "nvidia_driver": nvidia_driver, "fabricmanager": fabricmanager,
+         "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor}
+FIXTURES = Path(__file__).parent / "fixtures"
+ENV = {"IDRAC_PASSWORD": "s3cret", "PDU_COMMUNITY": "c0mm"}
+
+
+@pytest.fixture(autouse=True)
+def _secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+def _data(**extra: Any) -> dict[str, Any]:
+    return host_data(dcgm_enabled=True, **extra)
+
+
+@pytest.mark.parametrize("os_name", OSES)
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_fresh_host_gets_a_plan(role: str, os_name: str) -> None:
+    result = run(ROLES[role], os=os_name, data=_data())
+    assert result.error is None
+    assert result.unconditional_changes(), f"{role} did nothing on a fresh {os_name} host"
+
+
+@pytest.mark.parametrize("os_name", OSES)
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_converged_host_is_a_noop(role: str, os_name: str) -> None:
+    result = run(ROLES[role], os=os_name, data=_data(), converged=True,
+                 facts=converged_facts(os_name), files=converged_files(os_name))
+    assert result.error is None
+    assert [op.name for op in result.unconditional_changes()] == []
+    assert result.noops
+
+
+def _fixture_cases() -> list[Path]:
+    return sorted(FIXTURES.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", _fixture_cases(), ids=lambda p: p.stem)
+def test_fixture(path: Path) -> None:
+    case = json.loads(path.read_text())
+    data = host_data(case.get("profile", "xe9680-h100"), **case.get("data", {}))
+    for key in case.get("remove", []):
+        data.pop(key, None)
+    result = run(ROLES[case["role"]], os=case["os"], data=data, facts=case.get("facts", {}),
+                 files=case.get("files", {}), converged=case.get("converged", False))
+    expect = case.get("expect", {})
+    if "error" in expect:
+        assert result.error is not None and expect["error"] in result.error
+    else:
+        assert result.error is None, result.error
+    text = "\n".join(result.commands)
+    for needle in expect.get("contains", []):
+        assert needle in text, needle
+    for needle in expect.get("absent", []):
+        assert needle not in text, needle
+    for dest, needles in expect.get("uploads", {}).items():
+        for needle in needles:
+            assert needle in result.uploads[dest], (dest, needle)
+    if os.environ.get("NODEGATE_UPDATE_FIXTURES"):
+        case["commands"] = result.golden()
+        path.write_text(json.dumps(case, indent=2) + "\n")
+    assert result.golden() == case.get("commands"), "plan differs from the fixture"
+
+
+def test_array_present_is_never_recreated_on_any_os() -> None:
+    for os_name in OSES:
+        facts = {"storage.MdArrays": {"/dev/md127": {"uuid": ARRAY_UUID,
+                                                     "name": "gpu-b01:nodegate0",
+                                                     "level": "raid0"}},
+                 "storage.MdSuperblocks": {d: ARRAY_UUID for d in DEVICES},
+                 "storage.Blkid": {"UUID": "x", "TYPE": "xfs"}}
+        result = run(nvme, os=os_name, data=host_data(), facts=facts)
+        assert not any("mdadm --create" in c or "mkfs" in c for c in result.commands)
+
+
+def test_gpu_processes_refuse_every_driver_change() -> None:
+    procs = [{"pid": 4242, "name": "python", "used_mib": 1024}]
+    for os_name in OSES:
+        result = run(nvidia_driver, os=os_name, data=host_data(),
+                     facts={"gpu.GpuProcesses": procs,
+                            "kernel.LoadedModuleVersions": {"nvidia": "550.90.07"}})
+        assert result.error and "GPU process" in result.error and "Drain" in result.error
+        assert not any("install" in c for c in result.commands)
+
+
+def test_hostile_values_are_quoted_or_refused() -> None:
+    hostile = "eth0; rm -rf / #'\" x"
+    nccl_result = run(nccl, data=host_data(nodegate_nccl={"socket_ifname": hostile}))
+    assert nccl_result.error and "not a plain NCCL value" in nccl_result.error
+    devices = [f"/dev/disk/by-id/nvme-evil; reboot #{i}" for i in (1, 2)]
+    result = run(nvme, data=host_data(nodegate_nvme={"devices": devices}))
+    create = next(c for c in result.commands if c.startswith("mdadm --create"))
+    for device in devices:
+        assert f"'{device}'" in create
+    wheel = "https://mirror.example/wheels dir?x=1;touch /tmp/pwned"
+    agent_result = run(agent, data=host_data(agent_wheelhouse_url=wheel))
+    pip = next(c for c in agent_result.commands if "pip" in c and "install" in c)
+    assert f"'{wheel}'" in pip
+
+
+def test_driver_reboot_only_when_stale_and_allowed() -> None:
+    facts = {**converged_facts("ubuntu22"),
+             "kernel.LoadedModuleVersions": {"nvidia": "550.90.07"}}
+    files = converged_files("ubuntu22")
+    refused = run(nvidia_driver, data=host_data(), facts=facts, files=files, converged=True)
+    assert not any("reboot" in c for c in refused.commands)
+    assert any("not allowed for this run" in n for n in refused.noops)
+    allowed = run(nvidia_driver, data=host_data(nvidia_driver_allow_reboot=True), facts=facts,
+                  files=files, converged=True)
+    assert any("reboot" in c for c in allowed.commands)
+    current = run(nvidia_driver, data=host_data(nvidia_driver_allow_reboot=True),
+                  facts=converged_facts("ubuntu22"), files=files, converged=True)
+    assert not any("reboot" in c for c in current.commands)
+    assert DRIVER in " ".join(current.noops)
+
+
+def test_poller_config_holds_references_never_secrets() -> None:
+    result = run(pdu_monitor, data=host_data())
+    config = result.uploads["/etc/nodegate/power-poller.yaml"]
+    assert "s3cret" not in config and "c0mm\n" not in config
+    assert "s3cret" not in "\n".join(result.commands)
+
+
+def test_deploy_py_orders_the_roles() -> None:
+    import deploy
+
+    names = [getattr(r, "__name__", "") for r in deploy.ROLES]
+    assert names == ["base", "nvidia_driver", "fabricmanager", "nccl", "dcgm", "nvme", "agent",
+                     "pdu_monitor"]
