@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian packages the tests and the lab need (only when root and missing).
 set -euo pipefail
-PACKAGES=(gcc make python3-venv ruby)
-# the lab and power tests add theirs through these lists
-for list in src/nodegate/lab/host-packages.txt src/nodegate/power/host-packages.txt; do
+PACKAGES=(gcc make python3-venv ruby chromium)
+# each subsystem lists what its tests need (lab, power, cluster, ...)
+for list in src/nodegate/*/host-packages.txt; do
   [ -f "$list" ] && mapfile -t -O "${#PACKAGES[@]}" PACKAGES < <(grep -v '^#' "$list" | grep -v '^$')
 done
 missing=()

@@ -23,6 +23,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nodegate.commands.validate",
     "nodegate.sim.cli",
     "nodegate.power.cli",
+    "nodegate.cluster.cli",
+    "nodegate.fleet.cli",
+    "nodegate.lab.cli",
 )
 
 

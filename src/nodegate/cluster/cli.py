@@ -1,0 +1,150 @@
+"""``nodegate gate``: apply the gate policy to one node from its latest report(s).
+
+The agent's cron entry runs ``nodegate health --quiet; nodegate gate`` (health mode); Slurm's
+``HealthCheckProgram`` runs a wrapper calling ``nodegate gate --healthcheck``, which runs the
+quick battery first and takes the node name from ``SLURMD_NODENAME``. ``--mode join`` is the
+per-node core of ``deploy/join.py``. Module-level imports: argparse only (cron start-up time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodegate.report.model import NodeReport
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "gate", help="drain or resume this node in Slurm from its latest report",
+        description="Periodic health (default): FAIL drains with a 'nodegate:' reason; PASS "
+                    "resumes only a nodegate drain, never an administrator's, never an "
+                    "acceptance/standard hold. --mode join resumes only on a fresh passing "
+                    "report of --level. Exit 0 done (any action), 2 bad input, 3 scheduler "
+                    "unreachable (nothing changed).")
+    parser.add_argument("--mode", choices=("health", "join"), default="health")
+    parser.add_argument("--level", choices=("quick", "standard", "acceptance"),
+                        default="standard", help="join: the level that must pass (default "
+                        "%(default)s)")
+    parser.add_argument("--max-age", help="newest report older than this decides nothing "
+                        "(health) or does not join (join): 90s, 15m, 6h, 2d "
+                        "(default 1h health, 24h join)")
+    parser.add_argument("--node", help="scheduler node name (default $SLURMD_NODENAME, the "
+                        "report's slurm_node label, then its node)")
+    parser.add_argument("--report-dir", type=Path, help="reports to judge (default "
+                        "$NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
+    parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients "
+                        "(default $SLURM_CONF or Slurm's own)")
+    parser.add_argument("--retries", type=int, default=3,
+                        help="tries when the controller is unreachable (default %(default)s)")
+    parser.add_argument("--run-health", action="store_true",
+                        help="run 'nodegate health' first (its exit 1 is not an error here)")
+    parser.add_argument("--healthcheck", action="store_true",
+                        help="Slurm HealthCheckProgram mode: --mode health --run-health, "
+                             "node from $SLURMD_NODENAME, 2 tries")
+    parser.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
+    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodegate.battery.engine import parse_duration
+    from nodegate.battery.outputs import default_report_dir
+    from nodegate.cluster.gate import (
+        HealthPolicy,
+        JoinPolicy,
+        apply,
+        decide_health,
+        decide_join,
+        latest,
+    )
+    from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
+    from nodegate.errors import ConfigError
+    from nodegate.report.model import Level
+
+    if args.healthcheck:
+        args.mode, args.run_health = "health", True
+        args.retries = min(args.retries, 2)
+    if args.retries < 1:
+        raise ConfigError("--retries must be at least 1", key="--retries")
+    report_dir: Path = args.report_dir or default_report_dir()
+    if args.run_health:
+        _run_health(report_dir)
+    max_age = parse_duration(args.max_age) if args.max_age else None
+    node_hint = args.node or os.environ.get("SLURMD_NODENAME")
+    reports = node_reports(report_dir, node_hint)
+    if not reports:
+        raise ConfigError(
+            "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge",
+            file=str(report_dir),
+        )
+    newest = latest(reports)
+    assert newest is not None
+    node = node_hint or scheduler_name(newest)
+    scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
+    state = scheduler.state(node)
+    if args.mode == "join":
+        join = JoinPolicy(level=Level(args.level))
+        if max_age is not None:
+            join = JoinPolicy(level=join.level, max_age_s=max_age)
+        decision = decide_join(state, reports, policy=join)
+    else:
+        health = HealthPolicy(max_age_s=max_age) if max_age is not None else HealthPolicy()
+        decision = decide_health(state, newest, policy=health)
+    change = None if args.dry_run else apply(decision, scheduler)
+    changed = bool(change and change.changed)
+    after = change.after if change else state
+    if args.json:
+        print(json.dumps({
+            "node": node, "mode": args.mode, "action": decision.action.value,
+            "reason": decision.reason, "why": decision.why, "report_id": decision.report_id,
+            "changed": changed, "dry_run": bool(args.dry_run),
+            "before": state.describe(), "after": after.describe(),
+        }, indent=2))
+    else:
+        verb = decision.action.value + (" (dry run)" if args.dry_run else
+                                        "" if changed or decision.action.value == "none"
+                                        else " (already so)")
+        print(f"nodegate gate: {node} {verb}: {decision.why}  [{after.describe()}]")
+    return 0
+
+
+def _run_health(report_dir: Path) -> None:
+    """The quick battery in its own process (its lock, its outputs); FAIL is exit 1, fine."""
+    from nodegate.errors import CannotRunError
+
+    argv = [sys.executable, "-m", "nodegate.cli", "health", "--quiet",
+            "--report-dir", str(report_dir)]
+    proc = subprocess.run(argv, check=False)
+    if proc.returncode not in (0, 1):
+        raise CannotRunError(f"nodegate health exited {proc.returncode}; not gating on it")
+
+
+def scheduler_name(report: NodeReport) -> str:
+    return report.labels.get("slurm_node") or report.node
+
+
+def node_reports(report_dir: Path, node: str | None) -> list[NodeReport]:
+    """The node's reports: the ``<level>-latest.json`` files when there are any (a node's own
+    report dir holds up to a thousand dated ones), else every ``*.json`` below ``report_dir``
+    (a bastion's fetched reports). Filtered to ``node`` (node or slurm_node label) if given."""
+    from nodegate.errors import ConfigError
+    from nodegate.report import load
+
+    if not report_dir.is_dir():
+        raise ConfigError("report directory not found", file=str(report_dir))
+    paths = sorted(report_dir.glob("*-latest.json")) or sorted(report_dir.rglob("*.json"))
+    reports = [load(path) for path in paths]
+    if node is None:
+        names = {scheduler_name(r) for r in reports}
+        if len(names) > 1:
+            raise ConfigError(f"reports for several nodes ({', '.join(sorted(names)[:5])}); "
+                              "pass --node", file=str(report_dir))
+        return reports
+    return [r for r in reports if node in (r.node, r.labels.get("slurm_node"))]

@@ -1,0 +1,272 @@
+"""The gate policy: from a node's reports and its scheduler state to join, drain or leave alone.
+
+Pure functions, no I/O: the policy is the part that must be right, so it is tested exhaustively
+without a scheduler, and ``apply`` is the only place that acts.
+
+Drain reasons are a small grammar, so ownership survives in the scheduler itself:
+
+* ``nodegate: <check>[<entity>]`` (``+N more``) - a quick (health) failure. A later passing
+  health check resumes it.
+* ``nodegate: <level> failed <check>[<entity>]``, ``nodegate: <level> report missing``,
+  ``nodegate: <level> report stale ...`` for level ``standard``/``acceptance`` - a *hold* from
+  the gate. Only a fresh passing report of that level or deeper lifts it; a health pass never
+  does (a quick NVML check cannot vouch for bandwidth under load or a burn-in).
+* anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``) belongs to
+  someone else: nodegate never resumes it and never overwrites it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from nodegate.cluster.scheduler import Change, NodeState, Scheduler
+from nodegate.report.model import Level, NodeReport, format_timestamp
+from nodegate.results import CheckResult, Verdict
+
+REASON_PREFIX = "nodegate:"
+
+#: Depth order: a deeper report also vouches for a shallower level.
+LEVEL_RANK = {Level.QUICK: 0, Level.STANDARD: 1, Level.ACCEPTANCE: 2}
+
+_HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
+
+#: Verdicts a gate accepts (the same as exit code 0: WARN and SKIP do not block).
+PASSING = frozenset({Verdict.PASS, Verdict.WARN, Verdict.SKIP})
+
+
+class Action(str, enum.Enum):
+    RESUME = "resume"
+    DRAIN = "drain"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one node and why (``why`` is the one line an operator reads)."""
+
+    node: str
+    action: Action
+    why: str
+    reason: str | None = None  # the drain reason, for DRAIN
+    report_id: str | None = None  # the report the decision rests on
+
+
+@dataclass(frozen=True)
+class JoinPolicy:
+    """Join (``deploy/join.py``): the required level must pass and be fresh."""
+
+    level: Level = Level.STANDARD
+    max_age_s: float = 24 * 3600.0
+    clock_skew_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """Periodic health (cron, HealthCheckProgram): judge the latest report if it is fresh."""
+
+    max_age_s: float = 3600.0
+    clock_skew_s: float = 300.0
+
+
+# --- reasons ----------------------------------------------------------------------------------
+
+
+def is_nodegate_reason(reason: str | None) -> bool:
+    return bool(reason) and str(reason).startswith(REASON_PREFIX)
+
+
+def hold_level(reason: str | None) -> Level | None:
+    """The level a gate hold requires to lift (None: not a hold)."""
+    match = _HOLD.match(reason or "")
+    return Level(match.group(1)) if match else None
+
+
+def failures(report: NodeReport) -> list[CheckResult]:
+    """FAIL results first (in report order), then ERROR: the first names the drain."""
+    failed = [r for r in report.results if r.verdict is Verdict.FAIL]
+    errored = [r for r in report.results if r.verdict is Verdict.ERROR]
+    return failed + errored
+
+
+def drain_reason(report: NodeReport) -> str:
+    """``nodegate: nvlink_state[gpu3.link5] (+2 more)``; gate levels say which level failed."""
+    failed = failures(report)
+    if failed:
+        core = failed[0].test_id + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
+    else:
+        core = "no results"
+    if report.level is Level.QUICK:
+        return f"{REASON_PREFIX} {core}"
+    return f"{REASON_PREFIX} {report.level.value} failed {core}"
+
+
+def is_passing(report: NodeReport) -> bool:
+    """PASS/WARN/SKIP with at least one result: an empty report is no evidence."""
+    return bool(report.results) and report.verdict in PASSING
+
+
+# --- freshness --------------------------------------------------------------------------------
+
+
+def age_problem(
+    report: NodeReport, now: dt.datetime, max_age_s: float, skew_s: float
+) -> str | None:
+    """Why the report is not fresh, or None when it is."""
+    age = (now - report.finished_at).total_seconds()
+    if age > max_age_s:
+        return (
+            f"finished {format_timestamp(report.finished_at)}, "
+            f"older than {_human_seconds(max_age_s)}"
+        )
+    if age < -skew_s:
+        return f"finished {format_timestamp(report.finished_at)}, in the future (clock skew?)"
+    return None
+
+
+def _human_seconds(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def latest(reports: Iterable[NodeReport], *, min_level: Level = Level.QUICK) -> NodeReport | None:
+    """The most recent report at ``min_level`` or deeper (ties: the deeper one)."""
+    candidates = [r for r in reports if LEVEL_RANK[r.level] >= LEVEL_RANK[min_level]]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda r: (r.finished_at, LEVEL_RANK[r.level]))
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+
+def _foreign(state: NodeState) -> Decision | None:
+    """Someone else's drain or down: leave it, whatever the reports say."""
+    if (state.drained or state.down) and not is_nodegate_reason(state.reason):
+        owner = "an administrator or Slurm" if state.reason else "someone else"
+        return Decision(
+            state.node,
+            Action.NONE,
+            f"{state.describe()}: taken out by {owner}; nodegate does not touch it",
+        )
+    return None
+
+
+def _drain(state: NodeState, reason: str, why: str, report: NodeReport | None) -> Decision:
+    rid = report.report_id if report else None
+    if state.drained and state.reason == reason:
+        return Decision(state.node, Action.NONE, f"already drained: {reason}", reason, rid)
+    return Decision(state.node, Action.DRAIN, why, reason, rid)
+
+
+def decide_join(
+    state: NodeState,
+    reports: Sequence[NodeReport],
+    *,
+    policy: JoinPolicy | None = None,
+    now: dt.datetime | None = None,
+) -> Decision:
+    """Resume only on a fresh passing report of the required level (or of a hold's deeper
+    level), with nothing newer failing; otherwise drain with a hold reason naming why."""
+    policy = policy or JoinPolicy()
+    now = now or dt.datetime.now(dt.timezone.utc)
+    foreign = _foreign(state)
+    if foreign is not None:
+        return foreign
+    required = policy.level
+    held = hold_level(state.reason) if state.drained else None
+    if held is not None and LEVEL_RANK[held] > LEVEL_RANK[required]:
+        required = held
+    evidence = latest(reports, min_level=required)
+    if evidence is None:
+        reason = f"{REASON_PREFIX} {required.value} report missing"
+        return _drain(state, reason, f"no {required.value} report", None)
+    if not is_passing(evidence):
+        reason = drain_reason(evidence)
+        return _drain(state, reason, f"{evidence.level.value} report {evidence.verdict.value}",
+                      evidence)
+    problem = age_problem(evidence, now, policy.max_age_s, policy.clock_skew_s)
+    if problem is not None:
+        reason = f"{REASON_PREFIX} {required.value} report stale ({problem})"
+        return _drain(state, reason, f"{required.value} report stale: {problem}", evidence)
+    newer = [r for r in reports if r.finished_at > evidence.finished_at and not is_passing(r)]
+    if newer:
+        worst = max(newer, key=lambda r: r.finished_at)
+        reason = drain_reason(worst)
+        return _drain(state, reason, f"a newer {worst.level.value} report {worst.verdict.value}",
+                      worst)
+    if state.available:
+        return Decision(state.node, Action.NONE,
+                        f"in service; {evidence.level.value} report PASSes",
+                        report_id=evidence.report_id)
+    if not state.drained:
+        return Decision(state.node, Action.NONE,
+                        f"{state.describe()}: not drained by nodegate; left to Slurm",
+                        report_id=evidence.report_id)
+    return Decision(state.node, Action.RESUME,
+                    f"{evidence.level.value} report {evidence.verdict.value} and fresh",
+                    report_id=evidence.report_id)
+
+
+def decide_health(
+    state: NodeState,
+    report: NodeReport | None,
+    *,
+    policy: HealthPolicy | None = None,
+    now: dt.datetime | None = None,
+) -> Decision:
+    """Periodic health from the node's latest report.
+
+    FAIL drains with a ``nodegate:`` reason (a gate hold is kept: it is the stronger one).
+    PASS resumes only a nodegate health drain, or a hold whose level this report reaches.
+    A stale report decides nothing: acting on old evidence would undo an operator's resume
+    or resume a node nobody has looked at; the Prometheus staleness alert covers it.
+    """
+    policy = policy or HealthPolicy()
+    now = now or dt.datetime.now(dt.timezone.utc)
+    foreign = _foreign(state)
+    if foreign is not None:
+        return foreign
+    if report is None:
+        return Decision(state.node, Action.NONE, "no report to judge")
+    problem = age_problem(report, now, policy.max_age_s, policy.clock_skew_s)
+    if problem is not None:
+        return Decision(state.node, Action.NONE, f"latest report stale ({problem}); no change",
+                        report_id=report.report_id)
+    held = hold_level(state.reason) if state.drained else None
+    if not is_passing(report):
+        reason = drain_reason(report)
+        new_hold = hold_level(reason)
+        if held is not None and (new_hold is None or LEVEL_RANK[new_hold] < LEVEL_RANK[held]):
+            return Decision(state.node, Action.NONE,
+                            f"kept the stronger hold ({state.reason}); also {reason}",
+                            report_id=report.report_id)
+        return _drain(state, reason, f"{report.level.value} report {report.verdict.value}",
+                      report)
+    if not state.drained:
+        return Decision(state.node, Action.NONE,
+                        f"{report.level.value} report {report.verdict.value}; "
+                        f"{'in service' if state.available else state.describe()}",
+                        report_id=report.report_id)
+    if held is not None and LEVEL_RANK[report.level] < LEVEL_RANK[held]:
+        return Decision(state.node, Action.NONE,
+                        f"held until a passing {held.value} run ({state.reason})",
+                        report_id=report.report_id)
+    return Decision(state.node, Action.RESUME,
+                    f"{report.level.value} report {report.verdict.value}; lifting {state.reason}",
+                    report_id=report.report_id)
+
+
+def apply(decision: Decision, scheduler: Scheduler) -> Change | None:
+    """Carry a decision out; the adapter is idempotent, so a repeat is harmless."""
+    if decision.action is Action.DRAIN:
+        assert decision.reason is not None
+        return scheduler.drain(decision.node, decision.reason)
+    if decision.action is Action.RESUME:
+        return scheduler.resume(decision.node)
+    return None

@@ -1,0 +1,337 @@
+"""The Slurm adapter: ``scontrol``/``sinfo`` (Slurm 22.05 and later), argv lists only.
+
+Why the CLI tools rather than slurmrestd: they are on every Slurm node and bastion, need no
+token, and their machine-readable output (``sinfo -O``, ``scontrol show node -o``) is stable
+across releases. Every call is idempotent: the node is read first and an update is only sent
+when it would change something. When the controller cannot be reached the call is retried a
+bounded number of times with exponential backoff, then a CannotRunError names the controller;
+a failed call never leaves a half-applied state, because the one update is the only write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodegate.cluster.scheduler import Change, NodeState
+from nodegate.errors import CannotRunError, ConfigError
+
+#: Signs in a client's stderr that the controller, not the request, is the problem.
+UNREACHABLE_MARKERS = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "connection refused",
+    "connect failure",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "slurm backup controller in standby mode",
+    "timed out after",
+)
+
+#: Messages meaning the node name is unknown (ConfigError, not retried).
+UNKNOWN_NODE_MARKERS = ("not found", "invalid node name specified")
+
+#: A single node name, never a hostlist (``ng[1-3]``, ``a,b``): one call must touch one node.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+#: sinfo state suffix characters (``man sinfo``, NODE STATE CODES) -> scontrol flag names.
+STATE_SUFFIXES = {
+    "*": "NOT_RESPONDING",
+    "~": "POWERED_DOWN",
+    "#": "POWERING_UP",
+    "!": "POWER_DOWN",
+    "%": "POWERING_DOWN",
+    "$": "MAINTENANCE",
+    "@": "REBOOT_REQUESTED",
+    "^": "REBOOT_ISSUED",
+    "-": "PLANNED",
+}
+
+#: Slurm keeps the reason in a fixed-size message field in places; stay well under it.
+MAX_REASON = 200
+
+Runner = Callable[[Sequence[str], Mapping[str, str], float], "subprocess.CompletedProcess[str]"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries: ``attempts`` tries in all, sleeping ``initial_delay_s * factor**k``
+    (capped) between them. Each scontrol try itself gives up on a dead controller after
+    about slurm.conf's ``MessageTimeout`` (default 10 s), so the default bound is about
+    3 x 10 s + 1 s + 2 s = 33 s; with ``MessageTimeout=3``, about 12 s."""
+
+    attempts: int = 3
+    initial_delay_s: float = 1.0
+    factor: float = 2.0
+    max_delay_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError(f"retry attempts must be >= 1, got {self.attempts}")
+
+    def delays(self) -> list[float]:
+        """The sleeps between tries (one fewer than ``attempts``)."""
+        return [
+            min(self.max_delay_s, self.initial_delay_s * self.factor**index)
+            for index in range(self.attempts - 1)
+        ]
+
+
+def _default_runner(
+    argv: Sequence[str], env: Mapping[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, env=dict(env), timeout=timeout, check=False
+    )
+
+
+class SlurmScheduler:
+    """``Scheduler`` over scontrol/sinfo.
+
+    ``conf`` sets ``SLURM_CONF`` for the clients (a test cluster, a second cluster); without it
+    the clients use their own default. ``controller`` names the controller in errors; by
+    default it is read from ``SlurmctldHost``/``SlurmctldPort`` in that slurm.conf.
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        *,
+        conf: str | os.PathLike[str] | None = None,
+        controller: str | None = None,
+        bin_dir: str | os.PathLike[str] | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 30.0,
+        runner: Runner | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.conf = Path(conf) if conf is not None else None
+        self._controller = controller
+        self.bin_dir = Path(bin_dir) if bin_dir is not None else None
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = timeout_s
+        self._runner = runner or _default_runner
+        self._sleep = sleep
+
+    # --- the Scheduler interface -----------------------------------------------------------
+
+    def nodes(self) -> list[NodeState]:
+        out = self._run(
+            [self._bin("sinfo"), "-a", "-N", "-h", "-O", "NodeList:|,StateComplete:|,Reason:0"],
+            what="list nodes",
+        )
+        return parse_sinfo(out)
+
+    def state(self, node: str) -> NodeState:
+        _check_node(node)
+        out = self._run([self._bin("scontrol"), "show", "node", "-o", node], what="read", node=node)
+        lines = [line for line in out.splitlines() if line.strip()]
+        if not lines:
+            raise ConfigError(f"{self._where()} returned nothing for node {node!r}", host=node)
+        return parse_show_node(lines[0])
+
+    def drain(self, node: str, reason: str) -> Change:
+        reason = clean_reason(reason)
+        before = self.state(node)
+        if before.drained and before.reason == reason:
+            return Change(node, "drain", False, before, before)
+        self._update(node, "State=DRAIN", f"Reason={reason}")
+        after = self.state(node)
+        if not after.drained:
+            raise CannotRunError(
+                f"drain sent to {self._where()} but the node is {after.describe()}", host=node
+            )
+        return Change(node, "drain", True, before, after)
+
+    def resume(self, node: str) -> Change:
+        before = self.state(node)
+        if before.available:
+            return Change(node, "resume", False, before, before)
+        self._update(node, "State=RESUME")
+        after = self.state(node)
+        if after.drained:
+            raise CannotRunError(
+                f"resume sent to {self._where()} but the node is {after.describe()}", host=node
+            )
+        return Change(node, "resume", True, before, after)
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _update(self, node: str, *fields: str) -> None:
+        argv = [self._bin("scontrol"), "update", f"NodeName={node}", *fields]
+        self._run(argv, what="update", node=node)
+
+    def _bin(self, name: str) -> str:
+        if self.bin_dir is not None:
+            return str(self.bin_dir / name)
+        return shutil.which(name) or name
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.conf is not None:
+            env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def controller(self) -> str:
+        """``host:port (from FILE)`` for messages; best effort, never raises."""
+        if self._controller:
+            return self._controller
+        conf = self.conf or Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+        host, port = controller_from_conf(conf)
+        if host is None:
+            return f"the Slurm controller (no SlurmctldHost in {conf})"
+        return f"{host}:{port} (from {conf})"
+
+    def _where(self) -> str:
+        return f"slurmctld {self.controller()}"
+
+    def _run(self, argv: list[str], *, what: str, node: str | None = None) -> str:
+        delays = self.retry.delays()
+        started = time.monotonic()
+        last = ""
+        for attempt in range(self.retry.attempts):
+            try:
+                proc = self._runner(argv, self._env(), self.timeout_s)
+            except FileNotFoundError:
+                raise CannotRunError(
+                    f"{argv[0]} not found: install the Slurm client tools (slurm-client)",
+                    host=node,
+                ) from None
+            except subprocess.TimeoutExpired:
+                last = f"{Path(argv[0]).name} timed out after {self.timeout_s:g} s"
+            else:
+                if proc.returncode == 0:
+                    return proc.stdout
+                last = " ".join((proc.stderr or proc.stdout or "").split()) or (
+                    f"exit status {proc.returncode}"
+                )
+                lowered = last.lower()
+                if not any(marker in lowered for marker in UNREACHABLE_MARKERS):
+                    if node is not None and any(m in lowered for m in UNKNOWN_NODE_MARKERS):
+                        raise ConfigError(
+                            f"node {node!r} is not known to {self._where()}: {last}", host=node
+                        )
+                    raise CannotRunError(f"{what} failed at {self._where()}: {last}", host=node)
+            if attempt < len(delays):
+                self._sleep(delays[attempt])
+        elapsed = time.monotonic() - started
+        raise CannotRunError(
+            f"{self._where()} unreachable: {what} failed {self.retry.attempts} times in "
+            f"{elapsed:.1f} s ({last}); no state was changed",
+            host=node,
+        )
+
+
+# --- parsing (pure, tested against captured 22.05 output) --------------------------------------
+
+
+def _check_node(node: str) -> None:
+    if not NODE_NAME.fullmatch(node):
+        raise ConfigError(
+            f"{node!r} is not a single node name (hostlists and spaces are refused)", host=node
+        )
+
+
+def clean_reason(reason: str) -> str:
+    """One line, trimmed, bounded: the form Slurm stores, so an idempotence check compares
+    like with like."""
+    text = " ".join(reason.split())
+    if not text:
+        raise ConfigError("a drain reason must not be empty")
+    return text[:MAX_REASON]
+
+
+def parse_state(token: str) -> tuple[str, frozenset[str]]:
+    """``IDLE+DRAIN`` / ``idle+drain`` / ``down*`` -> (``idle``, {``DRAIN``}) etc."""
+    parts = [part for part in token.strip().split("+") if part]
+    if not parts:
+        return "unknown", frozenset()
+    flags: set[str] = set()
+    words: list[str] = []
+    for part in parts:
+        word = part
+        while word and word[-1] in STATE_SUFFIXES:
+            flags.add(STATE_SUFFIXES[word[-1]])
+            word = word[:-1]
+        if word:
+            words.append(word)
+    base = words[0].lower() if words else "unknown"
+    flags.update(word.upper() for word in words[1:])
+    if base in {"drained", "draining", "drain"}:
+        flags.add("DRAIN")
+    return base, frozenset(flags)
+
+
+_REASON_STAMP = re.compile(r" \[[^\[\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
+
+
+def _reason_or_none(text: str) -> str | None:
+    text = text.strip()
+    return None if text in {"", "none", "(null)"} else text
+
+
+def parse_show_node(line: str) -> NodeState:
+    """One line of ``scontrol show node -o``.
+
+    Values may hold spaces (``OS=Linux 6.1 #1 SMP ...``), so fields are found by anchored key
+    patterns, not by splitting. ``Reason=`` runs to Slurm's `` [user@time]`` stamp.
+    """
+    name = re.search(r"(?:^|\s)NodeName=(\S+)", line)
+    state = re.search(r"\sState=(\S+)", line)
+    if name is None or state is None:
+        raise CannotRunError(f"unexpected scontrol output: {line[:200]!r}")
+    base, flags = parse_state(state.group(1))
+    reason: str | None = None
+    start = line.find(" Reason=")
+    if start >= 0:
+        rest = line[start + len(" Reason=") :]
+        stamp = _REASON_STAMP.search(rest)
+        reason = _reason_or_none(rest[: stamp.start()] if stamp else rest)
+    return NodeState(node=name.group(1), state=base, flags=flags, reason=reason)
+
+
+def parse_sinfo(text: str) -> list[NodeState]:
+    """``sinfo -N -h -O NodeList:|,StateComplete:|,Reason:0``; a node in several partitions
+    is listed once per partition by sinfo and once here."""
+    seen: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 2)
+        if len(parts) != 3:
+            raise CannotRunError(f"unexpected sinfo output: {line[:200]!r}")
+        name, state, reason = (part.strip() for part in parts)
+        base, flags = parse_state(state)
+        seen.setdefault(name, NodeState(name, base, flags, _reason_or_none(reason)))
+    return list(seen.values())
+
+
+def controller_from_conf(conf: Path) -> tuple[str | None, int]:
+    """(host, port) of the primary controller from slurm.conf; (None, 6817) when unknown."""
+    host: str | None = None
+    port = 6817
+    try:
+        text = conf.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None, port
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        key = key.strip().lower()
+        value = value.strip()
+        if key in {"slurmctldhost", "controlmachine"} and host is None:
+            host = value.split("(", 1)[0].strip() or None
+        elif key == "slurmctldport":
+            match = re.match(r"\d+", value)
+            if match:
+                port = int(match.group())
+    return host, port

@@ -1,0 +1,62 @@
+"""``nodegate report DIR``: the fleet view over a directory of node reports.
+
+Exit 0 when every node's latest report passes, 1 when some node's latest FAILs or ERRORs,
+2 bad input (no such directory, bad margin). Module-level imports: argparse only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report", help="fleet view over a directory of node reports (text, JSON, HTML)",
+        description="Read every *.json node report below DIR (several per node = history): "
+                    "each node's verdict and failing checks, each metric's spread across "
+                    "nodes and the nodes worse than the fleet median by more than --margin.")
+    parser.add_argument("dir", type=Path, metavar="DIR")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="also write a self-contained HTML report with plots")
+    parser.add_argument("--margin", type=float, default=10.0, metavar="PCT",
+                        help="outlier margin in percent of the fleet median (default "
+                             "%(default)s)")
+    parser.add_argument("--plots", type=int, default=50, metavar="N",
+                        help="nodes with per-node plots in the HTML (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the view as JSON")
+    parser.add_argument("--strict", action="store_true",
+                        help="validate every report against the full schema (slow)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="do not read or write the per-file summary cache")
+    parser.add_argument("--jobs", type=int, help="parser processes (default: up to 4)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodegate.errors import ConfigError
+    from nodegate.fleet.aggregate import aggregate
+    from nodegate.fleet.render import render_text, to_data
+
+    if args.plots < 0:
+        raise ConfigError("--plots must be >= 0", key="--plots")
+    view = aggregate(args.dir, margin_pct=args.margin, cache=not args.no_cache,
+                     jobs=args.jobs, strict=args.strict)
+    if not view.nodes and not view.unreadable:
+        raise ConfigError("no *.json reports found", file=str(args.dir))
+    if args.json:
+        print(json.dumps(to_data(view), indent=2))
+    else:
+        sys.stdout.write(render_text(view))
+    if args.html:
+        from nodegate.fleet.html import write_html
+
+        written = write_html(view, args.html, plots=args.plots)
+        print(f"nodegate report: HTML written to {written}", file=sys.stderr)
+    for path, error in view.unreadable:
+        print(f"nodegate report: warning: {args.dir / path}: {error}", file=sys.stderr)
+    failing = any(node.verdict in ("FAIL", "ERROR") for node in view.nodes)
+    return 1 if failing else 0

@@ -1,0 +1,377 @@
+"""The fleet HTML report: one self-contained file, inline SVG drawn here, a few lines of JS.
+
+No CDN, no external font or script: the file must open on an air-gapped bastion and be
+attachable to a ticket. Plots are drawn server-side as SVG (tooltips via ``<title>``), so the
+page needs no JS to show them; the script only filters the node table.
+
+Per-node plots (P2P heatmap, telemetry under load) need the full reports, so they are drawn
+for at most ``plots`` nodes: failing nodes first, then outliers, then the rest by name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from nodegate.fleet.aggregate import FleetView, MetricView, NodeView
+from nodegate.fleet.render import failing_text
+
+VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
+                  "ERROR": "#8250df", "SKIP": "#6e7781"}
+LINE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf")
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1f2328;
+background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid
+#d0d7de}h3{font-size:15px;margin:16px 0 6px}
+table{border-collapse:collapse;margin:6px 0}td,th{padding:3px 8px;border-bottom:1px solid #eaeef2;
+text-align:left;vertical-align:top}th{background:#f6f8fa}
+.v{color:#fff;border-radius:4px;padding:1px 6px;font-weight:600;font-size:12px}
+.muted{color:#656d76}.plots{display:flex;flex-wrap:wrap;gap:12px}
+.card{border:1px solid #d0d7de;border-radius:6px;padding:8px}
+svg text{font:11px system-ui,sans-serif;fill:#1f2328}
+#filter{padding:4px 8px;width:280px;margin:4px 0}
+"""
+
+SCRIPT = """
+(function () {
+  var box = document.getElementById('filter');
+  var rows = Array.prototype.slice.call(document.querySelectorAll('#nodes tbody tr'));
+  function apply() {
+    var q = box.value.trim().toLowerCase();
+    var shown = 0;
+    rows.forEach(function (row) {
+      var hit = !q || row.textContent.toLowerCase().indexOf(q) >= 0;
+      row.style.display = hit ? '' : 'none';
+      if (hit) { shown += 1; }
+    });
+    document.getElementById('shown').textContent = String(shown);
+  }
+  box.addEventListener('input', apply);
+  apply();
+  document.body.setAttribute('data-svg-count',
+    String(document.querySelectorAll('svg').length));
+  document.body.setAttribute('data-ready', '1');
+})();
+"""
+
+
+def _badge(verdict: str) -> str:
+    color = VERDICT_COLORS.get(verdict, "#6e7781")
+    return f'<span class="v" style="background:{color}">{escape(verdict)}</span>'
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}"
+
+
+# --- SVG primitives ---------------------------------------------------------------------------
+
+
+def heatmap_svg(title: str, entities: Sequence[str], values: Sequence[Sequence[Any]],
+                unit: str) -> str:
+    """An entity-by-entity matrix; low cells red, high green, missing grey (the diagonal)."""
+    cell, left, top = 34, 52, 52
+    size = len(entities)
+    numbers = [v for row in values for v in row if isinstance(v, (int, float))]
+    low = min(numbers) if numbers else 0.0
+    high = max(numbers) if numbers else 1.0
+    width, height = left + cell * size + 10, top + cell * size + 34
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="{escape(title)}">',
+             f'<text x="4" y="14" font-weight="600">{escape(title)} ({escape(unit)})</text>',
+             f'<text x="4" y="30" class="muted">row -> column; range {_num(low)} to '
+             f'{_num(high)}</text>']
+    for index, name in enumerate(entities):
+        x = left + index * cell + cell / 2
+        parts.append(f'<text x="{x:.0f}" y="{top - 4}" text-anchor="middle">'
+                     f'{escape(name)}</text>')
+        parts.append(f'<text x="{left - 4}" y="{top + index * cell + cell / 2 + 4:.0f}" '
+                     f'text-anchor="end">{escape(name)}</text>')
+    for i, row in enumerate(values):
+        for j, value in enumerate(row):
+            x, y = left + j * cell, top + i * cell
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                color = _ramp((value - low) / (high - low) if high > low else 0.5)
+                label = _num(value)
+            else:
+                color, label = "#d0d7de", "n/a"
+            tip = f"{entities[i]} -> {entities[j]}: {label} {unit}"
+            parts.append(f'<rect x="{x}" y="{y}" width="{cell - 1}" height="{cell - 1}" '
+                         f'fill="{color}"><title>{escape(tip)}</title></rect>')
+            if label != "n/a":
+                parts.append(f'<text x="{x + cell / 2:.0f}" y="{y + cell / 2 + 4:.0f}" '
+                             f'text-anchor="middle" font-size="9">{escape(f"{value:.0f}")}'
+                             f'</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _ramp(fraction: float) -> str:
+    """Red (0) -> yellow (0.5) -> green (1)."""
+    fraction = min(1.0, max(0.0, fraction))
+    stops = ((0.0, (215, 48, 39)), (0.5, (254, 224, 139)), (1.0, (26, 152, 80)))
+    for (f0, c0), (f1, c1) in itertools.pairwise(stops):
+        if fraction <= f1:
+            t = (fraction - f0) / (f1 - f0)
+            rgb = tuple(round(a + (b - a) * t) for a, b in zip(c0, c1, strict=True))
+            return "#{:02x}{:02x}{:02x}".format(*rgb)
+    return "#1a9850"
+
+
+def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], unit: str,
+                   width: int = 420, height: int = 220) -> str:
+    """Time series, one line per entity; gaps where a sample was missed (null)."""
+    left, right, top, bottom = 52, 90, 24, 30
+    points = [(float(p[0]), float(p[1])) for pts in lines.values() for p in pts
+              if len(p) == 2 and isinstance(p[1], (int, float)) and isinstance(p[0], (int, float))]
+    if not points:
+        return ""
+    t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
+    v0, v1 = min(p[1] for p in points), max(p[1] for p in points)
+    if t1 == t0:
+        t1 = t0 + 1
+    if v1 == v0:
+        v0, v1 = v0 - 1, v1 + 1
+    pad = (v1 - v0) * 0.05
+    v0, v1 = v0 - pad, v1 + pad
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def sx(t: float) -> float:
+        return left + (t - t0) / (t1 - t0) * plot_w
+
+    def sy(v: float) -> float:
+        return top + (1 - (v - v0) / (v1 - v0)) * plot_h
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="{escape(title)}">',
+             f'<text x="4" y="14" font-weight="600">{escape(title)}</text>',
+             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#f6f8fa" '
+             f'stroke="#d0d7de"/>']
+    for fraction in (0.0, 0.5, 1.0):
+        value = v0 + (v1 - v0) * fraction
+        parts.append(f'<text x="{left - 4}" y="{sy(value) + 4:.1f}" text-anchor="end">'
+                     f'{_num(value)}</text>')
+    parts.append(f'<text x="{left}" y="{height - 8}">{_num(t0)} s</text>')
+    parts.append(f'<text x="{left + plot_w}" y="{height - 8}" text-anchor="end">'
+                 f'{_num(t1)} s</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" '
+                 f'class="muted">{escape(unit)}</text>')
+    for index, (name, pts) in enumerate(lines.items()):
+        color = LINE_COLORS[index % len(LINE_COLORS)]
+        segments: list[list[str]] = [[]]
+        for point in pts:
+            if len(point) != 2 or not isinstance(point[1], (int, float)):
+                if segments[-1]:
+                    segments.append([])
+                continue
+            segments[-1].append(f"{sx(float(point[0])):.1f},{sy(float(point[1])):.1f}")
+        for segment in segments:
+            if len(segment) > 1:
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
+                             f'points="{" ".join(segment)}"><title>{escape(name)}</title>'
+                             f'</polyline>')
+        y = top + 10 + index * 13
+        parts.append(f'<rect x="{left + plot_w + 8}" y="{y - 8}" width="10" height="3" '
+                     f'fill="{color}"/><text x="{left + plot_w + 22}" y="{y - 3}">'
+                     f'{escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def distribution_svg(metric: MetricView, margin_pct: float, width: int = 520,
+                     height: int = 130) -> str:
+    """Histogram of each node's worst value, with the median and the outlier margin."""
+    values = [value for _, value, _ in metric.values]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    median = metric.stats["median"]
+    bound = median * (1 - margin_pct / 100) if metric.direction == "higher" else (
+        median * (1 + margin_pct / 100))
+    if median != 0 and len(values) >= 3:
+        low, high = min(low, bound), max(high, bound)
+    if high == low:
+        low, high = low - 1, high + 1
+    bins = 40
+    counts = [0] * bins
+    for value in values:
+        index = min(bins - 1, int((value - low) / (high - low) * bins))
+        counts[index] += 1
+    left, top, plot_w, plot_h = 10, 22, width - 20, height - 52
+    peak = max(counts)
+    bar_w = plot_w / bins
+    outlier_nodes = {o.node for o in metric.outliers}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="{escape(metric.key)}">',
+             f'<text x="4" y="14" font-weight="600">{escape(metric.key)} '
+             f'({escape(metric.unit) or "no unit"}), {len(values)} nodes, '
+             f'{len(outlier_nodes)} outlier nodes</text>']
+
+    def sx(value: float) -> float:
+        return left + (value - low) / (high - low) * plot_w
+
+    for index, count in enumerate(counts):
+        if not count:
+            continue
+        bar_h = max(1.0, count / peak * plot_h)
+        start = low + (high - low) * index / bins
+        end = start + (high - low) / bins
+        bad = (end <= bound) if metric.direction == "higher" else (start >= bound)
+        color = "#cf222e" if bad and metric.outliers else "#0969da"
+        parts.append(f'<rect x="{left + index * bar_w:.1f}" y="{top + plot_h - bar_h:.1f}" '
+                     f'width="{max(1.0, bar_w - 1):.1f}" height="{bar_h:.1f}" fill="{color}">'
+                     f'<title>{_num(start)} to {_num(end)}: {count} nodes</title></rect>')
+    marks = [(median, "median", "#1f2328", top + plot_h + 12)]
+    if median != 0 and len(values) >= 3:  # the margin only applies where outliers are sought
+        marks.append((bound, f"{margin_pct:g}% margin", "#cf222e", top + 10))
+    for value, label, color, label_y in marks:
+        x = sx(value)
+        anchor = "start" if x < 80 else "end" if x > width - 80 else "middle"
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + plot_h}" '
+                     f'stroke="{color}" stroke-dasharray="3,2"/>')
+        parts.append(f'<text x="{x:.1f}" y="{label_y}" text-anchor="{anchor}" '
+                     f'fill="{color}">{escape(label)} {_num(value)}</text>')
+    parts.append(f'<text x="{left}" y="{height - 6}">{_num(low)}</text>')
+    parts.append(f'<text x="{left + plot_w}" y="{height - 6}" text-anchor="end">'
+                 f'{_num(high)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# --- the page -----------------------------------------------------------------------------------
+
+
+def _load_full(view: FleetView, node: NodeView, key: str) -> dict[str, Any] | None:
+    """The newest report of ``node`` with a non-empty ``key`` (series or matrices)."""
+    for summary in reversed(node.history):
+        try:
+            data = json.loads((view.root / summary["path"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get(key):
+            return data
+    return None
+
+
+def _plot_order(view: FleetView, limit: int) -> list[NodeView]:
+    outliers = {o.node for m in view.metrics for o in m.outliers}
+    ranked = sorted(view.nodes, key=lambda n: (n.verdict not in ("FAIL", "ERROR"),
+                                               n.node not in outliers, n.node))
+    return ranked[:limit]
+
+
+def _node_section(view: FleetView, node: NodeView) -> str:
+    parts = [f'<h3 id="node-{escape(node.node)}">{escape(node.node)} '
+             f'{_badge(node.verdict)}</h3><div class="plots">']
+    drawn = 0
+    with_matrix = _load_full(view, node, "matrices")
+    if with_matrix:
+        for name, matrix in sorted(with_matrix["matrices"].items()):
+            if isinstance(matrix, dict) and matrix.get("entities"):
+                parts.append('<div class="card">' + heatmap_svg(
+                    name, matrix["entities"], matrix["values"], str(matrix.get("unit", "")))
+                             + "</div>")
+                drawn += 1
+    with_series = _load_full(view, node, "series")
+    if with_series:
+        for set_name, entities in sorted(with_series["series"].items()):
+            metrics: dict[str, dict[str, Any]] = {}
+            for entity, by_metric in entities.items():
+                for metric, points in by_metric.items():
+                    metrics.setdefault(metric, {})[entity] = points
+            for metric, lines in sorted(metrics.items()):
+                svg = line_chart_svg(f"{set_name}: {metric}", lines, _unit_of(metric))
+                if svg:
+                    parts.append(f'<div class="card">{svg}</div>')
+                    drawn += 1
+    if not drawn:
+        parts.append('<p class="muted">no matrices or series in this node\'s reports</p>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _unit_of(metric: str) -> str:
+    suffixes = {"_w": "W", "_c": "degrees C", "_mhz": "MHz", "_bytes": "bytes", "_pct": "%",
+                "_gbps": "GB/s"}
+    for suffix, unit in suffixes.items():
+        if metric.endswith(suffix):
+            return unit
+    return ""
+
+
+def render_html(view: FleetView, *, plots: int = 50, history: int = 20) -> str:
+    """The whole page as one string."""
+    counts = view.verdicts()
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>nodegate fleet report: {escape(str(view.root))}</title>",
+           f"<style>{CSS}</style></head><body>",
+           f"<h1>nodegate fleet report</h1><p class=\"muted\">{escape(str(view.root))} - "
+           f"{len(view.nodes)} nodes, {view.n_reports} reports, generated {escape(now)}</p>",
+           "<p>" + " ".join(f"{_badge(v)} {counts[v]}" for v in
+                            ("FAIL", "ERROR", "WARN", "SKIP", "PASS") if counts.get(v)) + "</p>"]
+    out.append('<h2>Nodes</h2><input id="filter" type="search" placeholder="filter: node, '
+               'verdict, check" aria-label="filter nodes"> <span class="muted"><span '
+               'id="shown"></span> shown</span>')
+    out.append('<table id="nodes"><thead><tr><th>node</th><th>verdict</th><th>latest</th>'
+               '<th>finished</th><th>failing checks</th><th>history</th></tr></thead><tbody>')
+    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in ("FAIL", "ERROR"), n.node))
+    for node in ordered:
+        latest = node.latest
+        failing = failing_text(node, limit=5)
+        dots = "".join(
+            f'<span title="{escape(s["finished_at"])} {escape(s["level"])} '
+            f'{escape(s["verdict"])}" style="color:{VERDICT_COLORS.get(s["verdict"], "#999")}">'
+            "&#9632;</span>" for s in node.history[-history:])
+        out.append(f"<tr><td>{escape(node.node)}</td><td>{_badge(node.verdict)}</td>"
+                   f"<td>{escape(latest['level'])}</td><td>{escape(latest['finished_at'])}</td>"
+                   f"<td>{escape(failing)}</td><td>{dots}</td></tr>")
+    out.append("</tbody></table>")
+    if view.metrics:
+        out.append(f"<h2>Fleet distributions</h2><p class=\"muted\">Each node's worst entity "
+                   f"per metric; outliers are worse than the fleet median by more than "
+                   f"{view.margin_pct:g}%.</p><div class=\"plots\">")
+        for metric in view.metrics:
+            svg = distribution_svg(metric, view.margin_pct)
+            if svg:
+                out.append(f'<div class="card">{svg}</div>')
+        out.append("</div>")
+        rows = [(m, o) for m in view.metrics for o in m.outliers]
+        if rows:
+            out.append("<h3>Outliers</h3><table><thead><tr><th>node</th><th>metric</th>"
+                       "<th>entity</th><th>value</th><th>vs median</th></tr></thead><tbody>")
+            for metric, outlier in rows[:500]:
+                out.append(f"<tr><td>{escape(outlier.node)}</td><td>{escape(metric.key)}</td>"
+                           f"<td>{escape(outlier.entity)}</td><td>{_num(outlier.value)} "
+                           f"{escape(metric.unit)}</td><td>{outlier.deviation_pct:+.1f}% "
+                           f"(median {_num(metric.stats['median'])})</td></tr>")
+            out.append("</tbody></table>")
+    chosen = _plot_order(view, plots)
+    if chosen:
+        out.append(f"<h2>Per-node plots</h2><p class=\"muted\">P2P matrix and telemetry "
+                   f"under load for {len(chosen)} of {len(view.nodes)} nodes (failing and "
+                   f"outlier nodes first).</p>")
+        out.extend(_node_section(view, node) for node in chosen)
+    if view.unreadable:
+        out.append("<h2>Unreadable reports</h2><ul>")
+        out.extend(f"<li>{escape(path)}: {escape(error)}</li>" for path, error in
+                   view.unreadable)
+        out.append("</ul>")
+    out.append(f"<script>{SCRIPT}</script></body></html>\n")
+    return "".join(out)
+
+
+def write_html(view: FleetView, path: str | Path, *, plots: int = 50) -> Path:
+    from nodegate.report._atomic import atomic_write_text
+
+    return atomic_write_text(path, render_html(view, plots=plots))

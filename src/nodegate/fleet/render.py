@@ -1,0 +1,120 @@
+"""Text and JSON renderings of the fleet view (the HTML one is in ``html``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from nodegate.fleet.aggregate import FleetView, NodeView
+
+FAILING = ("FAIL", "ERROR")
+
+
+def failing_text(node: NodeView, limit: int = 3) -> str:
+    items, total = node.failing()
+    shown = items[:limit]
+    more = total - len(shown)
+    return ", ".join(shown) + (f", +{more} more" if more > 0 else "")
+
+
+def _short_time(text: str) -> str:
+    return text[:16].replace("T", " ") + "Z"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+
+
+def render_text(view: FleetView, *, history: int = 5) -> str:
+    """The fleet summary an operator reads in a terminal: nodes (failing first), metrics with
+    their spread and outliers, and the recent history of nodes that have one."""
+    lines: list[str] = []
+    counts = view.verdicts()
+    count_text = ", ".join(f"{counts[v]} {v}" for v in ("FAIL", "ERROR", "WARN", "SKIP", "PASS")
+                           if counts.get(v))
+    lines.append(f"Fleet {view.root}: {len(view.nodes)} nodes, {view.n_reports} reports"
+                 + (f", {len(view.unreadable)} unreadable" if view.unreadable else "")
+                 + (f". Verdicts: {count_text}" if count_text else ""))
+    lines.append("")
+    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
+    width = max([4, *(len(n.node) for n in ordered)])
+    lines.append(f"{'NODE':<{width}}  VERDICT  LATEST      FINISHED           FAILING")
+    for node in ordered:
+        latest = node.latest
+        lines.append(f"{node.node:<{width}}  {node.verdict:<7}  {latest['level']:<10}  "
+                     f"{_short_time(latest['finished_at'])}  {failing_text(node)}".rstrip())
+    if view.metrics:
+        lines.append("")
+        lines.append(f"Metrics: each node's worst entity; outliers worse than the fleet median "
+                     f"by more than {view.margin_pct:g}%")
+        key_width = max(len(m.key) for m in view.metrics)
+        lines.append(f"{'METRIC':<{key_width}}  {'UNIT':<7} {'NODES':>6} {'MIN':>9} "
+                     f"{'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
+        for metric in view.metrics:
+            stats = metric.stats
+            lines.append(f"{metric.key:<{key_width}}  {metric.unit:<7} {int(stats['n']):>6} "
+                         f"{_fmt(stats['min']):>9} {_fmt(stats['median']):>9} "
+                         f"{_fmt(stats['max']):>9}  {len(metric.outliers)}")
+        outliers = [(m, o) for m in view.metrics for o in m.outliers]
+        if outliers:
+            lines.append("")
+            lines.append("Outliers:")
+            for metric, outlier in outliers:
+                check = metric.key.split("[", 1)[0]
+                lines.append(f"  {outlier.node} {check}[{outlier.entity}] {_fmt(outlier.value)} "
+                             f"{metric.unit} ({outlier.deviation_pct:+.1f}% vs median "
+                             f"{_fmt(metric.stats['median'])})")
+    with_history = [n for n in view.nodes if len(n.history) > 1]
+    if with_history and history:
+        lines.append("")
+        lines.append(f"History (last {history} reports, oldest first):")
+        for node in with_history:
+            steps = [f"{_short_time(s['finished_at'])} {s['level']} {s['verdict']}"
+                     for s in node.history[-history:]]
+            lines.append(f"  {node.node}: " + " -> ".join(steps))
+    if view.unreadable:
+        lines.append("")
+        lines.append("Unreadable reports (not counted):")
+        for path, error in view.unreadable:
+            lines.append(f"  {path}: {error}")
+    return "\n".join(lines) + "\n"
+
+
+def to_data(view: FleetView) -> dict[str, Any]:
+    """Plain JSON for scripts (``nodegate report DIR --json``)."""
+    return {
+        "root": str(view.root),
+        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "margin_pct": view.margin_pct,
+        "verdicts": view.verdicts(),
+        "nodes": [
+            {
+                "node": node.node,
+                "verdict": node.verdict,
+                "latest": {"level": node.latest["level"],
+                           "finished_at": node.latest["finished_at"],
+                           "verdict": node.latest["verdict"], "report": node.latest["path"]},
+                "current": {s["level"]: s["verdict"] for s in node.current()},
+                "failing": node.failing()[0],
+                "n_failing": node.failing()[1],
+                "history": [
+                    {"finished_at": s["finished_at"], "level": s["level"],
+                     "verdict": s["verdict"], "report": s["path"]}
+                    for s in node.history
+                ],
+            }
+            for node in view.nodes
+        ],
+        "metrics": [
+            {
+                "metric": m.key, "unit": m.unit, "direction": m.direction, "stats": m.stats,
+                "outliers": [
+                    {"node": o.node, "entity": o.entity, "value": o.value,
+                     "deviation_pct": o.deviation_pct}
+                    for o in m.outliers
+                ],
+            }
+            for m in view.metrics
+        ],
+        "unreadable": [{"report": path, "error": error} for path, error in view.unreadable],
+    }

@@ -1,0 +1,104 @@
+"""The fleet view: verdicts, outliers across nodes, history, cache, CLI and HTML structure."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nodegate.errors import ConfigError
+from nodegate.fleet.aggregate import aggregate, read_head
+from nodegate.fleet.html import render_html
+from nodegate.fleet.synthetic import synthetic_report
+from nodegate.report import to_json
+from tests.conftest import run_cli
+
+
+def test_view(fleet_dir: Path, tmp_path: Path) -> None:
+    view = aggregate(fleet_dir, cache=tmp_path / "cache")
+    assert [n.node for n in view.nodes] == [f"hgx{i}" for i in range(6)]
+    assert view.n_reports == 12
+    hgx1 = view.nodes[1]
+    # the newer quick pass does not clear the standard failure
+    assert hgx1.latest["level"] == "quick" and hgx1.verdict == "FAIL"
+    assert hgx1.failing() == (["standard: nvlink_state[gpu3.link5]"], 1)
+    assert view.nodes[2].verdict == "WARN"
+    assert view.verdicts() == {"PASS": 4, "FAIL": 1, "WARN": 1}
+    assert view.unreadable and view.unreadable[0][0] == "truncated.json"
+    metrics = {m.key: m for m in view.metrics}
+    p2p = metrics["p2p_bandwidth[gpu-gpu]"]
+    assert p2p.unit == "GB/s" and p2p.stats["n"] == 6
+    assert [(o.node, o.entity.count("gpu2")) for o in p2p.outliers] == [("hgx2", 1)]
+    assert p2p.outliers[0].deviation_pct < -10
+    assert {o.node for m in view.metrics for o in m.outliers} == {"hgx2"}
+    assert len(hgx1.history) == 2 and hgx1.history[0]["level"] == "standard"
+
+
+def test_margin_and_direction(fleet_dir: Path) -> None:
+    wide = aggregate(fleet_dir, cache=False, margin_pct=50)
+    assert not any(m.outliers for m in wide.metrics)
+    with pytest.raises(ConfigError, match="margin"):
+        aggregate(fleet_dir, cache=False, margin_pct=120)
+    hot = fleet_dir / "hot"
+    synthetic_report("hgx9", level="quick", faults=("hot-gpu@gpu5",)).write(hot / "q.json")
+    view = aggregate(fleet_dir, cache=False)
+    temps = {m.key: m for m in view.metrics}["idle_temperature[gpu]"]
+    assert temps.direction == "lower"
+    assert [(o.node, o.entity) for o in temps.outliers] == [("hgx9", "gpu5")]
+
+
+def test_cache_reuses_unchanged_files(fleet_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    assert aggregate(fleet_dir, cache=cache).parsed == 13
+    assert aggregate(fleet_dir, cache=cache).parsed == 0
+    path = next(fleet_dir.rglob("hgx3/quick-latest.json"))
+    synthetic_report("hgx3", level="quick", faults=("xid@node",)).write(path)
+    view = aggregate(fleet_dir, cache=cache)
+    assert view.parsed == 1 and view.nodes[3].verdict == "FAIL"
+
+
+def test_strict_mode_reports_schema_errors(fleet_dir: Path) -> None:
+    path = next(fleet_dir.rglob("hgx0/quick-latest.json"))
+    data = json.loads(path.read_text())
+    data["results"][0]["colour"] = "red"
+    path.write_text(json.dumps(data))
+    assert not any(p.startswith("rack0/hgx0") for p, _ in aggregate(fleet_dir, cache=False)
+                   .unreadable)
+    strict = dict(aggregate(fleet_dir, cache=False, strict=True).unreadable)
+    assert "key $.results[0].colour" in strict["rack0/hgx0/quick-latest.json"]
+
+
+def test_read_head_stops_before_bulk_and_handles_any_order() -> None:
+    text = to_json(synthetic_report("n1", samples=5))
+    head = read_head(text)
+    assert "series" not in head and "matrices" not in head and len(head["results"]) > 100
+    data = json.loads(text)
+    reordered = json.dumps({"series": data["series"], **{k: v for k, v in data.items()
+                                                         if k != "series"}})
+    assert read_head(reordered)["report_id"] == data["report_id"]
+
+
+def test_cli_text_and_json(fleet_dir: Path, tmp_path: Path) -> None:
+    env = {"NODEGATE_CACHE_DIR": str(tmp_path / "cache")}
+    result = run_cli("report", str(fleet_dir), env=env)
+    assert result.returncode == 1, result.stderr  # a node fails
+    assert re.search(r"^hgx1\s+FAIL\s+quick .* standard: nvlink_state\[gpu3.link5\]$",
+                     result.stdout, re.M)
+    assert "hgx2 p2p_bandwidth[gpu" in result.stdout
+    assert "truncated.json" in result.stderr
+    data = json.loads(run_cli("report", str(fleet_dir), "--json", "--margin", "15",
+                              env=env).stdout)
+    assert data["margin_pct"] == 15 and data["nodes"][1]["current"] == {
+        "quick": "PASS", "standard": "FAIL"}
+    missing = run_cli("report", str(tmp_path / "nope"), env=env)
+    assert missing.returncode == 2 and "report directory not found" in missing.stderr
+
+
+def test_html_is_self_contained(fleet_dir: Path) -> None:
+    html = render_html(aggregate(fleet_dir, cache=False))
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<link" not in html and "@import" not in html
+    assert html.count("<svg") >= 6 * 4 + 5  # heatmap + 3 series per node, distributions
+    assert 'aria-label="p2p_bandwidth"' in html and "load: temperature_c" in html
