@@ -26,7 +26,8 @@ test: host-setup setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest tests -m "not slow" -q
-	$(PY) -m pytest tests -m "slow" -q
+	# pytest exits 5 when no test is marked slow: that is not a failure
+	$(PY) -m pytest tests -m "slow" -q || [ $$? -eq 5 ]
 
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow" -q
