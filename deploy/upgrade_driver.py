@@ -15,21 +15,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "deploy"))
 
+from join import join_gate  # noqa: E402
 from pyinfra.context import host  # noqa: E402
+from validate import validate_gate  # noqa: E402
 
 from roles.fabricmanager import fabricmanager  # noqa: E402
 from roles.nvidia_driver import nvidia_driver  # noqa: E402
 
 
 def upgrade() -> None:
-    import deploy as bring_up  # the repo-root deploy.py: its gate hook
-
     nvidia_driver()
     if not host.data.get("nodegate_refused"):
         fabricmanager()
     if not host.data.get("nodegate_refused"):
-        bring_up.validation_gate()
+        validate_gate(fail_host=False)
+        join_gate()
 
 
 if "__name__" not in globals():

@@ -24,7 +24,7 @@ from pyinfra.facts.files import File, FindInFile, Sha1File
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import files, server
 
-from nodegate.facts.gate import GateReport
+from nodegate.facts.gate import GateReport, JoinDecision
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
@@ -309,7 +309,8 @@ def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str]) ->
 
 @operation()
 def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
-                extra_args: list[str]) -> Generator[Any, None, None]:
+                extra_args: list[str], *, subcommand: str = "health",
+                level: str = "quick", fail_host: bool = True) -> Generator[Any, None, None]:
     """Run ``nodegate health`` on the node once configured, keep its JSON report locally
     (``<fetch_dir>/<host>/quick-latest.json``), and fail the host if the verdict is not PASS.
 
@@ -320,16 +321,19 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
         host.noop("validation gate runs after the roles (nodegate health)")
         return
     result = host.get_fact(GateReport, nodegate=nodegate_bin, profile=profile_path,
-                           extra_args=extra_args)
+                           extra_args=extra_args, subcommand=subcommand)
     out = Path(fetch_dir) / host.name
     out.mkdir(parents=True, exist_ok=True)
     if result["report"] is not None:
-        (out / "quick-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
+        (out / f"{level}-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
                                                encoding="utf-8")
     if result["exit"] == 0:
         host.noop(f"validation gate passed (report in {out})")
         return
-    message = (f"validation gate: nodegate health exited {result['exit']} "
+    if not fail_host and result["exit"] == 1:
+        host.noop(f"validation gate FAILED (report in {out}); the join gate drains the node")
+        return
+    message = (f"validation gate: nodegate {subcommand} exited {result['exit']} "
                f"(1 = a check failed, 2 = bad input, 3 = could not run); report in {out}")
 
     def _fail(state: Any, fail_host: Any) -> bool:
@@ -339,6 +343,53 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     yield FunctionCommand(_fail, (), {})
 
 
-__all__ = ["REBOOT_MARKER", "cmd_restart", "health_gate", "md_array", "mdadm_conf", "mount_unit",
-           "os_packages", "pinned_packages", "put_secret", "put_text", "reboot_if_needed", "render",
-           "run_when"]
+__all__ = ["REBOOT_MARKER", "cmd_restart", "health_gate", "join_gate", "md_array", "mdadm_conf",
+           "mount_unit", "os_packages", "pinned_packages", "put_secret", "put_text",
+           "reboot_if_needed", "render", "run_when"]
+
+
+@operation()
+def join_gate(nodegate_bin: str, level: str, node: str,
+              report_dir: str) -> Generator[Any, None, None]:
+    """Resume the node in Slurm on a fresh passing ``level`` report, drain it otherwise.
+
+    Runs at execution time on the node (its reports are there); an unchanged Slurm state is a
+    no-op, a resume or drain counts as this deploy's change, and a gate that could not run
+    (controller unreachable: exit 3) fails the host.
+    """
+    if not host.state.is_executing:
+        host.noop(f"join gate runs after validation (level {level})")
+        return
+    result = host.get_fact(JoinDecision, nodegate=nodegate_bin, level=level, node=node,
+                           report_dir=report_dir)
+    decision = result["decision"] or {}
+    summary = (f"join gate: {node} {decision.get('action', 'none')}: "
+               f"{decision.get('why', '')} [{decision.get('after', '')}]")
+    if result["exit"] != 0:
+        message = (f"join gate: nodegate gate exited {result['exit']} (2 = bad input, "
+                   "3 = scheduler unreachable; nothing was changed)")
+    elif decision.get("action") == "drain":
+        # the node did not pass its gate: drained (now or before), and the host fails
+        message = summary
+        if decision.get("changed"):
+            def _drained(state: Any, log_host: Any) -> bool:
+                logger.warning(f"{log_host.name}: {summary}")
+                return True
+
+            yield FunctionCommand(_drained, (), {})
+    elif not decision.get("changed"):
+        host.noop(summary)
+        return
+    else:
+        def _log(state: Any, log_host: Any) -> bool:
+            logger.info(f"{log_host.name}: {summary}")
+            return True
+
+        yield FunctionCommand(_log, (), {})
+        return
+
+    def _fail(state: Any, fail_host: Any) -> bool:
+        logger.error(f"{fail_host.name}: {message}")
+        return False
+
+    yield FunctionCommand(_fail, (), {})

@@ -81,7 +81,11 @@ DEFAULTS: dict[str, Any] = {
     "agent_health_args": [],              # extra args for `nodegate health`
     # the gate (deploy.py)
     "gate_enabled": True,
-    "gate_fetch_dir": "reports",          # on the operator's machine: reports/<host>/health.json
+    "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json
+    "gate_level": "standard",             # quick | standard | acceptance: what must pass to join
+    "gate_duration_scale": 1.0,           # shrink the load phases (the lab uses small values)
+    "gate_join": True,                    # resume/drain in Slurm after validation
+    "gate_max_age": "24h",                # a report older than this does not join
 }
 
 

@@ -1,4 +1,5 @@
-"""The node's own verdict: ``nodegate health --json`` run on the node, read as a fact."""
+"""The node's own verdict (``nodegate health|validate --json``) and the Slurm join decision
+(``nodegate gate --mode join --json``), run on the node at execution time, read as facts."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ class GateReport(FactBase[GateResult]):
     """Exit code and JSON report of ``nodegate health`` (exit codes: docs/exit-codes.md)."""
 
     @override
-    def command(self, nodegate: str, profile: str, extra_args: list[str]) -> StringCommand:
+    def command(self, nodegate: str, profile: str, extra_args: list[str],
+                subcommand: str = "health") -> StringCommand:
         return StringCommand(
-            QuoteString(nodegate), "health", "--profile", QuoteString(profile), "--json",
+            QuoteString(nodegate), QuoteString(subcommand), "--profile", QuoteString(profile),
+            "--json",
             "--color", "never",
             *[QuoteString(a) for a in extra_args],
             "2>/dev/null;", "echo", f"{_EXIT}$?",
@@ -48,3 +51,43 @@ class GateReport(FactBase[GateResult]):
         except ValueError:
             report = None
         return {"exit": code, "report": report if isinstance(report, dict) else None}
+
+
+class JoinResult(TypedDict):
+    exit: int
+    decision: dict[str, Any] | None
+
+
+class JoinDecision(FactBase[JoinResult]):
+    """``nodegate gate --mode join``: resume in Slurm on a fresh pass, drain otherwise.
+
+    Idempotent by construction (the adapter reads the node first), so a converged node reports
+    ``changed: false`` and the deploy counts no change.
+    """
+
+    @override
+    def command(self, nodegate: str, level: str, node: str, report_dir: str) -> StringCommand:
+        return StringCommand(
+            QuoteString(nodegate), "gate", "--mode", "join", "--level", QuoteString(level),
+            "--node", QuoteString(node), "--report-dir", QuoteString(report_dir), "--json",
+            "2>/dev/null;", "echo", f"{_EXIT}$?",
+        )
+
+    @override
+    @staticmethod
+    def default() -> JoinResult:
+        return {"exit": 3, "decision": None}
+
+    @override
+    def process(self, output: list[str]) -> JoinResult:
+        code, body = 3, []
+        for line in output:
+            if line.startswith(_EXIT):
+                code = int(line[len(_EXIT):] or 3)
+            else:
+                body.append(line)
+        try:
+            decision = json.loads("\n".join(body)) if body else None
+        except ValueError:
+            decision = None
+        return {"exit": code, "decision": decision if isinstance(decision, dict) else None}

@@ -1,0 +1,45 @@
+"""Drain nodes in Slurm before maintenance: ``pyinfra inventory.py deploy/drain.py
+--data drain_reason="driver upgrade" [--limit HOST]``.
+
+The reason is recorded as ``nodegate: maintenance <reason>`` so nodegate's own periodic health
+resumes the node once it passes again; a node already draining is left alone. Then
+``--data nvidia_driver_drained=true`` lets deploy/upgrade_driver.py change its driver.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+for _p in (str(_ROOT), str(_ROOT / "src")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from pyinfra.api.command import QuoteString, StringCommand  # noqa: E402
+from pyinfra.api.deploy import deploy  # noqa: E402
+from pyinfra.context import host  # noqa: E402
+from pyinfra.operations import server  # noqa: E402
+
+from nodegate.facts.gpu import SlurmNodeState  # noqa: E402
+
+
+@deploy("nodegate drain (Slurm)", data_defaults={"drain_reason": "maintenance"})
+def drain() -> None:
+    slurm = host.data.get("nodegate_slurm") or {}
+    node = slurm.get("node_name")
+    if not node:
+        host.noop("no Slurm node name in the site data: nothing to drain")
+        return
+    state = host.get_fact(SlurmNodeState, node=str(node))
+    if state is not None and "DRAIN" in state:
+        host.noop(f"{node} already {state}")
+        return
+    reason = f"nodegate: maintenance {host.data.get('drain_reason')}"
+    command = StringCommand("scontrol", "update", QuoteString(f"NodeName={node}"),
+                            "State=DRAIN", QuoteString(f"Reason={reason}"))
+    server.shell(name=f"drain {node} in Slurm", commands=[command])  # type: ignore[list-item]
+
+
+if "__name__" not in globals() or __name__ == "builtins":
+    drain()

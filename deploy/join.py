@@ -1,0 +1,43 @@
+"""Join validated nodes to Slurm, drain the others: ``pyinfra inventory.py deploy/join.py``.
+
+On each GPU node, ``nodegate gate --mode join`` reads the node's own latest report for
+``gate_level``: a fresh PASS resumes the node (``scontrol update State=RESUME``), anything else
+drains it with ``nodegate: <first failing check>``. An administrator's drain is never touched.
+Idempotent: a node already in the right state counts as no change.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+for _p in (str(_ROOT), str(_ROOT / "src")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from pyinfra.api.deploy import deploy  # noqa: E402
+from pyinfra.context import host  # noqa: E402
+
+from roles import _ops  # noqa: E402
+from roles.defaults import role_defaults  # noqa: E402
+
+
+@deploy("nodegate join (Slurm resume or drain from the node's report)",
+        data_defaults={**role_defaults("gate"), **role_defaults("agent")})
+def join_gate() -> None:
+    slurm = host.data.get("nodegate_slurm") or {}
+    if not host.data.get("nodegate_profile") or not slurm.get("node_name"):
+        host.noop("no GPU profile or no Slurm node name: nothing to join")
+        return
+    if not host.data.get("gate_join"):
+        host.noop("join disabled (gate_join=false)")
+        return
+    _ops.join_gate(name="gate: Slurm join/drain",
+                   nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
+                   level=str(host.data.get("gate_level")), node=str(slurm["node_name"]),
+                   report_dir=str(host.data.get("agent_report_dir")))
+
+
+if "__name__" not in globals() or __name__ == "builtins":
+    join_gate()

@@ -1,0 +1,57 @@
+"""Validate every inventory host: ``pyinfra inventory.py deploy/validate.py [--limit HOST]``.
+
+Runs the battery on each node in parallel through pyinfra (batches and ``--limit`` as usual)
+at ``gate_level`` (quick -> ``nodegate health``; standard/acceptance -> ``nodegate validate``)
+and fetches each node's JSON report to ``<gate_fetch_dir>/<host>/<level>-latest.json``. A host
+whose battery fails is marked failed; the others carry on.
+
+    pyinfra inventory.py deploy/validate.py --data gate_level=acceptance
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+for _p in (str(_ROOT), str(_ROOT / "src")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from pyinfra.api.deploy import deploy  # noqa: E402
+from pyinfra.context import host  # noqa: E402
+
+from roles import _ops  # noqa: E402
+from roles.defaults import role_defaults  # noqa: E402
+
+LEVELS = ("quick", "standard", "acceptance")
+
+
+@deploy("nodegate validate (the battery on the node)",
+        data_defaults={**role_defaults("gate"), **role_defaults("agent")})
+def validate_gate(fail_host: bool = True) -> None:
+    if not host.data.get("nodegate_profile"):
+        host.noop("not a GPU node (no profile): nothing to validate")
+        return
+    level = str(host.data.get("gate_level"))
+    if level not in LEVELS:
+        raise ValueError(f"{host.name}: gate_level must be one of {', '.join(LEVELS)}, "
+                         f"not {level!r}")
+    bin_path = f"{host.data.get('agent_venv')}/bin/nodegate"
+    extra = [str(a) for a in host.data.get("agent_health_args") or []]
+    if level == "quick":
+        _ops.health_gate(name="gate: nodegate health", nodegate_bin=bin_path,
+                         profile_path=str(host.data.get("agent_profile_path")),
+                         fetch_dir=str(host.data.get("gate_fetch_dir")), extra_args=extra,
+                         fail_host=fail_host)
+        return
+    extra = ["--level", level, "--duration-scale", str(host.data.get("gate_duration_scale")),
+             *extra]
+    _ops.health_gate(name=f"gate: nodegate validate --level {level}", nodegate_bin=bin_path,
+                     profile_path=str(host.data.get("agent_profile_path")),
+                     fetch_dir=str(host.data.get("gate_fetch_dir")), extra_args=extra,
+                     subcommand="validate", level=level, fail_host=fail_host)
+
+
+if "__name__" not in globals() or __name__ == "builtins":
+    validate_gate()
