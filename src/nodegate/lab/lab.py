@@ -1,0 +1,279 @@
+"""Bring the lab up, report on it, tear it down: the operations behind ``nodegate lab``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodegate.errors import CannotRunError, ConfigError
+from nodegate.lab import config, disks, hosts, net
+from nodegate.lab.config import CONTROLLER, Member
+from nodegate.lab.proc import need, run
+
+BOOT_TIMEOUT_S = 90.0
+
+
+def require_root() -> None:
+    """The lab mounts, creates namespaces and boots containers: root only."""
+    if os.geteuid() != 0:
+        raise CannotRunError("the lab needs root (namespaces, mounts, loop devices, nspawn); "
+                             "run `sudo nodegate lab ...`")
+    need("systemd-nspawn", "ip", "ssh", "ssh-keygen", "losetup", "mount", "tar")
+
+
+def key_path() -> Path:
+    return config.lab_dir() / "ssh" / "id_ed25519"
+
+
+def known_hosts_path() -> Path:
+    return config.lab_dir() / "ssh" / "known_hosts"
+
+
+def ensure_key() -> str:
+    """The lab's SSH client key (made once); returns the public half."""
+    key = key_path()
+    key.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not key.is_file():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nodegate-lab", "-f",
+             str(key)])
+    return Path(f"{key}.pub").read_text().strip()
+
+
+def ssh_argv(member: Member, *, tty: bool = False) -> list[str]:
+    """ssh to a lab host with the lab key and the lab's own known_hosts (strict)."""
+    return ["ssh", "-i", str(key_path()), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+            "-o", f"UserKnownHostsFile={known_hosts_path()}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR", *(["-t"] if tty else ["-T"]),
+            f"root@{member.address}"]
+
+
+def parse_faults(tokens: list[str], count: int) -> dict[str, list[str]]:
+    """``node2:xid79@gpu6`` -> {"node2": ["xid79@gpu6"]}; names must be lab nodes."""
+    out: dict[str, list[str]] = {}
+    for token in tokens:
+        name, sep, fault = token.partition(":")
+        valid = {config.node(i).name for i in range(1, count + 1)}
+        if not sep or not fault or name not in valid:
+            raise ConfigError(f"--fault wants NODE:FAULT with NODE one of "
+                              f"{', '.join(sorted(valid))}", key=f"--fault {token}")
+        out.setdefault(name, []).append(fault)
+    return out
+
+
+def existing_members() -> list[Member]:
+    """Hosts that have state on disk (whatever --nodes said when they were made)."""
+    root = config.lab_dir() / "hosts"
+    found: list[Member] = []
+    if not root.is_dir():
+        return found
+    for path in sorted(root.iterdir()):
+        if path.name == CONTROLLER.name:
+            found.append(CONTROLLER)
+        elif path.name.startswith("node") and path.name[4:].isdigit():
+            found.append(config.node(int(path.name[4:])))
+    return sorted(found, key=lambda m: m.index)
+
+
+def _members(count: int) -> list[Member]:
+    return [CONTROLLER, *(config.node(i) for i in range(1, count + 1))]
+
+
+@dataclass
+class UpResult:
+    site_file: Path
+    members: list[Member]
+    started: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def up(count: int = 2, fault_tokens: list[str] | None = None,
+       scenario: str = config.DEFAULT_SCENARIO, *, with_mirror: bool = True) -> UpResult:
+    """Make the lab match ``count`` nodes (idempotent): build/boot what is missing, wait for SSH."""
+    t0 = time.monotonic()
+    require_root()
+    if not 1 <= count <= config.MAX_NODES:
+        raise ConfigError(f"--nodes must be 1..{config.MAX_NODES}", key="--nodes")
+    faults = parse_faults(fault_tokens or [], count)
+    from nodegate.lab import base, mirror, services, sitefile
+
+    lower = base.extracted(base.build())
+    pub = ensure_key()
+    members = _members(count)
+    for extra in existing_members():
+        if extra not in members:
+            _remove(extra)
+    net.ensure_bridge()
+    if with_mirror:
+        services.start_mirror(mirror.build())
+    hosts_lines = [f"{config.HOST_ADDRESS} labhost mirror"]
+    hosts_lines += [f"{m.address} {m.name}" for m in members]
+    specs: dict[str, str] = {}
+    disk_ids: dict[str, list[str]] = {}
+    started: list[str] = []
+    for member in members:
+        netns = net.ensure_host(member)
+        root = hosts.mount_root(member, lower)
+        binds: list[str] = []
+        binds_ro: list[str] = []
+        board: dict[str, str | bool] | None = None
+        env: dict[str, str] | None = None
+        if member.kind == "node":
+            spec = "+".join([scenario, *faults.get(member.name, [])])
+            specs[member.name] = spec
+            running = hosts.supervisor_pid(member) is not None
+            env, state_dir, lib_dir = hosts.board_env(member, spec, fresh=not running)
+            board = {"spec": spec, "state_dir": str(state_dir),
+                     "fabric_needs_manager": with_mirror and "fabric-" not in spec}
+            binds.append(f"{state_dir}:{hosts.SIM_DIR_IN_NODE}")
+            binds_ro.append(f"{lib_dir}:{hosts.SIM_LIB_IN_NODE}")
+            node_disks = disks.ensure(member)
+            disk_ids[member.name] = [d.by_id for d in node_disks]
+            binds += [d.loop for d in node_disks]
+            tmpfiles = root / "etc/tmpfiles.d/nodegate-lab-disks.conf"
+            tmpfiles.parent.mkdir(parents=True, exist_ok=True)
+            tmpfiles.write_text(disks.tmpfiles(node_disks))
+        hosts.write_identity(member, root, pub, hosts_lines, env)
+        source = root / "etc/apt/sources.list.d/nodegate-lab.list"
+        if with_mirror:
+            source.write_text(mirror.apt_source())
+        else:
+            source.unlink(missing_ok=True)
+        if hosts.supervisor_pid(member) is None:
+            hosts.start(member, hosts.nspawn_argv(member, root, netns, binds, binds_ro), board)
+            started.append(member.name)
+    known = "".join(f"{m.address},{m.name} {hosts.host_key(m)}\n" for m in members)
+    known_hosts_path().write_text(known)
+    _wait_ssh(members)
+    site = sitefile.write(sitefile.site_data(
+        [m for m in members if m.kind == "node"], specs, disk_ids, key_path(),
+        known_hosts_path()))
+    return UpResult(site, members, started, time.monotonic() - t0)
+
+
+def _port_open(address: str, port: int = 22) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_one(member: Member, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if hosts.supervisor_pid(member) is None:
+            log = member.dir / "console.log"
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() \
+                else []
+            raise CannotRunError(f"{member.name} stopped while booting: {' | '.join(tail)}",
+                                 host=member.name)
+        if _port_open(member.address):
+            proc = subprocess.run([*ssh_argv(member), "true"], capture_output=True,
+                                  check=False, timeout=15)
+            if proc.returncode == 0:
+                return
+        time.sleep(0.2)
+    raise CannotRunError(f"no SSH after {BOOT_TIMEOUT_S:.0f} s (see {member.dir}/console.log)",
+                         host=member.name)
+
+
+def _wait_ssh(members: list[Member]) -> None:
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    with ThreadPoolExecutor(max_workers=len(members)) as pool:
+        for future in [pool.submit(_wait_one, m, deadline) for m in members]:
+            future.result()
+
+
+def _remove(member: Member) -> None:
+    """Power off one host and remove every trace of it (its upper layer included)."""
+    hosts.stop(member)
+    hosts.unmount(member)
+    if member.kind == "node":
+        disks.release(member)
+    if net.netns_path(member.netns).exists():
+        run(["ip", "netns", "del", member.netns], check=False)
+    shutil.rmtree(member.dir, ignore_errors=True)
+
+
+def down(*, purge: bool = False) -> list[str]:
+    """Stop every host and remove mounts, loops, namespaces and links; returns leftovers."""
+    require_root()
+    members = existing_members()
+    with ThreadPoolExecutor(max_workers=max(1, len(members))) as pool:
+        list(pool.map(hosts.stop, members))
+    for member in members:
+        _remove(member)
+    from nodegate.lab import services, sitefile
+
+    services.stop_all()
+    net.teardown()
+
+    sitefile.site_path().unlink(missing_ok=True)
+    if purge:
+        shutil.rmtree(config.lab_dir(), ignore_errors=True)
+    return leftovers()
+
+
+def leftovers() -> list[str]:
+    """What the lab still holds in the kernel: must be empty after ``down``."""
+    found: list[str] = []
+    prefix = str(config.lab_dir())
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        target = line.split()[1]
+        if target.startswith(prefix + "/"):
+            found.append(f"mount {target}")
+    found += [f"netns {ns}" for ns in net.lab_namespaces()]
+    links = run(["ip", "-o", "link", "show"]).stdout
+    for line in links.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith("ngl"):
+            found.append(f"link {name}")
+    found += [f"loop {loop}" for loop in disks.lab_loops()]
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            cmdline = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "nodegate.lab.supervisor" in cmdline or config.HOST_ADDRESS in cmdline or (
+                "systemd-nspawn" in cmdline and prefix in cmdline):
+            found.append(f"process {pid_dir.name} {cmdline.strip()[:80]}")
+    return found
+
+
+@dataclass
+class HostStatus:
+    name: str
+    kind: str
+    address: str
+    state: str
+    boots: int
+    detail: str
+
+
+def status() -> list[HostStatus]:
+    """One line per lab host: running or not, SSH up, boots, board spec."""
+    require_root()
+    rows = []
+    for member in existing_members():
+        sup = hosts.supervisor_pid(member)
+        if sup is None:
+            state = "stopped"
+        elif _port_open(member.address):
+            state = "running"
+        else:
+            state = "booting"
+        boots_file = member.dir / "boots"
+        boots = int(boots_file.read_text()) if boots_file.is_file() else 0
+        spec_file = member.dir / "spec"
+        detail = spec_file.read_text().strip() if spec_file.is_file() else "-"
+        if member.kind == "controller":
+            detail = "slurm controller host (slurmctld not provisioned yet)"
+        rows.append(HostStatus(member.name, member.kind, member.address, state, boots, detail))
+    return rows

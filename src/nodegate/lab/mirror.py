@@ -1,0 +1,110 @@
+"""The lab's package mirror: real Debian packages, lab NVIDIA packages and a wheelhouse.
+
+Built once into ``cache_dir()/lab/mirror-<key>`` (the key hashes the package lists and the
+lab package recipe) and served by ``python -m http.server`` bound to the lab uplink address
+only, so the nodes install with real apt from a flat repository and never reach anything else.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from nodegate.errors import CannotRunError
+from nodegate.lab import config, packages
+from nodegate.lab.proc import run
+
+#: Real Debian packages the roles install (their dependencies are fetched too).
+DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "cron", "e2fsprogs",
+                                    "pciutils", "curl", "jq")
+RECIPE_VERSION = "1"
+URL = f"http://{config.HOST_ADDRESS}:{config.MIRROR_PORT}"
+
+
+def mirror_key() -> str:
+    text = "\n".join([RECIPE_VERSION, *DEBIAN_PACKAGES, *packages.DRIVER_VERSIONS,
+                      *packages.NCCL_VERSIONS, *packages.DCGM_VERSIONS,
+                      Path(packages.__file__).read_text()])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def mirror_dir() -> Path:
+    return config.base_cache_dir() / f"mirror-{mirror_key()}"
+
+
+def _closure(names: tuple[str, ...]) -> list[str]:
+    """The packages plus their recursive Depends/PreDepends, as apt resolves them here."""
+    out = run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
+               "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances",
+               *names]).stdout
+    found = {line.strip() for line in out.splitlines()
+             if line and not line.startswith(" ") and not line.startswith("<")}
+    return sorted(found)
+
+
+def _fetch_debian(dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    names = _closure(DEBIAN_PACKAGES)
+    # apt drops to _apt for downloads; it must be able to write here
+    os.chmod(dest, 0o777)
+    proc = subprocess.run(["apt-get", "download", "-q", *names], cwd=dest, capture_output=True,
+                          text=True, check=False, timeout=1800)
+    if proc.returncode != 0:
+        raise CannotRunError(f"apt-get download failed: {proc.stderr.strip()[-300:]}")
+
+
+def _wheels(dest: Path) -> None:
+    """nodegate and its dependencies as wheels, for the agent role's pip --find-links."""
+    from nodegate import paths
+
+    root = paths.project_root()
+    if root is None:
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest),
+                           str(root)], capture_output=True, text=True, check=False,
+                          timeout=1800)
+    if proc.returncode != 0:
+        raise CannotRunError(f"pip wheel failed: {proc.stderr.strip()[-300:]}")
+
+
+def build(*, wheels: bool = True) -> Path:
+    """Return the built mirror directory, building it once."""
+    target = mirror_dir()
+    if (target / ".complete").is_file():
+        return target
+    from nodegate.sim.build import LIBRARY_NAME, ensure_built
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="mirror-", dir=target.parent))
+    try:
+        _fetch_debian(tmp / "debian")
+        lab_dir = tmp / "lab"
+        lab_dir.mkdir()
+        for deb in packages.catalogue(ensure_built() / LIBRARY_NAME):
+            packages.build(deb, lab_dir)
+        index = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=tmp,
+                               capture_output=True, text=True, check=True).stdout
+        (tmp / "Packages").write_text(index)
+        with gzip.open(tmp / "Packages.gz", "wt") as fh:
+            fh.write(index)
+        if wheels:
+            _wheels(tmp / "wheels")
+        os.chmod(tmp, 0o755)
+        (tmp / ".complete").write_text(mirror_key() + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def apt_source() -> str:
+    """The node's only apt source: the flat lab repository (trusted: lab only, no keyring)."""
+    return f"deb [trusted=yes] {URL}/ ./\n"
