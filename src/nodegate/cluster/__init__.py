@@ -5,28 +5,4 @@ pure policy deciding whether a node joins, is drained, or is left alone.
 policy (no I/O), ``cli`` the ``nodegate gate`` command.
 """
 
-from __future__ import annotations
-
-from nodegate.cluster.gate import (
-    REASON_PREFIX,
-    Action,
-    Decision,
-    apply,
-    decide_health,
-    decide_join,
-)
-from nodegate.cluster.scheduler import Change, NodeState, Scheduler
-from nodegate.cluster.slurm import SlurmScheduler
-
-__all__ = [
-    "REASON_PREFIX",
-    "Action",
-    "Change",
-    "Decision",
-    "NodeState",
-    "Scheduler",
-    "SlurmScheduler",
-    "apply",
-    "decide_health",
-    "decide_join",
-]
+# no re-exports here: importing the CLI module (every nodegate start) must stay light

@@ -5,8 +5,4 @@
 makes realistic reports for tests and the benchmark.
 """
 
-from __future__ import annotations
-
-from nodegate.fleet.aggregate import FleetView, MetricView, NodeView, Outlier, aggregate
-
-__all__ = ["FleetView", "MetricView", "NodeView", "Outlier", "aggregate"]
+# no re-exports here: importing the CLI module (every nodegate start) must stay light
