@@ -2,7 +2,8 @@
 
 Builds the base first if it is missing (not timed), starts from a lab that is down, times a
 cold ``up`` (boot to SSH on every host) and an idempotent second ``up``, then takes it down.
-Run as root: ``sudo .venv/bin/python bench/lab_up.py [--nodes 4]``.
+Run as root: ``sudo .venv/bin/python bench/lab_up.py [--nodes 4]`` (it takes the lab down
+first: beside a lab someone uses, run it with ``NODEGATE_LAB_INSTANCE=1``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nodegate.lab import base, lab
+from nodegate.lab import base, config, lab
 
 
 def main() -> int:
@@ -22,6 +23,10 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=4)
     args = parser.parse_args()
     lab.require_root()
+    if config.INSTANCE == 0 and Path("/tmp/nodegate-lab-in-use").exists():
+        print("lab in use (/tmp/nodegate-lab-in-use): run with NODEGATE_LAB_INSTANCE=1",
+              file=sys.stderr)
+        return 3
     base.build()
     lab.down()
     t0 = time.monotonic()

@@ -43,7 +43,7 @@ def test_addresses_stay_in_the_lab_subnet() -> None:
     addresses = [m.address for m in members] + [m.bmc_address for m in members[1:]]
     addresses += [config.HOST_ADDRESS, config.PDU_ADDRESS]
     assert len(set(addresses)) == len(addresses)
-    assert all(a.startswith("10.77.7.") and 0 < int(a.rsplit(".", 1)[1]) < 255
+    assert all(a.startswith(f"{config.SUBNET_PREFIX}.") and 0 < int(a.rsplit(".", 1)[1]) < 255
                for a in addresses)
     assert all(len(m.veth) <= 15 for m in members)
 
@@ -62,3 +62,95 @@ def test_site_file_loads_as_pyinfra_will(tmp_path: Path, monkeypatch: pytest.Mon
     assert [h.name for h in site.gpu_nodes()] == ["node1", "node2"]
     assert site.hosts["slurmctl"].profile is None
     assert site.groups["controllers"] == ["slurmctl"]
+
+
+def test_slurm_conf_uses_the_recipe_that_works_in_a_container() -> None:
+    from nodegate.lab import controller
+
+    conf = controller.slurm_conf([config.node(1), config.node(2)])
+    for line in ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+                 "SelectType=select/cons_tres", "GresTypes=gpu",
+                 f"SlurmctldHost=slurmctl({config.CONTROLLER_ADDRESS})",
+                 f"NodeName=node2 NodeAddr={config.node(2).address} CPUs=1 RealMemory=500 "
+                 "Gres=gpu:8 "
+                 "State=UNKNOWN",
+                 "PartitionName=gpu Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP"):
+        assert line in conf.splitlines()
+    assert controller.gres_conf() == "Name=gpu File=/dev/nvidia[0-7]\n"
+
+
+def test_site_file_names_secrets_by_variable_only(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path / "lab"))
+    data = sitefile.site_data([config.node(1)], {"node1": "h100-hgx"},
+                              {"node1": ["/dev/disk/by-id/nvme-X"]}, tmp_path / "k",
+                              tmp_path / "kh")
+    node1 = data["hosts"]["node1"]
+    assert node1["pdu"] == {"name": "lab-pdu", "url": f"snmp://{config.PDU_ADDRESS}:1161",
+                            "model": "apc-rpdu2", "outlets": [1],
+                            "community_env": "NODEGATE_LAB_PDU_COMMUNITY"}
+    assert node1["bmc"]["password_env"] == "NODEGATE_LAB_BMC_PASSWORD"
+    assert data["defaults"]["profile"] == "sim-h100-hgx"
+    assert data["defaults"]["data"]["nvidia_driver_source"] == "mirror"
+    nopdu = sitefile.site_data([config.node(1)], {"node1": "h100-hgx"},
+                               {"node1": []}, tmp_path / "k", tmp_path / "kh", with_pdu=False)
+    assert "pdu" not in nopdu["hosts"]["node1"]
+
+
+def test_nodes_start_drained_by_nodegate_only_once(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodegate.lab import controller
+
+    monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
+    assert controller.drain_argv("node1") == [
+        "scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=nodegate: not validated"]
+    assert controller.INITIAL_REASON.startswith("nodegate:")  # the gate may lift it
+    config.CONTROLLER.dir.mkdir(parents=True)
+    assert controller.joined() == set()
+    controller.mark_joined({"node2", "node1"})
+    assert controller.joined() == {"node1", "node2"}
+    assert set(controller.PACKAGES["node"]) == {"slurmd", "slurm-client", "munge"}
+
+
+def test_bmc_certificate_verifies_against_the_lab_ca(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import subprocess
+
+    from nodegate.lab import services
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl missing: install src/nodegate/lab/host-packages.txt")
+    monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
+    cert, key = services._tls_pair()
+    ca = services.bmc_ca_path()
+    assert ca.parent == tmp_path / "pki" and not list(ca.parent.glob("*key*"))
+    assert key.stat().st_mode & 0o077 == 0
+    for ip in (config.node(1).bmc_address, config.node(config.MAX_NODES).bmc_address):
+        proc = subprocess.run(["openssl", "verify", "-CAfile", str(ca), "-verify_ip", ip,
+                               "-purpose", "sslserver", str(cert)], capture_output=True,
+                              text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert services._tls_pair() == (cert, key)  # made once
+    site = sitefile.site_data([config.node(1)], {"node1": "h100-hgx"}, {"node1": []},
+                              tmp_path / "k", tmp_path / "kh")
+    assert site["hosts"]["node1"]["bmc"]["verify_tls"] is True
+    assert site["hosts"]["node1"]["bmc"]["ca_bundle"] == str(ca)
+
+
+def test_a_second_lab_instance_uses_its_own_names(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from nodegate.lab import config, sitefile; print(json.dumps(["
+            "config.SUBNET_PREFIX, config.UPLINK, config.BRIDGE_NS, config.node(1).veth, "
+            "str(config.lab_dir()), str(sitefile.site_path()), config.owns_link('ngl0')]))")
+    env = {**os.environ, "NODEGATE_LAB_INSTANCE": "2"}
+    env.pop("NODEGATE_LAB_DIR", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == ["10.77.9", "ngl2", "ngl2-bridge", "ngl2v-node1",
+                               "/var/lib/nodegate-lab2", "/var/lib/nodegate-lab2/lab.yaml", False]
+    assert config.owns_link(config.UPLINK) and not config.owns_link("eth0")

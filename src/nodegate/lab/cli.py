@@ -41,14 +41,15 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from nodegate.lab import lab
+    from nodegate.lab import lab, services
 
     result = lab.up(args.nodes, args.fault, args.scenario,
                     with_mirror=not args.no_mirror)
     names = ", ".join(m.name for m in result.members)
     started = ", ".join(result.started) or "none (already running)"
     print(f"lab up: {names} in {result.seconds:.1f} s; booted: {started}")
-    print(f"site file: {result.site_file} (NODEGATE_SITE=lab)")
+    print(f"site file: {result.site_file} (NODEGATE_SITE=lab); "
+          f"credentials: set -a; . {services.env_file()}")
     return 0
 
 
@@ -59,11 +60,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not rows:
         print("lab: down")
         return 0
-    print(f"{'HOST':<10} {'KIND':<11} {'ADDRESS':<12} {'STATE':<8} {'BOOTS':>5}  DETAIL")
+    print(f"{'HOST':<10} {'KIND':<11} {'ADDRESS':<21} {'STATE':<8} {'BOOTS':>5}  DETAIL")
     for r in rows:
-        print(f"{r.name:<10} {r.kind:<11} {r.address:<12} {r.state:<8} {r.boots:>5}  {r.detail}")
-    for svc in services.status():
-        print(f"{svc.name:<10} {'service':<11} {svc.address:<12} {svc.state:<8} {'':>5}  "
+        print(f"{r.name:<10} {r.kind:<11} {r.address:<21} {r.state:<8} {r.boots:>5}  {r.detail}")
+    nodes = [m for m in lab.existing_members() if m.kind == "node"]
+    for svc in services.status(nodes):
+        print(f"{svc.name:<10} {'service':<11} {svc.address:<21} {svc.state:<8} {'':>5}  "
               f"{svc.detail}")
     return 0
 

@@ -8,8 +8,27 @@ from pathlib import Path
 
 from nodegate.paths import cache_dir
 
+
+def _instance() -> int:
+    """NODEGATE_LAB_INSTANCE (0-9, default 0): which of several labs on one machine.
+
+    Instance 0 is the default lab (10.77.7.0/24, links ``ngl0``/``nglbr0``, namespaces
+    ``ngl-*``, /var/lib/nodegate-lab, inventory/lab.yaml). Instance N uses 10.77.(7+N).0/24,
+    ``nglN*`` names, /var/lib/nodegate-labN and ``lab_dir()/lab.yaml`` as its site file, so a
+    test lab can run beside the lab someone is deploying to.
+    """
+    raw = os.environ.get("NODEGATE_LAB_INSTANCE", "0").strip() or "0"
+    if not raw.isdigit() or not 0 <= int(raw) <= 9:
+        from nodegate.errors import ConfigError
+
+        raise ConfigError("NODEGATE_LAB_INSTANCE must be 0..9", key="NODEGATE_LAB_INSTANCE")
+    return int(raw)
+
+
+INSTANCE = _instance()
+_TAG = str(INSTANCE) if INSTANCE else ""
 #: The lab's one private /24; it exists only on the lab's own links.
-SUBNET_PREFIX = "10.77.7"
+SUBNET_PREFIX = f"10.77.{7 + INSTANCE}"
 PREFIX_LEN = 24
 #: Root-namespace end of the uplink veth: where the mirror, PDU and BMCs listen.
 HOST_ADDRESS = f"{SUBNET_PREFIX}.1"
@@ -23,11 +42,17 @@ BMC_PORT = 8443
 MAX_NODES = 32
 
 #: Network namespace names (``ip netns``) and link names; all start with "ngl".
-NS_PREFIX = "ngl-"
-BRIDGE_NS = "ngl-bridge"
-BRIDGE = "nglbr0"
-UPLINK = "ngl0"  # root-namespace end
-UPLINK_PEER = "ngl0-br"  # bridge-namespace end
+NS_PREFIX = f"ngl{_TAG}-"
+BRIDGE_NS = f"{NS_PREFIX}bridge"
+BRIDGE = f"nglbr{INSTANCE}"
+UPLINK = f"ngl{INSTANCE}"  # root-namespace end
+UPLINK_PEER = f"ngl{INSTANCE}-br"  # bridge-namespace end
+VETH_PREFIX = f"ngl{_TAG}v-"  # bridge-side end of each host's veth
+
+
+def owns_link(name: str) -> bool:
+    """True for a link this lab instance makes (and not another instance's)."""
+    return name in (UPLINK, UPLINK_PEER, BRIDGE) or name.startswith(VETH_PREFIX)
 
 #: The node packages of the base image (debootstrap --variant=minbase adds these).
 BASE_PACKAGES: tuple[str, ...] = (
@@ -37,13 +62,13 @@ BASE_PACKAGES: tuple[str, ...] = (
 )
 SUITE = "bookworm"
 DEFAULT_SCENARIO = "h100-hgx"
-DISKS_PER_NODE = 4
+DISKS_PER_NODE = 2  # inventory/profiles/platform/sim-lab.yaml expects two
 DISK_SIZE_MIB = 1024  # sparse; mkfs.xfs wants >= 300 MB
 
 
 def lab_dir() -> Path:
-    """Lab state (node roots, keys, logs): NODEGATE_LAB_DIR or /var/lib/nodegate-lab."""
-    return Path(os.environ.get("NODEGATE_LAB_DIR", "/var/lib/nodegate-lab"))
+    """Lab state (node roots, keys, logs): NODEGATE_LAB_DIR or /var/lib/nodegate-lab[N]."""
+    return Path(os.environ.get("NODEGATE_LAB_DIR", f"/var/lib/nodegate-lab{_TAG}"))
 
 
 def base_cache_dir() -> Path:
@@ -76,7 +101,7 @@ class Member:
     @property
     def veth(self) -> str:
         """Bridge-side veth name (<= 15 chars)."""
-        return f"nglv-{self.name}"[:15]
+        return f"{VETH_PREFIX}{self.name}"[:15]
 
     @property
     def dir(self) -> Path:

@@ -75,4 +75,4 @@ def lab_loops() -> list[str]:
     out = run(["losetup", "--noheadings", "--output", "NAME,BACK-FILE", "--list"]).stdout
     prefix = str(config.lab_dir())
     return [line.split()[0] for line in out.splitlines()
-            if len(line.split()) > 1 and line.split()[1].startswith(prefix)]
+            if len(line.split()) > 1 and line.split()[1].startswith(prefix + "/")]

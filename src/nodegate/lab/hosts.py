@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -27,15 +28,38 @@ def _mounted(path: Path) -> bool:
     return ok(["mountpoint", "-q", str(path)])
 
 
-def mount_root(member: Member, lower: Path) -> Path:
-    """Mount (once) the host's overlay root; returns the merged tree."""
+def mount_root(member: Member, lowers: list[Path]) -> Path:
+    """Mount (once) the host's overlay root; ``lowers`` top first; returns the merged tree."""
     root, upper, work = member.dir / "root", member.dir / "upper", member.dir / "work"
     for d in (root, upper, work):
         d.mkdir(parents=True, exist_ok=True)
     if not _mounted(root):
+        lowerdir = ":".join(str(p) for p in lowers)
         run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={lower},upperdir={upper},workdir={work}", str(root)])
+             f"lowerdir={lowerdir},upperdir={upper},workdir={work}", str(root)])
     return root
+
+
+GPU_MAJOR = 195  # NVIDIA's character major; nvidiactl is minor 255
+
+
+def gpu_devices(member: Member, count: int = 8) -> list[str]:
+    """Character devices /dev/nvidia0..N-1 and /dev/nvidiactl for the node (nspawn binds).
+
+    No driver answers them (opening gives ENXIO); they exist so Slurm's GPU gres and tools
+    that look for /dev/nvidia* find the files a real node has. Made with mknod on the host
+    because a container may not create device nodes itself.
+    """
+    dev_dir = member.dir / "dev"
+    dev_dir.mkdir(parents=True, exist_ok=True)
+    binds = []
+    for name, minor in [*((f"nvidia{i}", i) for i in range(count)), ("nvidiactl", 255)]:
+        path = dev_dir / name
+        if not path.exists():
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(GPU_MAJOR, minor))
+            path.chmod(0o666)  # as the NVIDIA driver makes them (mknod is subject to umask)
+        binds.append(f"{path}:/dev/{name}")
+    return binds
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:

@@ -94,31 +94,52 @@ class UpResult:
 
 def up(count: int = 2, fault_tokens: list[str] | None = None,
        scenario: str = config.DEFAULT_SCENARIO, *, with_mirror: bool = True) -> UpResult:
-    """Make the lab match ``count`` nodes (idempotent): build/boot what is missing, wait for SSH."""
+    """Make the lab match ``count`` nodes (idempotent): build/boot what is missing, wait for SSH.
+
+    Serialised with any other ``up``/``down`` of this lab instance (``lock.exclusive``), and
+    refused while another lab dir's lab holds this instance's network (``lock.claim``).
+    """
     t0 = time.monotonic()
     require_root()
     if not 1 <= count <= config.MAX_NODES:
         raise ConfigError(f"--nodes must be 1..{config.MAX_NODES}", key="--nodes")
     faults = parse_faults(fault_tokens or [], count)
-    from nodegate.lab import base, mirror, services, sitefile
+    from nodegate.lab import lock
+
+    with lock.exclusive("up"):
+        lock.claim()
+        return _up(count, faults, scenario, with_mirror, t0)
+
+
+def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bool,
+        t0: float) -> UpResult:
+    from nodegate.lab import base, controller, mirror, services, sitefile
 
     lower = base.extracted(base.build())
     pub = ensure_key()
     members = _members(count)
+    nodes = [m for m in members if m.kind == "node"]
     for extra in existing_members():
         if extra not in members:
             _remove(extra)
     net.ensure_bridge()
-    if with_mirror:
-        services.start_mirror(mirror.build())
+    mirror_dir = mirror.build() if with_mirror else None
+    if mirror_dir is not None:
+        services.start_mirror(mirror_dir)
+    pdu_started = services.start_pdu()
     hosts_lines = [f"{config.HOST_ADDRESS} labhost mirror"]
     hosts_lines += [f"{m.address} {m.name}" for m in members]
     specs: dict[str, str] = {}
     disk_ids: dict[str, list[str]] = {}
     started: list[str] = []
+    restart_ctld = False
+    restart_slurmd: list[Member] = []
     for member in members:
         netns = net.ensure_host(member)
-        root = hosts.mount_root(member, lower)
+        lowers = [lower]
+        if mirror_dir is not None:  # Slurm packages: slurmctld or slurmd, munge, client
+            lowers.insert(0, controller.ensure_layer(lower, mirror_dir, member.kind))
+        root = hosts.mount_root(member, lowers)
         binds: list[str] = []
         binds_ro: list[str] = []
         board: dict[str, str | bool] | None = None
@@ -135,9 +156,21 @@ def up(count: int = 2, fault_tokens: list[str] | None = None,
             node_disks = disks.ensure(member)
             disk_ids[member.name] = [d.by_id for d in node_disks]
             binds += [d.loop for d in node_disks]
+            binds += hosts.gpu_devices(member, controller.GPUS_PER_NODE)
             tmpfiles = root / "etc/tmpfiles.d/nodegate-lab-disks.conf"
             tmpfiles.parent.mkdir(parents=True, exist_ok=True)
             tmpfiles.write_text(disks.tmpfiles(node_disks))
+            services.start_bmc(member, lib_dir, state_dir)
+            pki = services.bmc_ca_path().parent
+            if pki.is_dir():  # the BMC CA at the same path on the node (site file ca_bundle)
+                binds_ro.append(f"{pki}:{pki}")
+        if mirror_dir is not None:
+            changed = controller.configure(root, nodes, member.kind)
+            if changed and hosts.supervisor_pid(member) is not None:
+                if member.kind == "controller":
+                    restart_ctld = True
+                else:
+                    restart_slurmd.append(member)
         hosts.write_identity(member, root, pub, hosts_lines, env)
         source = root / "etc/apt/sources.list.d/nodegate-lab.list"
         if with_mirror:
@@ -150,10 +183,69 @@ def up(count: int = 2, fault_tokens: list[str] | None = None,
     known = "".join(f"{m.address},{m.name} {hosts.host_key(m)}\n" for m in members)
     known_hosts_path().write_text(known)
     _wait_ssh(members)
+    if restart_ctld:  # --nodes changed under a running controller: slurmctld rereads nodes
+        _ssh(CONTROLLER, "systemctl", "restart", "slurmctld")
+    for member in restart_slurmd:  # and the nodes' slurmd the new slurm.conf
+        _ssh(member, "systemctl", "restart", "slurmd")
+    if mirror_dir is not None:
+        _wait_unit(CONTROLLER, "slurmctld")
+        _join_slurm(nodes)
+    services.wait_bmcs(nodes)
+    if pdu_started:
+        services.wait_pdu()
     site = sitefile.write(sitefile.site_data(
-        [m for m in members if m.kind == "node"], specs, disk_ids, key_path(),
-        known_hosts_path()))
+        nodes, specs, disk_ids, key_path(), known_hosts_path(),
+        with_pdu=pdu_started, with_mirror=with_mirror))
     return UpResult(site, members, started, time.monotonic() - t0)
+
+
+def _join_slurm(nodes: list[Member], timeout_s: float = 30.0) -> None:
+    """Drain each node the controller has not seen before (``nodegate: not validated``).
+
+    Only new nodes: a node the gate has resumed stays in service across ``lab up`` re-runs.
+    Then wait until every node's slurmd runs (it registers with slurmctld on start).
+    """
+    from nodegate.lab import controller
+
+    known = controller.joined()
+    deadline = time.monotonic() + timeout_s
+    for member in nodes:
+        if member.name in known:
+            continue
+        while True:  # slurmctld's unit is active a moment before it answers RPCs
+            proc = _ssh(CONTROLLER, *controller.drain_argv(member.name), timeout=20)
+            if proc.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise CannotRunError(f"initial drain of {member.name} failed: "
+                                     f"{(proc.stderr or proc.stdout).strip()[-200:]}",
+                                     host=CONTROLLER.name)
+            time.sleep(0.5)
+        known.add(member.name)
+        controller.mark_joined(known & {m.name for m in nodes})
+    controller.mark_joined(known & {m.name for m in nodes})
+    for member in nodes:
+        _wait_unit(member, "slurmd", timeout_s)
+
+
+def _ssh(member: Member, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run one command on a lab host as root over the lab's SSH (argv quoted for the shell)."""
+    import shlex
+
+    return subprocess.run([*ssh_argv(member), shlex.join(argv)], capture_output=True,
+                          text=True, check=False, timeout=timeout)
+
+
+def _wait_unit(member: Member, unit: str, timeout_s: float = 60.0) -> None:
+    """Wait until ``unit`` is active on the host; fail naming its last log lines."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _ssh(member, "systemctl", "is-active", "--quiet", unit).returncode == 0:
+            return
+        time.sleep(0.3)
+    log = _ssh(member, "journalctl", "-u", unit, "-n", "3", "--no-pager", "-q").stdout
+    raise CannotRunError(f"{unit} not active after {timeout_s:.0f} s: "
+                         f"{' | '.join(log.strip().splitlines())}", host=member.name)
 
 
 def _port_open(address: str, port: int = 22) -> bool:
@@ -195,14 +287,33 @@ def _remove(member: Member) -> None:
     hosts.unmount(member)
     if member.kind == "node":
         disks.release(member)
-    if net.netns_path(member.netns).exists():
+    from nodegate.lab import lock
+
+    # the namespace names are the instance's: only the network's owner may delete them
+    if net.netns_path(member.netns).exists() and lock.owns_network():
         run(["ip", "netns", "del", member.netns], check=False)
     shutil.rmtree(member.dir, ignore_errors=True)
 
 
 def down(*, purge: bool = False) -> list[str]:
-    """Stop every host and remove mounts, loops, namespaces and links; returns leftovers."""
+    """Stop every host and remove mounts, loops, namespaces and links; returns leftovers.
+
+    The network is torn down only by the lab dir that owns it (``lock.owns_network``).
+    """
     require_root()
+    from nodegate.lab import lock
+
+    with lock.exclusive("down"):
+        _down()
+        if lock.owns_network():
+            net.teardown()
+            lock.release()
+    if purge:
+        shutil.rmtree(config.lab_dir(), ignore_errors=True)
+    return leftovers()
+
+
+def _down() -> None:
     members = existing_members()
     with ThreadPoolExecutor(max_workers=max(1, len(members))) as pool:
         list(pool.map(hosts.stop, members))
@@ -211,12 +322,7 @@ def down(*, purge: bool = False) -> list[str]:
     from nodegate.lab import services, sitefile
 
     services.stop_all()
-    net.teardown()
-
     sitefile.site_path().unlink(missing_ok=True)
-    if purge:
-        shutil.rmtree(config.lab_dir(), ignore_errors=True)
-    return leftovers()
 
 
 def leftovers() -> list[str]:
@@ -231,7 +337,7 @@ def leftovers() -> list[str]:
     links = run(["ip", "-o", "link", "show"]).stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0]
-        if name.startswith("ngl"):
+        if config.owns_link(name):
             found.append(f"link {name}")
     found += [f"loop {loop}" for loop in disks.lab_loops()]
     for pid_dir in Path("/proc").iterdir():
@@ -241,8 +347,11 @@ def leftovers() -> list[str]:
             cmdline = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "nodegate.lab.supervisor" in cmdline or config.HOST_ADDRESS in cmdline or (
-                "systemd-nspawn" in cmdline and prefix in cmdline):
+        # this lab's only: its dir or its subnet is on the command line (another may run)
+        ours = ("nodegate.lab.supervisor", "nodegate.lab.pdu_agent", "systemd-nspawn")
+        service = ("http.server", "nodegate.power.bmc_emulator")
+        if (any(o in cmdline for o in ours) and f"{prefix}/" in cmdline) or (
+                any(s in cmdline for s in service) and f"{config.SUBNET_PREFIX}." in cmdline):
             found.append(f"process {pid_dir.name} {cmdline.strip()[:80]}")
     return found
 
@@ -274,6 +383,26 @@ def status() -> list[HostStatus]:
         spec_file = member.dir / "spec"
         detail = spec_file.read_text().strip() if spec_file.is_file() else "-"
         if member.kind == "controller":
-            detail = "slurm controller host (slurmctld not provisioned yet)"
+            detail = _controller_detail(state)
         rows.append(HostStatus(member.name, member.kind, member.address, state, boots, detail))
     return rows
+
+
+def _controller_detail(state: str) -> str:
+    """slurmctld's and munge's state and the nodes Slurm knows by state, read over SSH."""
+    if state != "running":
+        return "slurm controller host"
+    units = _ssh(CONTROLLER, "systemctl", "is-active", "slurmctld", "munge",
+                 timeout=15).stdout.split()
+    if units != ["active", "active"]:
+        shown = "/".join(units) or "absent"
+        return f"slurmctld/munge {shown} (lab up --no-mirror has no Slurm)"
+    out = _ssh(CONTROLLER, "sinfo", "-h", "-N", "-o", "%N %T", timeout=15).stdout
+    by_state: dict[str, set[str]] = {}
+    for line in out.splitlines():
+        name, _, node_state = line.partition(" ")
+        by_state.setdefault(node_state.strip(), set()).add(name)
+    total = len(set().union(*by_state.values())) if by_state else 0
+    states = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_state.items()))
+    return (f"slurmctld + munge active; cluster lab, partition gpu, {total} nodes"
+            + (f" ({states})" if states else ""))

@@ -22,7 +22,8 @@ from nodegate.lab.proc import run
 
 #: Real Debian packages the roles install (their dependencies are fetched too).
 DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "cron", "e2fsprogs",
-                                    "pciutils", "curl", "jq")
+                                    "pciutils", "curl", "jq", "munge", "slurmd", "slurmctld",
+                                    "slurm-client")
 RECIPE_VERSION = "1"
 URL = f"http://{config.HOST_ADDRESS}:{config.MIRROR_PORT}"
 
@@ -100,6 +101,9 @@ def build(*, wheels: bool = True) -> Path:
         (tmp / ".complete").write_text(mirror_key() + "\n")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
+        for stale in target.parent.glob("mirror-*"):
+            if stale != target and (stale / ".complete").is_file():
+                shutil.rmtree(stale, ignore_errors=True)  # an older key: never served again
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -1,0 +1,85 @@
+"""One lab per machine: a lock that serialises ``up``/``down`` and records who owns the network.
+
+The lab's network names (``ngl-*`` namespaces, ``ngl0``, 10.77.7.0/24) are machine-wide, but
+``NODEGATE_LAB_DIR`` can point two checkouts at two lab dirs. Without this, a ``down`` from one
+dir would tear the network out from under the other's running hosts, and two ``up`` runs at
+once (several engineers share a machine) would race on the same links. A second lab beside
+the first needs its own ``NODEGATE_LAB_INSTANCE``: its own names, subnet and lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from nodegate.errors import CannotRunError
+from nodegate.lab import config
+
+_TAG = str(config.INSTANCE) if config.INSTANCE else ""
+#: Per lab instance (NODEGATE_LAB_INSTANCE): each instance has its own network names.
+LOCK_FILE = Path(f"/run/nodegate-lab{_TAG}.lock")
+OWNER_FILE = Path(f"/run/nodegate-lab{_TAG}.owner")
+WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def exclusive(what: str, wait_s: float = WAIT_S) -> Iterator[None]:
+    """Hold the machine's lab lock for ``what``; wait for another ``up``/``down`` to finish."""
+    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait_s
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise CannotRunError(f"lab {what}: another `nodegate lab up/down` still "
+                                         f"holds {LOCK_FILE} after {wait_s:.0f} s") from None
+                if not told:
+                    print(f"lab {what}: waiting for another `nodegate lab up/down` to finish",
+                          flush=True)
+                    told = True
+                time.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def owner() -> str | None:
+    """The lab dir whose lab holds the network now, if any."""
+    try:
+        text = OWNER_FILE.read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def claim() -> None:
+    """Make this lab dir the network's owner; refuse while another lab dir's lab is up."""
+    mine = str(config.lab_dir().resolve())
+    current = owner()
+    if current is not None and current != mine and (Path(current) / "hosts").is_dir() \
+            and any((Path(current) / "hosts").iterdir()):
+        raise CannotRunError(f"the lab network ({config.SUBNET_PREFIX}.0/24, "
+                             f"{config.NS_PREFIX}*) belongs to the lab in {current}; run "
+                             f"`NODEGATE_LAB_DIR={current} nodegate lab down` first, or use "
+                             "another NODEGATE_LAB_INSTANCE")
+    OWNER_FILE.write_text(mine + "\n")
+
+
+def owns_network() -> bool:
+    """True when this lab dir may tear the network down (it owns it, or nobody does)."""
+    current = owner()
+    return current is None or current == str(config.lab_dir().resolve())
+
+
+def release() -> None:
+    if owns_network():
+        OWNER_FILE.unlink(missing_ok=True)
