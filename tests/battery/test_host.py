@@ -117,3 +117,20 @@ def test_host_faults(tree: Path) -> None:
         ("nccl_conf", "node"), ("nvme_array", "md0"), ("nvme_mount", "/raid"),
     }
     assert results[("nccl_conf", "node")].evidence["missing"] == ["NCCL_IB_HCA"]
+
+
+def test_container_and_single_disk_layout(tree: Path) -> None:
+    (tree / "run/systemd").mkdir(parents=True)
+    (tree / "run/systemd/container").write_text("systemd-nspawn\n")
+    (tree / "proc/modules").write_text("")
+    (tree / "proc/mdstat").write_text("Personalities :\nunused devices: <none>\n")
+    (tree / "proc/mounts").write_text("/dev/loop3 /raid xfs rw,noatime,attr2 0 0\n")
+    probe = FakeSystemd(tree, services={"nvidia-persistenced": "active",
+                                        "nvidia-fabricmanager": "active"},
+                        packages={"nvidia-fabricmanager-570": "570.133.20-1"})
+    profile = resolve_profile("xe9680-h100", host_overrides={"nvme": {"devices": 1}})
+    results = {(r.check, r.entity): r for r in judge_host(probe, profile, [])}
+    assert results[("nvidia_module", "node")].verdict == Verdict.SKIP
+    assert "container" in results[("nvidia_module", "node")].evidence["reason"]
+    assert not any(check == "nvme_array" for check, _ in results)
+    assert results[("nvme_mount", "/raid")].verdict == Verdict.PASS

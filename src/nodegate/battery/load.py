@@ -30,13 +30,17 @@ def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
                    progress: Callable[[str], None] | None = None) -> LoadGroupOutcome:
     try:
         # imported by name: torch (and so this package) is an optional extra
-        suite: Any = importlib.import_module("nodegate.load.suite")
+        suite: Any = importlib.import_module("nodegate.load.levels")
     except ImportError as exc:
         raise CannotRunError(
             f"the load checks need torch (pip install 'nodegate[torch]'): {exc}"
         ) from None
     outcome = suite.run(profile.data, level, duration_scale=duration_scale, workers=workers,
                         progress=progress)
-    return LoadGroupOutcome(results=list(outcome.results), series=dict(outcome.series),
+    # the report's series are {entity: {metric: [[t, v], ...]}}; the suite's own bookkeeping
+    # (phase windows, sample rate: keys starting with "_") stays out of it
+    telemetry = {k: v for k, v in dict(outcome.series).items() if not k.startswith("_")}
+    series = {"load": telemetry} if telemetry else {}
+    return LoadGroupOutcome(results=list(outcome.results), series=series,
                             matrices=dict(outcome.matrices), backend=str(outcome.backend),
                             phases=list(getattr(outcome, "phases", [])))

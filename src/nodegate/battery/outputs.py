@@ -39,7 +39,7 @@ def _ensure_dir(path: Path, option: str) -> None:
 
 
 def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | None,
-                  junit: bool = True) -> WrittenFiles:
+                  junit: bool = True, validate: bool = False) -> WrittenFiles:
     from nodegate.report import to_json, write_junit, write_prometheus
     from nodegate.report._atomic import atomic_write_text
     from nodegate.report.model import format_timestamp
@@ -50,6 +50,10 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     # serialized once; not re-validated on this path (the builder is schema-tested), which
     # keeps the cron health check inside its time budget
     text = to_json(report)
+    if validate:
+        from nodegate.report import validate as validate_report
+
+        validate_report(report.to_dict(), source=str(report_dir))
     dated = atomic_write_text(report_dir / f"{level}-{stamp}.json", text)
     latest = atomic_write_text(report_dir / f"{level}-latest.json", text)
     junit_path = write_junit([report], report_dir / f"{level}-latest.xml") if junit else None

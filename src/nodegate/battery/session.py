@@ -72,8 +72,9 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str]) ->
     from nodegate.report import exit_code_for, render_summary, to_json
 
     textfile = None if args.no_textfile else (args.textfile_dir or default_textfile_dir())
+    # the cron health path skips re-validating (time budget); load levels validate
     files = write_outputs(report, report_dir=args.report_dir or default_report_dir(),
-                          textfile_dir=textfile)
+                          textfile_dir=textfile, validate=level != "health")
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     if args.json:
         print(to_json(report))

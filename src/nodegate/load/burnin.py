@@ -1,0 +1,196 @@
+"""Burn-in: a small GPT-style model trained with DDP on synthetic tokens, one rank per GPU.
+
+It measures what a real training job sees: loss per step, each rank's step time, tokens/s,
+achieved TFLOPS (6 x parameters x tokens, the usual dense-transformer estimate) and a digest
+of the parameters at the end, which must be bit-identical on every rank.
+
+Why per-rank *forward* time for stragglers: DDP's gradient all-reduce makes every rank's step
+wall time equal to the slowest rank's, so step time alone cannot say which rank is slow; the
+forward pass has no communication and shows it.
+
+torchrun-compatible: ``torchrun --nproc-per-node 8 -m nodegate.load.burnin --steps 100``
+prints one JSON line per rank (the gang in ``workers`` calls ``train`` directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import warnings
+from typing import Any
+
+from nodegate.load import seams
+from nodegate.load.tasks import digest
+from nodegate.load.workers import WorkerContext
+
+
+def _model(vocab: int, d_model: int, layers: int, heads: int, seq_len: int) -> Any:
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d_model)
+            self.attn = nn.MultiheadAttention(d_model, heads, batch_first=True)
+            self.ln2 = nn.LayerNorm(d_model)
+            self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                     nn.Linear(4 * d_model, d_model))
+
+        def forward(self, x: Any, mask: Any) -> Any:
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+            return x + self.mlp(self.ln2(x))
+
+    class TinyGPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d_model)
+            self.pos = nn.Embedding(seq_len, d_model)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln = nn.LayerNorm(d_model)
+            self.head = nn.Linear(d_model, vocab, bias=False)
+            self.register_buffer(
+                "mask", torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool), 1),
+                persistent=False)
+
+        def forward(self, idx: Any) -> Any:
+            t = idx.shape[1]
+            x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+            for block in self.blocks:
+                mask: Any = self.mask
+                x = block(x, mask[:t, :t])
+            return self.head(self.ln(x))
+
+    return TinyGPT()
+
+
+def synthetic_batch(step: int, rank: int, *, batch: int, seq_len: int, vocab: int,
+                    device: Any) -> tuple[Any, Any]:
+    """Learnable synthetic tokens: each sequence follows x' = (5x + 3) mod vocab from a random
+    start, so a working model's loss falls fast; a broken one's does not."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(10_000 * rank + step)
+    start = torch.randint(0, vocab, (batch, 1), generator=gen)
+    seq = [start]
+    for _ in range(seq_len):
+        seq.append((seq[-1] * 5 + 3) % vocab)
+    tokens = torch.cat(seq, dim=1).to(device)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
+          model: dict[str, Any], precision: str = "bf16") -> dict[str, Any]:
+    """Train for ``steps`` steps or ``seconds`` (at least ``min_steps``); return the figures."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    vocab, seq_len, batch = int(model["vocab"]), int(model["seq_len"]), int(model["batch"])
+    torch.manual_seed(0)  # same initial weights on every rank (DDP broadcasts them anyway)
+    net = _model(vocab, int(model["d_model"]), int(model["layers"]), int(model["heads"]),
+                 seq_len).to(ctx.device)
+    n_params = sum(p.numel() for p in net.parameters())
+    with warnings.catch_warnings():  # broadcast_buffers is deprecated, its successor not final
+        warnings.simplefilter("ignore", FutureWarning)
+        ddp = DDP(net, device_ids=[ctx.rank] if ctx.backend.cuda else None,
+                  broadcast_buffers=False)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=float(model.get("lr", 3e-4)))
+    use_amp = ctx.backend.cuda and precision in ("bf16", "fp16")
+    amp_dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    kill_at = seams.fault_step(seams.KILL_RANK, ctx.rank)
+    hang_at = seams.fault_step(seams.HANG_RANK, ctx.rank)
+    slow = seams.slow_seconds(ctx.rank)
+
+    losses: list[float] = []
+    step_s: list[float] = []
+    forward_s: list[float] = []
+    wall_start = time.time()
+    start = time.perf_counter()
+    step = 0
+    while True:
+        ctx.step(step)
+        if kill_at is not None and step == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if hang_at is not None and step == hang_at:
+            while True:  # the hang seam: alive, silent, holding its collectives
+                time.sleep(1.0)
+        x, y = synthetic_batch(step, ctx.rank, batch=batch, seq_len=seq_len, vocab=vocab,
+                               device=ctx.device)
+        t0 = time.perf_counter()
+        with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
+            logits = ddp(x)
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab),
+                                                     y.reshape(-1))
+        if slow:
+            time.sleep(slow)
+        ctx.sync()
+        t1 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call,unused-ignore]
+        opt.step()
+        ctx.sync()
+        t2 = time.perf_counter()
+        losses.append(float(loss.item()))
+        forward_s.append(t1 - t0)
+        step_s.append(t2 - t0)
+        step += 1
+        # every rank must stop at the same step, or the others wait in an all-reduce forever
+        want = step >= steps or (time.perf_counter() - start >= seconds and step >= min_steps)
+        flag = torch.tensor([1.0 if want else 0.0], device=ctx.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() > 0:
+            break
+    ctx.step(step)
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1).float() for p in net.parameters()])
+    return {"steps": step, "losses": losses, "step_s": step_s, "forward_s": forward_s,
+            "tokens_per_step": batch * seq_len, "n_params": n_params,
+            "flops_per_step": 6.0 * n_params * batch * seq_len,
+            "param_digest": digest(flat), "seconds": time.perf_counter() - start,
+            "precision": precision if use_amp else "fp32",
+            "wall": [wall_start, time.time()]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """torchrun entry: ranks and rendezvous come from the environment torchrun sets."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from nodegate.load import devices
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--model", default="{}", help="JSON burnin_model overrides")
+    args = parser.parse_args(argv)
+    from multiprocessing import Array
+
+    from nodegate.load.config import DEFAULTS
+
+    backend = devices.choose(args.device)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if backend.cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group(backend.dist, timeout=timedelta(seconds=args.timeout))
+    model = {**DEFAULTS["burnin_model"], **json.loads(args.model)}
+    ctx = WorkerContext(local, world, backend, Array("d", 2 * (local + 1), lock=False))
+    result = train(ctx, steps=args.steps, min_steps=1, seconds=args.seconds, model=model)
+    result.pop("losses")
+    print(json.dumps({"rank": rank, **result}), flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

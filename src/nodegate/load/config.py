@@ -1,0 +1,125 @@
+"""The ``load:`` section of a resolved profile, scaled for one run.
+
+Durations shrink with ``duration_scale`` (tests and the lab run at 0.02); each phase keeps a
+floor so a scaled run still loads every GPU long enough to be measured, and the soak keeps a
+longer floor so a simulated board's temperature has time to respond (its time constant is ~2 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodegate.errors import ConfigError
+
+LEVELS = ("standard", "acceptance")
+DTYPES = ("bf16", "fp16", "tf32")
+
+#: Defaults for keys a profile may leave out (the additional keys this package proposes).
+DEFAULTS: dict[str, Any] = {
+    "dtypes": ["bf16"],
+    "gemm_size": 8192,
+    "gemm_seconds": 30.0,
+    "hbm_bytes": 1 << 30,
+    "copy_bytes": 1 << 28,
+    "p2p_bytes": 1 << 28,
+    "allreduce_max_bytes": 1 << 30,
+    "burnin_steps": 400,
+    "burnin_seconds": 300.0,
+    "soak_seconds": 300.0,
+    "sample_hz": 1.0,
+    "collective_timeout_s": 300.0,
+    # proposed by this package
+    "min_phase_seconds": 0.5,  # floor of every scaled timed phase
+    "soak_min_seconds": 6.0,  # floor of the scaled soak: telemetry must see a response
+    "burnin_min_steps": 8,  # loss-falling needs a few steps even at a tiny scale
+    "copy_iters": 5,  # timed repetitions of each bandwidth copy (after one warm-up)
+    "allreduce_steps": 5,  # sizes in the all-reduce sweep (max, max/4, ...)
+    "burnin_model": {"vocab": 256, "d_model": 512, "layers": 4, "heads": 8,
+                     "seq_len": 512, "batch": 8, "lr": 3e-4},
+}
+#: The burn-in model on CPU/gloo when the profile names none: seconds, not hours, on 2 cores.
+CPU_BURNIN_MODEL: dict[str, Any] = {"vocab": 64, "d_model": 32, "layers": 1, "heads": 2,
+                                    "seq_len": 16, "batch": 4, "lr": 3e-3}
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """What one run of the load phases does: sizes in bytes/elements, durations in seconds."""
+
+    level: str
+    dtypes: tuple[str, ...]
+    gemm_size: int
+    gemm_seconds: float
+    hbm_bytes: int
+    copy_bytes: int
+    p2p_bytes: int
+    allreduce_max_bytes: int
+    allreduce_steps: int
+    burnin_steps: int
+    burnin_min_steps: int
+    burnin_seconds: float
+    soak_seconds: float
+    sample_hz: float
+    collective_timeout_s: float
+    copy_iters: int
+    burnin_model: dict[str, Any] = field(default_factory=dict)
+    duration_scale: float = 1.0
+
+    @property
+    def acceptance(self) -> bool:
+        return self.level == "acceptance"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def _number(load: dict[str, Any], key: str) -> float:
+    value = load.get(key, DEFAULTS[key])
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"must be a non-negative number, not {value!r}", key=f"load.{key}")
+    return float(value)
+
+
+def from_profile(profile: dict[str, Any], level: str, duration_scale: float = 1.0) -> LoadConfig:
+    """Read ``profile["load"]``; raise ConfigError naming the key on a bad value."""
+    if level not in LEVELS:
+        raise ConfigError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", key="level")
+    if not duration_scale > 0:
+        raise ConfigError(f"duration scale must be > 0, not {duration_scale}",
+                          key="duration_scale")
+    load = dict(profile.get("load") or {})
+    dtypes = tuple(load.get("dtypes") or DEFAULTS["dtypes"])
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype {dtype!r} (one of {', '.join(DTYPES)})",
+                              key="load.dtypes")
+    floor = _number(load, "min_phase_seconds")
+
+    def scaled(key: str, minimum: float) -> float:
+        return max(minimum, _number(load, key) * duration_scale)
+
+    model = dict(DEFAULTS["burnin_model"])
+    model.update(load.get("burnin_model") or {})
+    steps = int(_number(load, "burnin_steps"))
+    return LoadConfig(
+        level=level,
+        dtypes=dtypes,
+        gemm_size=max(16, int(_number(load, "gemm_size"))),
+        gemm_seconds=scaled("gemm_seconds", floor),
+        hbm_bytes=max(4096, int(_number(load, "hbm_bytes"))),
+        copy_bytes=max(4096, int(_number(load, "copy_bytes"))),
+        p2p_bytes=max(4096, int(_number(load, "p2p_bytes"))),
+        allreduce_max_bytes=max(4096, int(_number(load, "allreduce_max_bytes"))),
+        allreduce_steps=max(1, int(_number(load, "allreduce_steps"))),
+        burnin_steps=max(int(_number(load, "burnin_min_steps")),
+                         round(steps * min(1.0, duration_scale))),
+        burnin_min_steps=int(_number(load, "burnin_min_steps")),
+        burnin_seconds=scaled("burnin_seconds", floor),
+        soak_seconds=scaled("soak_seconds", _number(load, "soak_min_seconds")),
+        sample_hz=max(1.0, _number(load, "sample_hz")),
+        collective_timeout_s=max(5.0, _number(load, "collective_timeout_s")),
+        copy_iters=max(1, int(_number(load, "copy_iters"))),
+        burnin_model=model,
+        duration_scale=duration_scale,
+    )

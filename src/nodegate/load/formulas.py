@@ -1,0 +1,88 @@
+"""Pure arithmetic of the load checks (no torch), so every figure is testable by hand."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+
+def gemm_flops(n: int) -> float:
+    """Floating-point operations of one n x n by n x n matmul (multiply + add)."""
+    return 2.0 * n**3
+
+
+def tflops(flops: float, seconds: float) -> float:
+    return flops / seconds / 1e12 if seconds > 0 else 0.0
+
+
+def gbps(nbytes: float, seconds: float) -> float:
+    """Decimal GB/s, the unit nvbandwidth and nccl-tests print."""
+    return nbytes / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def busbw_factor(world_size: int) -> float:
+    """nccl-tests all-reduce bus factor 2(n-1)/n: each byte crosses the slowest link that often."""
+    if world_size < 1:
+        raise ValueError("world size must be >= 1")
+    return 2.0 * (world_size - 1) / world_size
+
+
+def allreduce_bandwidth(nbytes: int, seconds: float, world_size: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s for one all-reduce of ``nbytes`` taking ``seconds``."""
+    alg = gbps(nbytes, seconds)
+    return alg, alg * busbw_factor(world_size)
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("median of nothing")
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Linear-interpolated percentile (pct in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of nothing")
+    pos = (len(ordered) - 1) * pct / 100.0
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def pct_below(value: float, reference: float) -> float:
+    """How far ``value`` is below ``reference``, in percent (negative when above)."""
+    return (reference - value) / reference * 100.0 if reference else 0.0
+
+
+def pct_above(value: float, reference: float) -> float:
+    return (value - reference) / reference * 100.0 if reference else 0.0
+
+
+def odd_ones_out(digests: dict[str, str]) -> tuple[str | None, list[str]]:
+    """The majority digest and the entities that disagree with it.
+
+    With no strict majority (e.g. 1 vs 1) there is no reference: every entity is suspect.
+    """
+    if not digests:
+        return None, []
+    counts = Counter(digests.values())
+    top, votes = counts.most_common(1)[0]
+    if votes * 2 <= len(digests) and len(counts) > 1:
+        return None, sorted(digests)
+    return top, sorted(e for e, d in digests.items() if d != top)
+
+
+def sweep_sizes(max_bytes: int, *, steps: int = 5, factor: int = 4,
+                floor: int = 4096) -> list[int]:
+    """All-reduce sizes: max, max/4, ... (at most ``steps``), ascending, multiples of 4 bytes."""
+    sizes: list[int] = []
+    size = max_bytes
+    while len(sizes) < steps and size >= floor:
+        sizes.append(max(4, size - size % 4))
+        size //= factor
+    if not sizes:
+        sizes.append(max(4, max_bytes - max_bytes % 4))
+    return sorted(set(sizes))

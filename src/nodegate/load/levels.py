@@ -1,0 +1,233 @@
+"""Session B's entry point: run the standard or acceptance load level and judge it.
+
+``run(profile, level)`` (same signature as ``nodegate.load.suite.run``) starts one worker per
+GPU (CUDA/NCCL, or CPU/gloo when there is no GPU), runs the phases in order with the telemetry
+sampler going, judges every figure against ``profile["thresholds"]`` and returns a
+``LoadOutcome``. It never hangs: each phase has a deadline, a phase that loses a rank FAILs
+and the next phase starts a fresh gang.
+
+    standard:   gemm (per dtype), memory (HBM + host copies), p2p, allreduce
+    acceptance: standard + burnin (DDP training) + soak (GEMM held for soak_seconds)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodegate.load import config, devices, seams, tasks, verdicts
+from nodegate.load.telemetry import Sampler, Telemetry
+from nodegate.load.workers import Gang, PhaseOutcome
+from nodegate.results import CheckResult, Verdict
+
+Progress = Callable[[str], None]
+#: Headroom on every phase deadline beyond its own duration and the collective timeout.
+DEADLINE_SLACK_S = 30.0
+
+
+@dataclass
+class LoadOutcome:
+    results: list[CheckResult]
+    series: dict[str, Any] = field(default_factory=dict)
+    matrices: dict[str, Any] = field(default_factory=dict)
+    backend: str = "unknown"
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    seams: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    cfg: config.LoadConfig
+    backend: devices.Backend
+    world: int
+    th: dict[str, Any]
+    sampler: Sampler
+    say: Progress
+    env: dict[str, str]
+    gang: Gang | None = None
+    results: list[CheckResult] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    matrices: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def indices(self) -> list[int]:
+        return list(range(self.world))
+
+    def ensure_gang(self) -> PhaseOutcome | None:
+        """A running gang, started afresh after a phase that lost a rank."""
+        if self.gang is not None and self.gang.healthy:
+            return None
+        self.gang = Gang(self.world, self.backend, env=self.env,
+                         collective_timeout_s=self.cfg.collective_timeout_s,
+                         start_timeout_s=self.cfg.collective_timeout_s + DEADLINE_SLACK_S)
+        started = self.gang.start()
+        return None if started.ok else started
+
+    def phase(self, name: str, func: Callable[..., Any], expected_s: float,
+              loads: bool = True, **kwargs: Any) -> PhaseOutcome:
+        failed_start = self.ensure_gang()
+        if failed_start is not None:
+            failed_start.name = name
+            self.phases.append({"name": name, "duration_s": round(failed_start.duration_s, 3),
+                                "ok": False, "workers": self.world,
+                                "error": "workers did not start"})
+            return failed_start
+        assert self.gang is not None
+        timeout = expected_s * 2 + self.cfg.collective_timeout_s + DEADLINE_SLACK_S
+        self.say(f"load: {name} on {self.world} worker(s) ({self.backend.name}), "
+                 f"~{expected_s:.1f} s")
+        if loads:
+            self.sampler.begin_phase(self.indices)
+        try:
+            outcome = self.gang.run(name, func, timeout, kwargs=kwargs,
+                                    on_progress=self._beat(name))
+        finally:
+            if loads:
+                self.sampler.end_phase(self.indices)
+        walls = [v["wall"] for v in outcome.values.values()
+                 if isinstance(v, dict) and "wall" in v]
+        if walls:
+            self.sampler.add_window(name, min(w[0] for w in walls), max(w[1] for w in walls))
+        self.phases.append({"name": name, "duration_s": round(outcome.duration_s, 3),
+                            "ok": outcome.ok, "workers": self.world,
+                            "deadline_s": round(timeout, 1)})
+        return outcome
+
+    def _beat(self, name: str) -> Callable[[list[int]], None]:
+        def beat(steps: list[int]) -> None:
+            self.say(f"load: {name} progress per rank {steps}")
+        return beat
+
+    def judged(self, outcome: PhaseOutcome, checks: list[str],
+               judging: Callable[[], list[CheckResult]]) -> None:
+        """The phase's completion check, then its figures, or SKIPs when it ended early."""
+        self.results += verdicts.phase_completed(outcome, self.world)
+        if outcome.ok:
+            self.results += judging()
+            return
+        first = outcome.failures[0]
+        self.results += verdicts.skipped(
+            checks, f"{outcome.name} phase ended early: rank {first.rank} {first.kind} "
+            f"at step {first.last_step}")
+
+
+def _gemm(run: _Run, dtype: str, seconds: float, name: str = "gemm") -> None:
+    outcome = run.phase(name, tasks.gemm, seconds + 5, dtype=dtype, n=run.cfg.gemm_size,
+                        seconds=seconds)
+    if name == "gemm":
+        checks = ["gemm_tflops" if dtype == "bf16" else f"gemm_tflops_{dtype}",
+                  "gemm_consistency"]
+        run.judged(outcome, checks, lambda: verdicts.gemm(outcome.values, run.th))
+    else:  # the soak: GEMM digests must still agree; speed is not judged twice
+        run.judged(outcome, [], lambda: [
+            r for r in verdicts.gemm(outcome.values, run.th, speed=False)
+            if r.verdict == Verdict.FAIL])
+
+
+def _memory(run: _Run) -> None:
+    cfg = run.cfg
+    outcome = run.phase("memory", tasks.memory, 10.0, hbm_bytes=cfg.hbm_bytes,
+                        copy_bytes=cfg.copy_bytes, iters=cfg.copy_iters)
+    run.judged(outcome, ["hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth"],
+               lambda: verdicts.memory(outcome.values, run.th))
+
+
+def _p2p(run: _Run) -> None:
+    if run.world < 2:
+        run.results += verdicts.skipped(["p2p_unidir", "p2p_bidir"],
+                                        "one GPU: no peer to copy to")
+        return
+    outcome = run.phase("p2p", tasks.p2p, 0.05 * run.world**2, loads=False,
+                        nbytes=run.cfg.p2p_bytes, iters=run.cfg.copy_iters)
+
+    def judging() -> list[CheckResult]:
+        value = outcome.values[0]
+        run.matrices.update(verdicts.p2p_matrix(value, run.world))
+        return verdicts.p2p(value, run.world, run.th)
+
+    run.judged(outcome, ["p2p_unidir", "p2p_bidir"], judging)
+
+
+def _allreduce(run: _Run) -> None:
+    if run.world < 2:
+        run.results += verdicts.skipped(["allreduce_busbw"], "one GPU: nothing to all-reduce")
+        return
+    outcome = run.phase("allreduce", tasks.allreduce, 0.5 * run.cfg.allreduce_steps,
+                        loads=False, max_bytes=run.cfg.allreduce_max_bytes,
+                        steps=run.cfg.allreduce_steps)
+    run.judged(outcome, ["allreduce_busbw"],
+               lambda: verdicts.allreduce(outcome.values[0], run.th))
+
+
+def _burnin(run: _Run) -> None:
+    cfg = run.cfg
+    outcome = run.phase("burnin", tasks.burnin, cfg.burnin_seconds + 10,
+                        steps=cfg.burnin_steps, min_steps=cfg.burnin_min_steps,
+                        seconds=cfg.burnin_seconds, model=cfg.burnin_model,
+                        precision=cfg.dtypes[0])
+    run.judged(outcome, ["burnin_loss", "burnin_straggler", "burnin_tokens_per_s",
+                         "burnin_tflops", "burnin_param_consistency"],
+               lambda: verdicts.burnin(outcome.values, run.th))
+
+
+def _series(tel: Telemetry) -> dict[str, Any]:
+    out: dict[str, Any] = {name: dict(series) for name, series in tel.series.items()}
+    if tel.available:
+        out["_windows"] = [{"phase": p, "t0": round(a, 3), "t1": round(b, 3)}
+                           for p, a, b in tel.windows]
+        out["_hz"] = tel.hz
+    return out
+
+
+def workers_for(profile: dict[str, Any], backend: devices.Backend, workers: int | None) -> int:
+    """The profile's GPU count, scaled down by ``workers`` and by the GPUs torch can see."""
+    count = int((profile.get("gpu") or {}).get("count") or 1)
+    if workers is not None:
+        count = min(count, max(1, workers))
+    if backend.cuda:
+        count = min(count, backend.device_count)
+    return max(1, count)
+
+
+def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
+        workers: int | None = None, device: str = "auto", progress: Progress | None = None,
+        env: dict[str, str] | None = None) -> LoadOutcome:
+    """Run ``level`` on this node; ``env`` goes to every worker (how tests set the seams)."""
+    started = time.monotonic()
+    cfg = config.from_profile(profile, level, duration_scale)
+    backend = devices.choose(device)
+    world = workers_for(profile, backend, workers)
+    if not backend.cuda and "burnin_model" not in (profile.get("load") or {}):
+        cfg = dataclasses.replace(cfg, burnin_model=dict(config.CPU_BURNIN_MODEL))
+    say: Progress = progress or (lambda _line: None)
+    sampler = Sampler(list(range(world)), cfg.sample_hz)
+    run_ = _Run(cfg, backend, world, verdicts.thresholds_of(profile), sampler, say,
+                dict(env or {}))
+    tel = sampler.start()
+    if not tel.available:
+        say(f"load: telemetry off ({tel.reason})")
+    try:
+        for dtype in cfg.dtypes:
+            _gemm(run_, dtype, cfg.gemm_seconds)
+        _memory(run_)
+        _p2p(run_)
+        _allreduce(run_)
+        if cfg.acceptance:
+            _burnin(run_)
+            _gemm(run_, cfg.dtypes[0], cfg.soak_seconds, name="soak")
+    finally:
+        if run_.gang is not None:
+            run_.gang.close()
+        sampler.end_phase(run_.indices)
+        tel = sampler.stop()
+    run_.results += verdicts.telemetry(tel, run_.th, [verdicts.gpu(i) for i in range(world)])
+    say(f"load: {level} done in {time.monotonic() - started:.1f} s")
+    return LoadOutcome(
+        results=run_.results, series=_series(tel), matrices=run_.matrices,
+        backend=backend.name, phases=run_.phases,
+        config={**cfg.as_dict(), "workers": world},
+        seams={**seams.active(), **{k: v for k, v in (env or {}).items() if k in seams.ALL}})

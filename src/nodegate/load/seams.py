@@ -1,0 +1,52 @@
+"""Test seams: environment variables that inject one fault into one worker.
+
+They exist so the suite's failure paths are exercised for real (a corrupted GEMM output, a
+slow rank, a rank that dies or hangs) instead of being mocked. Unset, they cost nothing.
+
+=============================== ==============================================================
+``NODEGATE_LOAD_CORRUPT_GPU=N``  GPU N flips one element of its GEMM output (silent corruption)
+``NODEGATE_LOAD_SLOW_RANK=R[:S]`` rank R sleeps S seconds (default 0.05) in every burn-in
+                                 forward pass and GEMM iteration (a straggler)
+``NODEGATE_LOAD_KILL_RANK=R[:K]`` rank R SIGKILLs itself at burn-in step K (default 2)
+``NODEGATE_LOAD_HANG_RANK=R[:K]`` rank R stops responding at burn-in step K (default 2)
+=============================== ==============================================================
+"""
+
+from __future__ import annotations
+
+import os
+
+CORRUPT_GPU = "NODEGATE_LOAD_CORRUPT_GPU"
+SLOW_RANK = "NODEGATE_LOAD_SLOW_RANK"
+KILL_RANK = "NODEGATE_LOAD_KILL_RANK"
+HANG_RANK = "NODEGATE_LOAD_HANG_RANK"
+ALL = (CORRUPT_GPU, SLOW_RANK, KILL_RANK, HANG_RANK)
+
+
+def _parse(name: str, default: float) -> tuple[int, float] | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    target, _, arg = raw.partition(":")
+    return int(target), float(arg) if arg else default
+
+
+def corrupt_gpu() -> int | None:
+    parsed = _parse(CORRUPT_GPU, 0.0)
+    return parsed[0] if parsed else None
+
+
+def slow_seconds(rank: int) -> float:
+    parsed = _parse(SLOW_RANK, 0.05)
+    return parsed[1] if parsed and parsed[0] == rank else 0.0
+
+
+def fault_step(name: str, rank: int) -> int | None:
+    """Step at which ``rank`` should die (KILL_RANK) or hang (HANG_RANK), if it is the target."""
+    parsed = _parse(name, 2)
+    return int(parsed[1]) if parsed and parsed[0] == rank else None
+
+
+def active() -> dict[str, str]:
+    """The seams set in this environment (recorded in the report so a test run is obvious)."""
+    return {k: os.environ[k] for k in ALL if os.environ.get(k)}

@@ -1,0 +1,263 @@
+"""The measuring half: what each worker runs in a phase. Figures only, never a verdict.
+
+Every function takes a ``WorkerContext`` and returns plain data (numbers, digests, units) that
+pickles back to the coordinator, where ``judge`` decides. The same code runs on CUDA tensors
+and on CPU tensors; ``ctx.sync()`` is where CUDA needs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any
+
+from nodegate.load import formulas, seams
+from nodegate.load.workers import WorkerContext
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32"}
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[name])
+
+
+def digest(tensor: Any) -> str:
+    """sha256 of a tensor's raw bytes: bit-for-bit identity, whatever the dtype."""
+    import ctypes
+
+    host = tensor.detach().contiguous().cpu()
+    buf = (ctypes.c_char * (host.numel() * host.element_size())).from_address(host.data_ptr())
+    return hashlib.sha256(memoryview(buf)).hexdigest()
+
+
+def _seeded(n: int, seed: int, dtype: Any, device: Any) -> Any:
+    """Inputs drawn on the CPU from a fixed seed, so every GPU multiplies the same numbers."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+
+
+def _slow(ctx: WorkerContext) -> None:
+    delay = seams.slow_seconds(ctx.rank)
+    if delay:
+        time.sleep(delay)
+
+
+def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
+         barrier: bool = True) -> dict[str, Any]:
+    """Seeded n x n matmuls for ``seconds``: achieved TFLOPS, the output digest (compared across
+    GPUs by the judge) and how many iterations disagreed with this GPU's own first result."""
+    import torch
+    import torch.distributed as dist
+
+    if ctx.backend.cuda:
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    tdtype = _dtype(dtype)
+    a = _seeded(n, 1234, tdtype, ctx.device)
+    b = _seeded(n, 5678, tdtype, ctx.device)
+    out = torch.empty_like(a)
+    corrupt = seams.corrupt_gpu() == ctx.rank
+
+    def once() -> None:
+        torch.matmul(a, b, out=out)
+        if corrupt:  # the test seam: one flipped low bit, exactly what silent corruption is
+            flat = out.view(-1).view(torch.int16 if out.element_size() == 2 else torch.int32)
+            flat[0] ^= 1
+        _slow(ctx)
+
+    once()
+    ctx.sync()
+    reference = out.clone()
+    ref_digest = digest(reference)
+    if barrier:
+        dist.barrier()  # every GPU loads at once: power and heat are judged on a full node
+    # calibrate a batch that takes ~0.1 s, so the clock is read without a sync per matmul
+    t0 = time.perf_counter()
+    once()
+    ctx.sync()
+    per = max(time.perf_counter() - t0, 1e-6)
+    batch = max(1, min(1000, int(0.1 / per)))
+    mismatches = torch.zeros((), dtype=torch.int64, device=ctx.device)
+    iters = 0
+    wall_start = time.time()
+    start = time.perf_counter()
+    while True:
+        for _ in range(batch):
+            once()
+            mismatches += (out != reference).any().to(torch.int64)
+        ctx.sync()
+        iters += batch
+        ctx.step(iters)
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and iters >= 3:
+            break
+    flops = formulas.gemm_flops(n) * iters
+    return {"dtype": dtype, "n": n, "iterations": iters, "seconds": elapsed,
+            "tflops": formulas.tflops(flops, elapsed), "digest": ref_digest,
+            "self_mismatches": int(mismatches.item()),
+            "wall": [wall_start, wall_start + elapsed]}
+
+
+def _time_copy(ctx: WorkerContext, dst: Any, src: Any, iters: int) -> float:
+    dst.copy_(src, non_blocking=True)  # warm-up (first-touch pages, stream setup)
+    ctx.sync()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dst.copy_(src, non_blocking=True)
+    ctx.sync()
+    return time.perf_counter() - start
+
+
+def memory(ctx: WorkerContext, *, hbm_bytes: int, copy_bytes: int, iters: int) -> dict[str, Any]:
+    """Device-to-device copy (bytes read + written) and pinned host<->device copies, driven
+    from the CPUs of the GPU's own NUMA node and, where there is one, a remote node."""
+    import torch
+
+    from nodegate.load import devices
+
+    dev = ctx.device
+    src = torch.empty(hbm_bytes // 2, dtype=torch.uint8, device=dev).fill_(7)
+    dst = torch.empty_like(src)
+    seconds = _time_copy(ctx, dst, src, iters)
+    hbm = formulas.gbps(2 * src.numel() * iters, seconds)
+    del src, dst
+
+    nodes = devices.numa_nodes()
+    local = devices.gpu_numa_node(ctx.backend, ctx.rank)
+    remote = next((n for n in sorted(nodes) if local is not None and n != local), None)
+    original = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    host_figures: dict[str, Any] = {}
+    try:
+        for where, node in (("local", local), ("remote", remote)):
+            if where == "remote" and node is None:
+                continue
+            pinned = devices.pin_to_node(node, nodes)
+            host = torch.empty(copy_bytes, dtype=torch.uint8, pin_memory=ctx.backend.cuda)
+            host.fill_(3)  # first touch from the bound CPUs places the pages on that node
+            device_buf = torch.empty(copy_bytes, dtype=torch.uint8, device=dev)
+            h2d = formulas.gbps(copy_bytes * iters, _time_copy(ctx, device_buf, host, iters))
+            d2h = formulas.gbps(copy_bytes * iters, _time_copy(ctx, host, device_buf, iters))
+            host_figures[where] = {"numa_node": node, "cpu_bound": pinned,
+                                   "h2d_gbps": h2d, "d2h_gbps": d2h}
+            del host, device_buf
+    finally:
+        if original is not None:
+            os.sched_setaffinity(0, original)
+    return {"hbm_gbps": hbm, "hbm_bytes": 2 * (hbm_bytes // 2), "copy_bytes": copy_bytes,
+            "iters": iters, "host": host_figures, "numa_nodes": len(nodes),
+            "pinned": ctx.backend.cuda}
+
+
+def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
+    """Every ordered pair (src, dst), one direction then both at once, measured by rank 0
+    alone so no other copy shares the fabric (nvbandwidth's copy-engine method).
+
+    On CPU the "devices" share one memory: the figures are memcpy rates, the code path is the
+    same. Bidirectional copies overlap on two CUDA streams; on CPU they run back to back.
+    """
+    import torch
+
+    from nodegate.load import devices
+
+    if ctx.rank != 0:
+        return {}
+    world = ctx.world
+    devs = [devices.torch_device(ctx.backend, i) for i in range(world)]
+    bufs = [torch.empty(nbytes, dtype=torch.uint8, device=d).fill_(i) for i, d in enumerate(devs)]
+    back = [torch.empty(nbytes, dtype=torch.uint8, device=d) for d in devs]
+    uni = [[0.0] * world for _ in range(world)]
+    bidir = [[0.0] * world for _ in range(world)]
+    access = [[True] * world for _ in range(world)]
+
+    def sync_all() -> None:
+        for i in range(world):
+            devices.sync(ctx.backend, i if ctx.backend.cuda else None)
+
+    done = 0
+    for s in range(world):
+        for d in range(world):
+            if s == d:
+                continue
+            if ctx.backend.cuda:
+                access[s][d] = bool(torch.cuda.can_device_access_peer(s, d))
+            back[d].copy_(bufs[s])
+            sync_all()
+            start = time.perf_counter()
+            for _ in range(iters):
+                back[d].copy_(bufs[s], non_blocking=True)
+            sync_all()
+            uni[s][d] = formulas.gbps(nbytes * iters, time.perf_counter() - start)
+            start = time.perf_counter()
+            if ctx.backend.cuda:
+                s1 = torch.cuda.Stream(device=devs[s])  # type: ignore[no-untyped-call,unused-ignore]
+                s2 = torch.cuda.Stream(device=devs[d])  # type: ignore[no-untyped-call,unused-ignore]
+                for _ in range(iters):
+                    with torch.cuda.stream(s1):
+                        back[d].copy_(bufs[s], non_blocking=True)
+                    with torch.cuda.stream(s2):
+                        back[s].copy_(bufs[d], non_blocking=True)
+            else:
+                for _ in range(iters):
+                    back[d].copy_(bufs[s])
+                    back[s].copy_(bufs[d])
+            sync_all()
+            bidir[s][d] = formulas.gbps(2 * nbytes * iters, time.perf_counter() - start)
+            done += 1
+            ctx.step(done)
+    return {"bytes": nbytes, "iters": iters, "unidir_gbps": uni, "bidir_gbps": bidir,
+            "peer_access": access}
+
+
+def allreduce(ctx: WorkerContext, *, max_bytes: int, steps: int,
+              seconds_per_size: float = 0.2) -> dict[str, Any]:
+    """nccl-tests style sweep: float32 sum all-reduce at each size, the slowest rank's time."""
+    import torch
+    import torch.distributed as dist
+
+    rows = []
+    for i, size in enumerate(formulas.sweep_sizes(max_bytes, steps=steps)):
+        buf = torch.ones(size // 4, dtype=torch.float32, device=ctx.device)
+        dist.all_reduce(buf)  # warm-up: connections, algorithm selection
+        ctx.sync()
+        # as many repetitions as fit the time budget, agreed on by all ranks
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(buf)
+        ctx.sync()
+        probe = torch.tensor([time.perf_counter() - t0], device=ctx.device)
+        dist.all_reduce(probe, op=dist.ReduceOp.MAX)
+        iters = max(1, min(50, int(seconds_per_size / max(float(probe.item()), 1e-6))))
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(buf)
+        ctx.sync()
+        elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        seconds = float(elapsed.item())
+        alg, bus = formulas.allreduce_bandwidth(size, seconds, ctx.world)
+        rows.append({"bytes": size, "seconds": seconds, "iters": iters,
+                     "algbw_gbps": alg, "busbw_gbps": bus})
+        ctx.step(i + 1)
+    return {"world": ctx.world, "sweep": rows}
+
+
+def sleep(ctx: WorkerContext, *, seconds: float) -> dict[str, Any]:
+    """A phase that does nothing for ``seconds`` (tests of the gang's deadlines)."""
+    end = time.monotonic() + seconds
+    step = 0
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        step += 1
+        ctx.step(step)
+    return {"rank": ctx.rank, "pid": os.getpid()}
+
+
+def burnin(ctx: WorkerContext, **kwargs: Any) -> dict[str, Any]:
+    from nodegate.load.burnin import train
+
+    return train(ctx, **kwargs)

@@ -1,0 +1,312 @@
+"""The judging half of session B's stack: figures from ``tasks``/``burnin``/``telemetry``
+against the profile.
+
+Pure functions of plain data, so every verdict is testable without torch or a GPU. A missing
+threshold makes its check SKIP with the reason; a phase that ended early (a rank died or hung)
+FAILs ``<phase>_completed`` naming the rank and its last step, and the checks that needed its
+figures SKIP saying so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from nodegate.judge.common import against, make, threshold_repr
+from nodegate.load import formulas
+from nodegate.load.telemetry import Telemetry
+from nodegate.load.workers import PhaseOutcome
+from nodegate.profiles.loader import Threshold
+from nodegate.results import CheckResult, Severity, Verdict
+
+CRIT = Severity.CRITICAL
+HW = Severity.HARDWARE
+
+#: Check name -> meaning: the catalogue this stack emits (for the battery's registry).
+CHECKS: dict[str, str] = {
+    "gemm_completed": "every rank finished the GEMM phase",
+    "gemm_tflops": "dense GEMM TFLOPS per GPU (bf16; gemm_tflops_fp16/_tf32 for others)",
+    "gemm_consistency": "GEMM output bit-identical across GPUs and iterations (SDC)",
+    "gemm_tflops_outlier": "GEMM TFLOPS against the node's own median",
+    "memory_completed": "every rank finished the memory phase",
+    "hbm_bandwidth": "device-to-device copy bandwidth (read + write)",
+    "hbm_bandwidth_outlier": "HBM bandwidth against the node's own median",
+    "h2d_bandwidth": "pinned host-to-device copy from the GPU's own NUMA node",
+    "d2h_bandwidth": "pinned device-to-host copy to the GPU's own NUMA node",
+    "h2d_bandwidth_outlier": "H2D bandwidth against the node's own median",
+    "d2h_bandwidth_outlier": "D2H bandwidth against the node's own median",
+    "p2p_completed": "the P2P phase finished",
+    "p2p_unidir": "GPU-to-GPU copy, one direction, per ordered pair",
+    "p2p_bidir": "GPU-to-GPU copy, both directions at once, per ordered pair",
+    "p2p_unidir_outlier": "P2P one-direction figure against the node's median pair",
+    "p2p_bidir_outlier": "P2P both-direction figure against the node's median pair",
+    "allreduce_completed": "every rank finished the all-reduce sweep",
+    "allreduce_busbw": "all-reduce bus bandwidth at the profile's size (nccl-tests busbw)",
+    "burnin_completed": "every rank finished the burn-in training",
+    "burnin_loss": "burn-in loss finite and falling",
+    "burnin_straggler": "rank forward time against the median rank",
+    "burnin_tokens_per_s": "burn-in training throughput of the node",
+    "burnin_tflops": "burn-in achieved TFLOPS per GPU",
+    "burnin_param_consistency": "parameters bit-identical across ranks after training",
+    "soak_completed": "every rank finished the thermal/power soak",
+    "thermal_peak": "slowdown threshold minus peak temperature under load",
+    "mem_temp_peak": "peak HBM temperature under load",
+    "thermal_events": "no HW slowdown, thermal or power-brake event under load",
+    "power_under_load": "power under GEMM as a fraction of the enforced limit",
+    "clock_floor": "SM clock held under load (median of samples)",
+}
+
+#: nvmlClocksEventReason bits that mean the board itself is in trouble.
+EVENT_BITS = {0x8: "hw_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown"}
+#: Phases whose telemetry windows count as "under GEMM-class load".
+LOAD_PHASES = ("gemm", "soak", "burnin")
+
+
+def thresholds_of(profile: dict[str, Any]) -> dict[str, Threshold]:
+    out: dict[str, Threshold] = {}
+    for name, raw in (profile.get("thresholds") or {}).items():
+        bound = "min" if "min" in raw else "max"
+        out[name] = Threshold(name, bound, float(raw[bound]), str(raw.get("unit", "")),
+                              str(raw.get("source", "")))
+    return out
+
+
+def gpu(rank: int) -> str:
+    return f"gpu{rank}"
+
+
+def phase_completed(outcome: PhaseOutcome, world: int) -> list[CheckResult]:
+    """PASS on ``node`` when every rank finished; otherwise FAIL per rank that died or hung."""
+    check = f"{outcome.name}_completed"
+    if outcome.ok:
+        return [make(check, "node", Verdict.PASS, measured=world, unit="ranks",
+                     duration_s=round(outcome.duration_s, 3))]
+    causes = [f for f in outcome.failures if f.kind != "error"] or outcome.failures
+    others = [f.evidence() for f in outcome.failures if f not in causes]
+    return [make(check, gpu(f.rank), Verdict.FAIL, measured=f.kind, threshold="completed",
+                 severity=CRIT, **f.evidence(), consequences=others or None)
+            for f in causes]
+
+
+def skipped(checks: Iterable[str], reason: str, entity: str = "node") -> list[CheckResult]:
+    return [make(c, entity, Verdict.SKIP, reason=reason) for c in checks]
+
+
+def outliers(check: str, figures: dict[str, float], unit: str,
+             margin: Threshold | None) -> list[CheckResult]:
+    """WARN an entity more than the profile's margin below the node's own median."""
+    name = f"{check}_outlier"
+    if margin is None:
+        return skipped([name], "no outlier_margin_pct_max in the profile")
+    if len(figures) < 3:
+        return skipped([name], f"{len(figures)} figure(s): a median needs at least 3 to name "
+                       "a weak one")
+    ref = formulas.median(list(figures.values()))
+    out = []
+    for entity, value in sorted(figures.items()):
+        below = formulas.pct_below(value, ref)
+        verdict = Verdict.WARN if below > margin.value else Verdict.PASS
+        out.append(make(name, entity, verdict, measured=round(below, 2),
+                        threshold=threshold_repr(margin), unit="%", severity=Severity.WARNING,
+                        value=value, value_unit=unit, node_median=ref))
+    return out
+
+
+def gemm(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
+         *, speed: bool = True) -> list[CheckResult]:
+    """TFLOPS per GPU and the cross-GPU bit-identity compare (gpu-burn's, across the node)."""
+    out: list[CheckResult] = []
+    dtype = next(iter(values.values()))["dtype"]
+    check = "gemm_tflops" if dtype == "bf16" else f"gemm_tflops_{dtype}"
+    if speed:
+        for rank, v in sorted(values.items()):
+            out.append(against(check, gpu(rank), round(v["tflops"], 6),
+                               th.get(f"gemm_{dtype}_tflops_min"), dtype=dtype, n=v["n"],
+                               iterations=v["iterations"], seconds=round(v["seconds"], 3)))
+    reference, odd = formulas.odd_ones_out({gpu(r): v["digest"] for r, v in values.items()})
+    for rank, v in sorted(values.items()):
+        entity = gpu(rank)
+        bad_self = int(v["self_mismatches"])
+        if entity in odd or bad_self:
+            if reference is None and entity in odd:
+                why = "no majority output among the GPUs: cannot tell which one is right"
+            elif entity in odd:
+                why = "output differs from the other GPUs' (same seeded inputs)"
+            else:
+                why = f"{bad_self} iteration(s) differ from this GPU's first result"
+            out.append(make("gemm_consistency", entity, Verdict.FAIL, measured=v["digest"][:16],
+                            threshold=(reference or "majority")[:16], severity=HW, dtype=dtype,
+                            reason=f"silent data corruption suspected: {why}",
+                            self_mismatches=bad_self, peers=len(values)))
+        else:
+            out.append(make("gemm_consistency", entity, Verdict.PASS,
+                            measured=v["digest"][:16], threshold=(reference or "")[:16],
+                            dtype=dtype, peers=len(values)))
+    if speed:
+        out += outliers(check, {gpu(r): float(v["tflops"]) for r, v in values.items()},
+                        "TFLOPS", th.get("outlier_margin_pct_max"))
+    return out
+
+
+def memory(values: dict[int, dict[str, Any]], th: dict[str, Threshold]) -> list[CheckResult]:
+    out: list[CheckResult] = []
+    hbm = {gpu(r): float(v["hbm_gbps"]) for r, v in sorted(values.items())}
+    for entity, value in hbm.items():
+        out.append(against("hbm_bandwidth", entity, round(value, 3),
+                           th.get("hbm_bandwidth_gbps_min"), counted="bytes read + written"))
+    out += outliers("hbm_bandwidth", hbm, "GB/s", th.get("outlier_margin_pct_max"))
+    for way in ("h2d", "d2h"):
+        figures: dict[str, float] = {}
+        for rank, v in sorted(values.items()):
+            local = v["host"].get("local", {})
+            remote = v["host"].get("remote")
+            value = float(local.get(f"{way}_gbps", 0.0))
+            figures[gpu(rank)] = value
+            out.append(against(
+                f"{way}_bandwidth", gpu(rank), round(value, 3), th.get(f"{way}_gbps_min"),
+                numa_node=local.get("numa_node"), cpu_bound=local.get("cpu_bound"),
+                remote_numa_node=remote.get("numa_node") if remote else None,
+                remote_gbps=round(remote[f"{way}_gbps"], 3) if remote else None,
+                pinned=v.get("pinned")))
+        out += outliers(f"{way}_bandwidth", figures, "GB/s", th.get("outlier_margin_pct_max"))
+    return out
+
+
+def p2p_matrix(value: dict[str, Any], world: int) -> dict[str, Any]:
+    entities = [gpu(i) for i in range(world)]
+    return {f"p2p_{kind}_gbps": {"unit": "GB/s", "entities": entities,
+                                 "values": [[round(x, 3) for x in row]
+                                            for row in value[f"{kind}_gbps"]]}
+            for kind in ("unidir", "bidir")}
+
+
+def p2p(value: dict[str, Any], world: int, th: dict[str, Threshold]) -> list[CheckResult]:
+    out: list[CheckResult] = []
+    for kind in ("unidir", "bidir"):
+        figures: dict[str, float] = {}
+        for s in range(world):
+            for d in range(world):
+                if s == d:
+                    continue
+                entity = f"{gpu(s)}-{gpu(d)}"
+                figures[entity] = float(value[f"{kind}_gbps"][s][d])
+                out.append(against(f"p2p_{kind}", entity, round(figures[entity], 3),
+                                   th.get(f"p2p_{kind}_gbps_min"),
+                                   peer_access=value["peer_access"][s][d],
+                                   bytes=value["bytes"]))
+        out += outliers(f"p2p_{kind}", figures, "GB/s", th.get("outlier_margin_pct_max"))
+    return out
+
+
+def allreduce(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResult]:
+    """Judged at the largest size of the sweep (the profile's); the sweep kept as evidence."""
+    sweep = value["sweep"]
+    top = max(sweep, key=lambda r: r["bytes"])
+    return [against("allreduce_busbw", "node", round(top["busbw_gbps"], 4),
+                    th.get("allreduce_busbw_gbps_min"), bytes=top["bytes"],
+                    algbw_gbps=round(top["algbw_gbps"], 4), world=value["world"],
+                    factor=formulas.busbw_factor(value["world"]),
+                    sweep=[{k: (round(v, 6) if isinstance(v, float) else v)
+                            for k, v in row.items()} for row in sweep])]
+
+
+def _head_mean(values: list[float], frac: float) -> float:
+    k = max(1, int(len(values) * frac))
+    return sum(values[:k]) / k
+
+
+def burnin(values: dict[int, dict[str, Any]], th: dict[str, Threshold]) -> list[CheckResult]:
+    out: list[CheckResult] = []
+    losses = values[min(values)]["losses"]
+    finite = all(math.isfinite(x) for v in values.values() for x in v["losses"])
+    if finite:
+        first, last = _head_mean(losses, 0.25), _head_mean(losses[::-1], 0.25)
+        falling = last < first * 0.98
+        out.append(make("burnin_loss", "node", Verdict.PASS if falling else Verdict.FAIL,
+                        measured=round(last, 4), threshold=f"< {first * 0.98:.4f}",
+                        unit="nats", severity=CRIT, first_loss=round(losses[0], 4),
+                        last_loss=round(losses[-1], 4), steps=len(losses),
+                        rule="mean of the last quarter below 0.98 x the first quarter"))
+    else:
+        out.append(make("burnin_loss", "node", Verdict.FAIL, measured="non-finite",
+                        threshold="finite", severity=CRIT, steps=len(losses)))
+    # stragglers: per-rank median forward time (no collective in it) vs the median rank
+    fwd = {gpu(r): formulas.median(v["forward_s"][1:] or v["forward_s"])
+           for r, v in sorted(values.items())}
+    ref = formulas.median(list(fwd.values()))
+    for entity, t in fwd.items():
+        out.append(against("burnin_straggler", entity, round(formulas.pct_above(t, ref), 2),
+                           th.get("straggler_margin_pct_max"), forward_s=round(t, 6),
+                           median_forward_s=round(ref, 6)))
+    step = {r: formulas.median(v["step_s"][1:] or v["step_s"]) for r, v in values.items()}
+    slowest = max(step.values())
+    tokens = sum(v["tokens_per_step"] for v in values.values()) / slowest
+    out.append(against("burnin_tokens_per_s", "node", round(tokens, 2),
+                       th.get("burnin_tokens_per_s_min"), ranks=len(values),
+                       step_s=round(slowest, 6)))
+    for rank, v in sorted(values.items()):
+        out.append(against("burnin_tflops", gpu(rank),
+                           round(formulas.tflops(v["flops_per_step"], step[rank]), 6),
+                           th.get("burnin_tflops_min"), n_params=v["n_params"],
+                           precision=v["precision"], steps=v["steps"]))
+    reference, odd = formulas.odd_ones_out({gpu(r): v["param_digest"] for r, v in values.items()})
+    for rank, v in sorted(values.items()):
+        bad = gpu(rank) in odd
+        out.append(make("burnin_param_consistency", gpu(rank),
+                        Verdict.FAIL if bad else Verdict.PASS, measured=v["param_digest"][:16],
+                        threshold=(reference or "majority")[:16], severity=HW,
+                        reason="parameters diverged from the other ranks" if bad else None))
+    return out
+
+
+TELEMETRY_CHECKS = ("thermal_peak", "mem_temp_peak", "thermal_events", "power_under_load",
+                    "clock_floor")
+
+
+def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str]) -> list[CheckResult]:
+    if not tel.available:
+        return [r for e in entities for r in skipped(TELEMETRY_CHECKS, tel.reason, e)]
+    out: list[CheckResult] = []
+    for entity in entities:
+        static = tel.static.get(entity)
+        temps = tel.samples(entity, "temp_c")
+        if static is None or not temps:
+            out += skipped(TELEMETRY_CHECKS, "no telemetry samples for this GPU", entity)
+            continue
+        peak = max(temps)
+        if static.slowdown_c is None:
+            out += skipped(["thermal_peak"], "slowdown threshold not reported", entity)
+        else:
+            out.append(against("thermal_peak", entity, round(static.slowdown_c - peak, 2),
+                               th.get("thermal_margin_c_min"), severity=HW, peak_c=peak,
+                               slowdown_c=static.slowdown_c, samples=len(temps)))
+        mem = tel.samples(entity, "mem_temp_c")
+        out.append(against("mem_temp_peak", entity, max(mem) if mem else None,
+                           th.get("mem_temp_max_c"), severity=HW))
+        reasons = [int(x) for x in tel.samples(entity, "clock_event_reasons")]
+        seen = 0
+        for mask in reasons:
+            seen |= mask
+        events = [name for bit, name in EVENT_BITS.items() if seen & bit]
+        if not reasons:
+            out += skipped(["thermal_events"], "clock event reasons not reported", entity)
+        else:
+            out.append(make("thermal_events", entity, Verdict.FAIL if events else Verdict.PASS,
+                            measured=events or "none", threshold="none", severity=HW,
+                            samples=len(reasons)))
+        power = tel.samples(entity, "power_w", LOAD_PHASES)
+        if not power or not static.power_limit_w:
+            out += skipped(["power_under_load"], "no power samples under GEMM or no limit",
+                           entity)
+        else:
+            out.append(against("power_under_load", entity,
+                               round(max(power) / static.power_limit_w, 4),
+                               th.get("power_fraction_min"), peak_w=max(power),
+                               limit_w=static.power_limit_w, samples=len(power)))
+        clocks = tel.samples(entity, "sm_clock_mhz", LOAD_PHASES)
+        out.append(against("clock_floor", entity,
+                           formulas.median(clocks) if clocks else None,
+                           th.get("clock_floor_mhz_min"),
+                           minimum_mhz=min(clocks) if clocks else None, samples=len(clocks)))
+    return out

@@ -1,0 +1,295 @@
+"""A gang of worker processes, one per GPU, every phase bounded by a deadline.
+
+Why a home-made gang and not ``torch.multiprocessing.spawn``: ``spawn`` joins forever when a
+rank hangs, and re-imports torch in every child (seconds each on a small CPU). Here the workers
+fork from a forkserver that has imported torch once, join one ``torch.distributed`` group
+(gloo or NCCL, with the profile's collective timeout) and take phases from a queue. The
+coordinator waits with a deadline: a rank that dies or stops reporting ends the phase with its
+rank and last step as evidence, and the gang is killed (SIGKILL, then reaped), so nothing is
+left behind; the next phase starts a fresh gang. Each worker also exits on its own when the
+coordinator process disappears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from nodegate.load.devices import Backend
+
+#: Seconds the survivors get to report once one rank has died or errored.
+GRACE_S = 3.0
+#: Progress slots per rank in the shared array: step, last-beat time.
+SLOTS = 2
+
+
+@dataclass
+class WorkerContext:
+    """What a phase function gets inside a worker."""
+
+    rank: int
+    world: int
+    backend: Backend
+    progress: Any  # multiprocessing Array of doubles, SLOTS per rank
+
+    @property
+    def device(self) -> Any:
+        from nodegate.load.devices import torch_device
+
+        return torch_device(self.backend, self.rank)
+
+    def step(self, step: int) -> None:
+        """Record progress: the coordinator names this step if the rank dies or hangs."""
+        self.progress[self.rank * SLOTS] = float(step)
+        self.progress[self.rank * SLOTS + 1] = time.time()
+
+    def sync(self) -> None:
+        from nodegate.load.devices import sync
+
+        sync(self.backend, self.rank if self.backend.cuda else None)
+
+
+@dataclass
+class RankFailure:
+    rank: int
+    kind: str  # died | hung | error | no-start
+    last_step: int | None
+    message: str
+    exitcode: int | None = None
+
+    def evidence(self) -> dict[str, Any]:
+        return {"rank": self.rank, "kind": self.kind, "last_step": self.last_step,
+                "message": self.message[-2000:], "exitcode": self.exitcode}
+
+
+@dataclass
+class PhaseOutcome:
+    name: str
+    values: dict[int, Any] = field(default_factory=dict)
+    failures: list[RankFailure] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the coordinator is gone: no orphaned rank keeps a GPU busy."""
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(parent, 0)
+        except OSError:
+            os._exit(3)
+
+
+def _worker_main(  # noqa: PLR0917 - multiprocessing passes args positionally
+        rank: int, world: int, backend: Backend, init_method: str, timeout_s: float,
+                 tasks: Any, results: Any, progress: Any, parent: int,
+                 env: dict[str, str]) -> None:
+    os.environ.update(env)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    import torch
+    import torch.distributed as dist
+
+    if backend.cuda:
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(1)  # workers share the CPU cores: one thread each
+    ctx = WorkerContext(rank, world, backend, progress)
+    try:
+        kwargs: dict[str, Any] = {}
+        if backend.cuda:
+            kwargs["device_id"] = torch.device("cuda", rank)
+        dist.init_process_group(backend.dist, init_method=init_method, rank=rank,
+                                world_size=world, timeout=timedelta(seconds=timeout_s), **kwargs)
+    except Exception:
+        results.put((-1, rank, "error", traceback.format_exc()))
+        return
+    results.put((-1, rank, "ok", None))
+    try:
+        while True:
+            task = tasks.get()
+            if task is None:
+                break
+            seq, func, kwargs = task
+            ctx.step(0)
+            try:
+                value = func(ctx, **kwargs)
+            except Exception:
+                results.put((seq, rank, "error", traceback.format_exc()))
+                continue
+            results.put((seq, rank, "ok", value))
+    finally:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _context() -> Any:
+    """A forkserver that preloads torch, so each worker starts in milliseconds, not seconds."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "nodegate.load.tasks"])
+    return ctx
+
+
+class Gang:
+    """``world`` workers in one process group; ``run`` a phase on all of them with a deadline."""
+
+    def __init__(self, world: int, backend: Backend, *, collective_timeout_s: float,
+                 start_timeout_s: float = 120.0, env: dict[str, str] | None = None) -> None:
+        self.world = world
+        self.backend = backend
+        self.collective_timeout_s = collective_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.env = dict(env or {})
+        self.healthy = False
+        self._seq = 0
+        self._procs: list[Any] = []
+        self._tasks: list[Any] = []
+        self._results: Any = None
+        self._progress: Any = None
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    def start(self) -> PhaseOutcome:
+        """Start the workers and wait until every rank has joined the process group."""
+        ctx = _context()
+        self._results = ctx.Queue()
+        self._progress = ctx.Array("d", self.world * SLOTS, lock=False)
+        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        for rank in range(self.world):
+            tasks = ctx.Queue()
+            proc = ctx.Process(
+                target=_worker_main, name=f"nodegate-load-rank{rank}",
+                args=(rank, self.world, self.backend, init_method, self.collective_timeout_s,
+                      tasks, self._results, self._progress, os.getpid(), self.env))
+            proc.start()
+            self._procs.append(proc)
+            self._tasks.append(tasks)
+        outcome = self._collect("start", -1, self.start_timeout_s)
+        self.healthy = outcome.ok
+        if not outcome.ok:
+            self.close()
+        return outcome
+
+    def run(self, name: str, func: Callable[..., Any], timeout_s: float, *,
+            kwargs: dict[str, Any] | None = None,
+            per_rank: Callable[[int], dict[str, Any]] | None = None,
+            on_progress: Callable[[list[int]], None] | None = None) -> PhaseOutcome:
+        """Run ``func(ctx, **kwargs)`` on every rank; bounded by ``timeout_s`` in total."""
+        if not self.healthy:
+            raise RuntimeError("gang is not running")
+        self._seq += 1
+        for rank, tasks in enumerate(self._tasks):
+            args = dict(kwargs or {})
+            if per_rank is not None:
+                args.update(per_rank(rank))
+            tasks.put((self._seq, func, args))
+        outcome = self._collect(name, self._seq, timeout_s, on_progress)
+        if not outcome.ok:
+            self.close()  # a rank that died or hung poisons the process group: start afresh
+        return outcome
+
+    def _last_step(self, rank: int) -> int | None:
+        step = self._progress[rank * SLOTS] if self._progress is not None else 0.0
+        return int(step)
+
+    def _collect(self, name: str, seq: int, timeout_s: float,
+                 on_progress: Callable[[list[int]], None] | None = None) -> PhaseOutcome:
+        outcome = PhaseOutcome(name)
+        start = time.monotonic()
+        deadline = start + timeout_s
+        pending = set(range(self.world))
+        grace_until: float | None = None
+        last_beat = 0.0
+        while pending:
+            now = time.monotonic()
+            if now >= deadline or (grace_until is not None and now >= grace_until):
+                break
+            try:
+                got_seq, rank, status, value = self._results.get(timeout=0.2)
+            except queue.Empty:
+                got_seq = None
+            if got_seq is not None and got_seq == seq and rank in pending:
+                pending.discard(rank)
+                if status == "ok":
+                    outcome.values[rank] = value
+                else:
+                    outcome.failures.append(RankFailure(rank, "error", self._last_step(rank),
+                                                        str(value)))
+                    grace_until = grace_until or time.monotonic() + GRACE_S
+            for rank in sorted(pending):
+                proc = self._procs[rank]
+                if proc.exitcode is not None:
+                    pending.discard(rank)
+                    outcome.failures.append(RankFailure(
+                        rank, "died", self._last_step(rank),
+                        f"rank {rank} exited with code {proc.exitcode} during {name}",
+                        exitcode=proc.exitcode))
+                    grace_until = grace_until or time.monotonic() + GRACE_S
+            if on_progress is not None and now - last_beat >= 2.0:
+                last_beat = now
+                on_progress([self._last_step(r) or 0 for r in range(self.world)])
+        for rank in sorted(pending):
+            why = (f"deadline of {timeout_s:.0f} s passed" if time.monotonic() >= deadline
+                   else "stopped responding after another rank failed")
+            kind = "no-start" if seq == -1 else "hung"
+            outcome.failures.append(RankFailure(
+                rank, kind, self._last_step(rank), f"rank {rank} {why} during {name}"))
+        outcome.failures = _blame(outcome.failures)
+        outcome.duration_s = time.monotonic() - start
+        return outcome
+
+    def close(self) -> None:
+        """Stop every worker: a polite stop when healthy, SIGKILL otherwise; always reaped."""
+        if self.healthy:
+            for tasks in self._tasks:
+                with contextlib.suppress(Exception):
+                    tasks.put(None)
+            for proc in self._procs:
+                proc.join(timeout=10)
+        self.healthy = False
+        for proc in self._procs:
+            if proc.exitcode is None:
+                with contextlib.suppress(Exception):
+                    proc.kill()
+        for proc in self._procs:
+            proc.join(timeout=10)
+        for q in [*self._tasks, self._results]:
+            if q is not None:
+                with contextlib.suppress(Exception):
+                    q.close()
+                    q.cancel_join_thread()
+        self._procs, self._tasks = [], []
+
+    def __enter__(self) -> Gang:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _blame(failures: list[RankFailure]) -> list[RankFailure]:
+    """Put the cause first: a rank that died or hung, before the ranks whose collectives then
+    timed out (their errors are consequences, kept as evidence)."""
+    order = {"died": 0, "hung": 1, "no-start": 2, "error": 3}
+    return sorted(failures, key=lambda f: (order.get(f.kind, 9), f.rank))

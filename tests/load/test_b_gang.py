@@ -1,0 +1,110 @@
+"""Session B's load stack on CPU/gloo with real worker processes: figures, seams, no hangs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+
+from nodegate.load import devices, levels, seams, tasks
+from nodegate.load.workers import Gang
+from nodegate.results import Verdict
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+TINY_MODEL = {"vocab": 64, "d_model": 32, "layers": 1, "heads": 2, "seq_len": 16, "batch": 4,
+              "lr": 3e-3}
+
+
+def profile(count: int, **load: object) -> dict:
+    base = {"dtypes": ["bf16"], "gemm_size": 96, "gemm_seconds": 0.3, "hbm_bytes": 1 << 20,
+            "copy_bytes": 1 << 19, "p2p_bytes": 1 << 18, "allreduce_max_bytes": 1 << 18,
+            "allreduce_steps": 2, "burnin_steps": 12, "burnin_seconds": 30, "soak_seconds": 0.3,
+            "soak_min_seconds": 0.3, "min_phase_seconds": 0.3, "sample_hz": 2,
+            "collective_timeout_s": 8, "copy_iters": 2, "burnin_model": TINY_MODEL}
+    base.update(load)
+    return {"gpu": {"count": count}, "load": base, "thresholds": {
+        "gemm_bf16_tflops_min": {"min": 1e-7, "unit": "TFLOPS", "source": "policy: test"},
+        "straggler_margin_pct_max": {"max": 25, "unit": "%", "source": "policy: test"},
+        "outlier_margin_pct_max": {"max": 1000, "unit": "%", "source": "policy: test"},
+    }}
+
+
+def by(results: list, check: str) -> dict:
+    return {r.entity: r for r in results if r.check == check}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_standard_level_measures_everything_with_units() -> None:
+    out = levels.run(profile(3), "standard")
+    assert out.backend == "cpu/gloo"
+    units = {r.check: r.unit for r in out.results if r.verdict == Verdict.PASS}
+    assert units["gemm_tflops"] == "TFLOPS"
+    assert by(out.results, "gemm_consistency")["gpu2"].verdict == Verdict.PASS
+    for check in ("hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "p2p_unidir"):
+        skipped = next(iter(by(out.results, check).values()))
+        assert skipped.verdict == Verdict.SKIP  # no threshold in this profile
+    assert by(out.results, "allreduce_completed")["node"].verdict == Verdict.PASS
+    matrix = out.matrices["p2p_unidir_gbps"]
+    assert matrix["entities"] == ["gpu0", "gpu1", "gpu2"] and matrix["values"][0][1] > 0
+    assert {p["name"] for p in out.phases} == {"gemm", "memory", "p2p", "allreduce"}
+    # no NVML library on this machine: telemetry checks skip, naming why
+    assert by(out.results, "thermal_peak")["gpu0"].verdict == Verdict.SKIP
+
+
+def test_corrupted_gemm_output_names_that_gpu() -> None:
+    out = levels.run(profile(3), "standard", env={seams.CORRUPT_GPU: "1"})
+    consistency = by(out.results, "gemm_consistency")
+    assert consistency["gpu1"].verdict == Verdict.FAIL
+    assert "silent data corruption" in consistency["gpu1"].evidence["reason"]
+    assert consistency["gpu0"].verdict == consistency["gpu2"].verdict == Verdict.PASS
+
+
+def test_slow_rank_is_a_straggler_and_a_dead_rank_fails_then_battery_goes_on() -> None:
+    out = levels.run(profile(3), "acceptance", env={seams.SLOW_RANK: "2:0.05"})
+    straggler = by(out.results, "burnin_straggler")
+    assert straggler["gpu2"].verdict == Verdict.FAIL
+    assert straggler["gpu0"].verdict == straggler["gpu1"].verdict == Verdict.PASS
+    assert by(out.results, "burnin_loss")["node"].verdict == Verdict.PASS
+    assert {r.verdict for r in by(out.results, "burnin_param_consistency").values()} == {
+        Verdict.PASS}
+
+    started = time.monotonic()
+    out = levels.run(profile(2), "acceptance", env={seams.KILL_RANK: "1:3"})
+    completed = by(out.results, "burnin_completed")
+    assert completed["gpu1"].verdict == Verdict.FAIL
+    assert completed["gpu1"].evidence["kind"] == "died"
+    assert completed["gpu1"].evidence["last_step"] == 3
+    assert by(out.results, "burnin_loss")["node"].verdict == Verdict.SKIP
+    assert by(out.results, "soak_completed")["node"].verdict == Verdict.PASS  # a fresh gang
+    assert time.monotonic() - started < 60
+
+
+def test_hung_rank_ends_within_timeout_and_leaves_no_process() -> None:
+    backend = devices.choose("cpu")
+    gang = Gang(2, backend, collective_timeout_s=5, env={seams.HANG_RANK: "0:2"})
+    assert gang.start().ok
+    pids = gang.pids
+    started = time.monotonic()
+    outcome = gang.run("burnin", tasks.burnin, 60, kwargs={
+        "steps": 50, "min_steps": 1, "seconds": 60, "model": TINY_MODEL})
+    # the survivor errors out of its all-reduce (gloo timeout; DDP may retry), well before the
+    # 60 s phase deadline
+    assert time.monotonic() - started < 45
+    first = outcome.failures[0]
+    assert (first.rank, first.kind, first.last_step) == (0, "hung", 2)
+    assert not gang.healthy
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)]
