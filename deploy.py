@@ -23,6 +23,7 @@ from pyinfra.context import host
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
+from roles.defaults import DEFAULTS
 from roles.fabricmanager import fabricmanager
 from roles.nccl import nccl
 from roles.nvidia_driver import nvidia_driver
@@ -37,14 +38,21 @@ ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monito
 
 
 def bring_up() -> None:
-    """The roles in order, then the gate; a host refused by a role gets nothing after it."""
+    """The roles in order, then the gate; a host refused by a role gets nothing after it.
+
+    Hosts without a hardware profile (the Slurm controller, a mirror) are not GPU nodes and
+    get nothing."""
+    if not host.data.get("nodegate_profile_data"):
+        host.noop("not a GPU node (no hardware profile): no roles")
+        return
     for role in ROLES:
         if host.data.get("nodegate_refused"):
             return
         role()
-    if host.data.get("nodegate_refused") or not host.data.get("gate_enabled"):
+    if host.data.get("nodegate_refused") or not host.data.get("gate_enabled",
+                                                              DEFAULTS["gate_enabled"]):
         return
-    if not host.data.get("gate_join"):
+    if not host.data.get("gate_join", DEFAULTS["gate_join"]):
         validate_gate()
         return
     # a failing battery must still reach the join gate, which drains the node in Slurm and

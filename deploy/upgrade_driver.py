@@ -26,6 +26,10 @@ from roles.nvidia_driver import nvidia_driver  # noqa: E402
 
 
 def upgrade() -> None:
+    """Driver, then fabric manager, then the gate, on GPU nodes only."""
+    if not host.data.get("nodegate_profile_data"):
+        host.noop("not a GPU node (no hardware profile): no driver")
+        return
     nvidia_driver()
     if not host.data.get("nodegate_refused"):
         fabricmanager()

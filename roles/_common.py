@@ -72,6 +72,19 @@ def target_os() -> TargetOS:
         kernel_headers="kernel-devel-{kernel}", python_venv_package=None)
 
 
+def container() -> str | None:
+    """The container this node runs in (``systemd-nspawn``...), None on metal or a VM.
+
+    Roles skip what belongs to the host's kernel there (modules, initramfs, boot loader,
+    sysctls, PCIe config space), each with a message saying so; decided from the node's
+    facts, never from the site's name.
+    """
+    from nodegate.facts.virt import Container
+
+    value = host.get_fact(Container)
+    return str(value) if value else None
+
+
 def profile() -> dict[str, Any]:
     """This host's resolved profile (inventory.py resolved it), or {} for non-GPU hosts."""
     data = host.data.get("nodegate_profile_data")

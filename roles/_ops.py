@@ -279,23 +279,31 @@ def filesystem(device: str, fstype: str, stripe_unit_kib: int, stripe_width: int
             logger.warning(f"{host.name}: {device} holds {found['TYPE']}, not {fstype}; kept")
         host.noop(f"{device} already holds {found['TYPE']}")
         return
-    if fstype == "xfs":
+    mkfs = f"mkfs.{fstype}" if fstype.isalnum() else "false"
+    if not stripe_unit_kib:  # one disk: no stripe geometry
+        yield cmd(mkfs, "-q", "-L", q(label), q(device))
+    elif fstype == "xfs":
         yield cmd("mkfs.xfs", "-q", "-L", q(label), "-d",
                   q(f"su={stripe_unit_kib}k,sw={stripe_width}"), q(device))
     else:
         stride = max(1, stripe_unit_kib // 4)
-        yield cmd(f"mkfs.{fstype}" if fstype.isalnum() else "false", "-q", "-L", q(label),
+        yield cmd(mkfs, "-q", "-L", q(label),
                   "-E", q(f"stride={stride},stripe_width={stride * stripe_width}"), q(device))
 
 
 @operation()
-def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str]) -> \
-        Generator[Any, None, None]:
-    """A systemd mount unit naming the filesystem by UUID (device names move, UUIDs do not)."""
+def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str],
+               by_udev_link: bool = True) -> Generator[Any, None, None]:
+    """A systemd mount unit naming the filesystem by UUID (device names move, UUIDs do not).
+
+    ``What=/dev/disk/by-uuid/...`` (systemd waits for the device); without udev (a container)
+    ``What=UUID=...``, which mount(8) resolves itself.
+    """
     found = host.get_fact(Blkid, device=device) or {}
     uuid = found.get("UUID", "UUID-OF-THE-NEW-FILESYSTEM")
     unit = mount_unit_name(mountpoint)
-    text = render("nvme/mount.unit.j2", uuid=uuid, mountpoint=mountpoint, fstype=fstype,
+    what = f"/dev/disk/by-uuid/{uuid}" if by_udev_link else f"UUID={uuid}"
+    text = render("nvme/mount.unit.j2", what=what, mountpoint=mountpoint, fstype=fstype,
                   options=",".join(options))
     changes = list(files.put._inner(src=StringIO(text), dest=f"/etc/systemd/system/{unit}",
                                     mode="644"))
@@ -336,8 +344,10 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     message = (f"validation gate: nodegate {subcommand} exited {result['exit']} "
                f"(1 = a check failed, 2 = bad input, 3 = could not run); report in {out}")
 
-    def _fail(state: Any, fail_host: Any) -> bool:
-        logger.error(f"{fail_host.name}: {message}")
+    who = host.name
+
+    def _fail() -> bool:  # pyinfra 3 calls a FunctionCommand with its own args only
+        logger.error(f"{who}: {message}")
         return False
 
     yield FunctionCommand(_fail, (), {})
@@ -372,8 +382,8 @@ def join_gate(nodegate_bin: str, level: str, node: str,
         # the node did not pass its gate: drained (now or before), and the host fails
         message = summary
         if decision.get("changed"):
-            def _drained(state: Any, log_host: Any) -> bool:
-                logger.warning(f"{log_host.name}: {summary}")
+            def _drained() -> bool:
+                logger.warning(f"{host.name}: {summary}")
                 return True
 
             yield FunctionCommand(_drained, (), {})
@@ -381,15 +391,17 @@ def join_gate(nodegate_bin: str, level: str, node: str,
         host.noop(summary)
         return
     else:
-        def _log(state: Any, log_host: Any) -> bool:
-            logger.info(f"{log_host.name}: {summary}")
+        def _log() -> bool:
+            logger.info(f"{host.name}: {summary}")
             return True
 
         yield FunctionCommand(_log, (), {})
         return
 
-    def _fail(state: Any, fail_host: Any) -> bool:
-        logger.error(f"{fail_host.name}: {message}")
+    who = host.name
+
+    def _fail() -> bool:  # pyinfra 3 calls a FunctionCommand with its own args only
+        logger.error(f"{who}: {message}")
         return False
 
     yield FunctionCommand(_fail, (), {})

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Generator
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyinfra.api.command import QuoteString
 from pyinfra.api.deploy import deploy
@@ -34,7 +35,7 @@ _REQ = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?(==(?P<vers
 def venv_package(venv: str, python: str, requirement: str, find_links: str | None,
                  index_url: str | None) -> Generator[Any, None, None]:
     """Create the venv once; pip-install ``requirement`` when missing or at another version."""
-    if not host.get_fact(File, path=f"{venv}/bin/python"):
+    if not host.get_fact(File, path=f"{venv}/pyvenv.cfg"):  # bin/python is a symlink
         yield cmd(q(python), "-m", "venv", q(venv))
     match = _REQ.match(requirement)
     installed = host.get_fact(PipPackages, pip=f"{venv}/bin/pip") or {}
@@ -50,7 +51,25 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
         source += ["--no-index", "--find-links", q(find_links)]
     elif index_url:
         source += ["--index-url", q(index_url)]
+    url = urlsplit(find_links or index_url or "")
+    if url.scheme == "http" and url.netloc:  # the operator named a plain-http wheelhouse
+        source += ["--trusted-host", q(url.netloc)]
     yield cmd(q(f"{venv}/bin/pip"), "install", "--quiet", "--upgrade", *source, q(requirement))
+
+
+def agent_requirement() -> str:
+    """``agent_package`` with ``agent_extras``; None extras: ``power`` where the power poller
+    runs (the host has PDUs or a BMC and ``pdu_monitor_enabled`` is not false)."""
+    requirement = str(knob("agent_package"))
+    extras = knob("agent_extras")
+    if extras is None:
+        poller = host.data.get("pdu_monitor_enabled")
+        has_devices = bool(host.data.get("nodegate_pdus") or host.data.get("nodegate_bmc"))
+        extras = ["power"] if poller is not False and (poller or has_devices) else []
+    if extras and "[" not in requirement and _REQ.match(requirement):
+        name, sep, pin = requirement.partition("==")
+        requirement = f"{name}[{','.join(sorted(str(e) for e in extras))}]{sep}{pin}"
+    return requirement
 
 
 def health_command() -> str:
@@ -79,8 +98,9 @@ def agent() -> None:
     venv = str(knob("agent_venv"))
     packages = ["python3"] + ([os_.python_venv_package] if os_.python_venv_package else [])
     _ops.os_packages(name="agent: python3 and venv", packages=packages)
-    venv_package(name=f"agent: {knob('agent_package')} in {venv}", venv=venv,
-                 python=str(knob("agent_python")), requirement=str(knob("agent_package")),
+    requirement = agent_requirement()
+    venv_package(name=f"agent: {requirement} in {venv}", venv=venv,
+                 python=str(knob("agent_python")), requirement=requirement,
                  find_links=knob("agent_wheelhouse_url"), index_url=knob("agent_index_url"))
     files.directory(name="agent: /etc/nodegate", path="/etc/nodegate", mode="755")
     _ops.put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),

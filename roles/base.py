@@ -15,7 +15,16 @@ from pyinfra.operations import files, server, systemd
 
 from nodegate.facts.pcie import AcsState
 from roles import _ops
-from roles._common import cmd, is_deploy_file, knob, profile, q, target_os, template
+from roles._common import (
+    cmd,
+    container,
+    is_deploy_file,
+    knob,
+    profile,
+    q,
+    target_os,
+    template,
+)
 from roles.defaults import role_defaults
 
 MARK_REBOOT = cmd("mkdir", "-p", "/run/nodegate", "&&", "touch", q(_ops.REBOOT_MARKER))
@@ -30,8 +39,13 @@ def base() -> None:
     if not os_.is_debian:
         packages.append("python3-dnf-plugin-versionlock")
     _ops.os_packages(name="base: packages", packages=packages)
+    virt = container()
+    if virt:
+        host.noop(f"running in a {virt} container: nouveau blacklist, initramfs, kernel "
+                  "arguments, PCIe ACS and kernel.numa_balancing belong to the host's kernel; "
+                  "skipped")
 
-    if knob("base_blacklist_nouveau"):
+    if knob("base_blacklist_nouveau") and not virt:
         blacklist = files.put(name="base: blacklist nouveau",
                               src=template("base", "blacklist-nouveau.conf"),
                               dest="/etc/modprobe.d/nodegate-blacklist-nouveau.conf", mode="644")
@@ -44,19 +58,20 @@ def base() -> None:
     if kernel_args is None:
         iommu = (prof.get("host") or {}).get("iommu")
         kernel_args = [f"iommu={iommu}"] if iommu in ("pt", "on", "off") else []
-    if kernel_args:
+    if kernel_args and not virt:
         _kernel_args(os_.is_debian, [str(a) for a in kernel_args])
 
     disable_acs = knob("base_disable_acs", "host.acs_disabled")
-    if disable_acs:
+    if disable_acs and not virt:
         _acs(list(knob("base_acs_bridge_vendors") or []))
 
     _ops.put_text(name="base: NUMA balancing",
                   dest="/etc/sysctl.d/90-nodegate.conf",
                   text=_ops.render("base/sysctl-nodegate.conf.j2",
                                    numa_balancing=bool(knob("base_numa_balancing"))))
-    server.sysctl(name="base: NUMA balancing now", key="kernel.numa_balancing",
-                  value=1 if knob("base_numa_balancing") else 0)
+    if not virt:
+        server.sysctl(name="base: NUMA balancing now", key="kernel.numa_balancing",
+                      value=1 if knob("base_numa_balancing") else 0)
 
     if knob("base_memlock_unlimited"):
         files.put(name="base: memlock unlimited (PAM)",

@@ -71,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "agent_venv": "/opt/nodegate/venv",
     "agent_python": "python3",
     "agent_package": "nodegate",          # a requirement: nodegate, nodegate==0.1.0, a wheel path
+    "agent_extras": None,                 # None: ["power"] where the power poller runs
     "agent_wheelhouse_url": None,         # pip --find-links (air-gapped)
     "agent_index_url": None,              # pip --index-url
     "agent_profile_path": "/etc/nodegate/profile.json",

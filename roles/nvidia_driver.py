@@ -19,7 +19,16 @@ from pyinfra.operations import systemd
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import LoadedModuleVersions
 from roles import _ops
-from roles._common import TargetOS, cmd, is_deploy_file, knob, q, refuse, target_os
+from roles._common import (
+    TargetOS,
+    cmd,
+    container,
+    is_deploy_file,
+    knob,
+    q,
+    refuse,
+    target_os,
+)
 from roles.defaults import role_defaults
 
 SOURCES = ("cuda-repo", "distro", "mirror")
@@ -61,13 +70,20 @@ def desired() -> tuple[str, str, str]:
     return str(branch), str(version), str(modules)
 
 
+def slurm_drained(state: str) -> bool:
+    """Drained, not draining: ``IDLE+DRAIN``/``DOWN+DRAIN`` (scontrol) or ``DRAINED`` (sinfo);
+    ``MIXED+DRAIN``/``ALLOCATED+DRAIN`` still run jobs."""
+    base, *flags = state.upper().split("+")
+    return base == "DRAINED" or "DRAINED" in flags or (
+        "DRAIN" in flags and base in ("IDLE", "DOWN"))
+
+
 def gpu_busy_reason(python: str) -> str | None:
     """Why changing the driver now is unsafe (GPU processes, or no way to tell), or None."""
     if knob("nvidia_driver_drained"):
         return None
     slurm_name = (host.data.get("nodegate_slurm") or {}).get("node_name") or host.name
-    state = host.get_fact(SlurmNodeState, node=slurm_name) or ""
-    if "DRAINED" in state.upper():
+    if slurm_drained(host.get_fact(SlurmNodeState, node=slurm_name) or ""):
         return None
     processes = host.get_fact(GpuProcesses, python=python)
     if processes is None:
@@ -109,10 +125,16 @@ def nvidia_driver() -> None:
                       text=_ops.render("apt/preferences.j2", role="nvidia_driver",
                                        label="the NVIDIA driver", version=version,
                                        packages=patterns, pin_version=f"{version}-*"))
-    kernel = host.get_fact(KernelVersion)
-    headers = ([os_.kernel_headers.format(kernel=kernel)]
-               if kernel and knob("nvidia_driver_kernel_headers") else [])
-    _ops.os_packages(name="nvidia_driver: kernel headers for DKMS", packages=["dkms", *headers])
+    virt = container()
+    if virt:
+        host.noop(f"running in a {virt} container: no kernel module build (dkms, headers); "
+                  "the kernel is the host's")
+    else:
+        kernel = host.get_fact(KernelVersion)
+        headers = ([os_.kernel_headers.format(kernel=kernel)]
+                   if kernel and knob("nvidia_driver_kernel_headers") else [])
+        _ops.os_packages(name="nvidia_driver: kernel headers for DKMS",
+                         packages=["dkms", *headers])
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
                          packages=packages, version=version, label="NVIDIA driver")
     if knob("nvidia_driver_persistenced", "driver.persistenced"):

@@ -1,43 +1,217 @@
 """End-to-end on the embedded lab over real SSH (issue 7 "Must show").
 
-Not written yet: src/nodegate/lab (``nodegate lab up``) only appeared at the end of the roles
-work and its interface (node addresses, mirror URL, fake NVIDIA package names) was not yet
-settled. Each test names what it must check; each skips explicitly until it is wired.
+The session fixture brings the lab up when it is down (``nodegate lab up --nodes 2 --fault
+node2:foreign-process@gpu0``), holds /tmp/nodegate-lab-in-use while it runs, deploys once,
+and every test reads the real nodes (testinfra over the lab's SSH key and known_hosts).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-LAB = importlib.util.find_spec("nodegate.lab") is not None
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+MARKER = Path("/tmp/nodegate-lab-in-use")
+NODES = ("node1", "node2")
+BUSY = "node2"  # foreign-process@gpu0: a simulated GPU process
 pytestmark = [
     pytest.mark.lab, pytest.mark.slow,
-    pytest.mark.skipif(not LAB, reason="src/nodegate/lab is not importable"),
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("systemd-nspawn") is None,
+                       reason="the lab needs root and systemd-nspawn"),
 ]
 
 
-def test_full_deploy_then_second_run_zero_changes() -> None:
-    pytest.skip("lab: deploy, then rerun and assert pyinfra reports no changes")
+def _nodegate(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(VENV_BIN / "nodegate"), *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout, check=False)
 
 
-def test_testinfra_checks_of_the_result() -> None:
-    pytest.skip("lab: packages pinned and held, services active, /etc/nccl.conf, array "
-                "active, mount options, cron entry")
+def pyinfra(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """``pyinfra -y inventory.py ARGS`` with the lab's credentials in the environment."""
+    env = dict(os.environ, NODEGATE_SITE="lab")
+    env_file = Path("/var/lib/nodegate-lab/lab.env")
+    if env_file.is_file():
+        for line in env_file.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                env[key.strip()] = value.strip().strip("'\"")
+    yes = [] if "--dry" in args else ["-y"]  # -y skips the plan a dry run exists to show
+    return subprocess.run([str(VENV_BIN / "pyinfra"), *yes, "inventory.py", *args], cwd=ROOT,
+                          env=env, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=timeout, check=False)
 
 
-def test_sentinel_on_the_array_survives_a_redeploy() -> None:
-    pytest.skip("lab: write /raid/sentinel, redeploy, assert it is intact")
+def totals(out: str) -> tuple[int, int, int]:
+    """(success, error, no change) of pyinfra's ``Grand total`` row ("-" is 0)."""
+    match = re.search(r"Grand total\s+\d+\s+(\S+)\s+(\S+)\s+(\S+)", out)
+    assert match, out[-3000:]
+    s, e, n = (0 if v == "-" else int(v) for v in match.groups())
+    return s, e, n
 
 
-def test_driver_upgrade_refused_with_a_gpu_process() -> None:
-    pytest.skip("lab: simulated GPU process, deploy/upgrade_driver.py must fail that node")
+def shell(node: str, command: str) -> str:
+    result = _nodegate("lab", "shell", node, "--", command, timeout=60)
+    assert result.returncode == 0, (node, command, result.stdout, result.stderr)
+    return result.stdout
 
 
-def test_dry_run_changes_nothing() -> None:
-    pytest.skip("lab: --dry reports a plan, node state unchanged")
+def _lab_ready() -> bool:
+    status = _nodegate("lab", "status", timeout=60).stdout
+    site = ROOT / "inventory" / "lab.yaml"
+    return site.is_file() and all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M)
+                                  for n in NODES) and "foreign-process@gpu0" in status
 
 
-def test_node_stopped_mid_deploy_fails_alone() -> None:
-    pytest.skip("lab: stop one node mid-run; the others finish")
+@pytest.fixture(scope="session")
+def lab() -> Iterator[None]:
+    ours = not MARKER.exists()
+    MARKER.touch()
+    try:
+        if not _lab_ready():
+            up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
+            assert up.returncode == 0, up.stdout + up.stderr
+        yield
+    finally:
+        if ours:
+            MARKER.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def deployed(lab: None) -> subprocess.CompletedProcess[str]:
+    first = pyinfra("deploy.py")
+    assert first.returncode == 0, first.stdout[-4000:]
+    return first
+
+
+@pytest.fixture(scope="session")
+def ssh_config(tmp_path_factory: pytest.TempPathFactory, lab: None) -> Path:
+    import yaml
+
+    site = yaml.safe_load((ROOT / "inventory" / "lab.yaml").read_text())
+    d = site["defaults"]
+    lines = []
+    for name, entry in site["hosts"].items():
+        lines += [f"Host {name}", f"  HostName {entry['address']}", f"  User {d['ssh_user']}",
+                  f"  IdentityFile {d['ssh_key']}", f"  UserKnownHostsFile {d['ssh_known_hosts_file']}",
+                  "  StrictHostKeyChecking yes", "  BatchMode yes"]
+    path = tmp_path_factory.mktemp("ssh") / "config"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def node(ssh_config: Path, name: str) -> Any:
+    import testinfra
+
+    return testinfra.get_host(f"ssh://{name}", ssh_config=str(ssh_config))
+
+
+def test_full_deploy_then_second_run_zero_changes(deployed: Any) -> None:
+    again = pyinfra("deploy.py")
+    assert again.returncode == 0, again.stdout[-4000:]
+    success, error, unchanged = totals(again.stdout)
+    changed = [line for line in again.stdout.split("--> Results:")[-1].splitlines()
+               if re.search(r"\s(\d+)\s+\S+\s+\S+\s*$", line)
+               and not re.search(r"\d+\s+-\s+\S+\s+\S+\s*$", line)]
+    assert (success, error) == (0, 0), "\n".join(changed)
+    assert unchanged > 0
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_testinfra_checks_of_the_result(deployed: Any, ssh_config: Path, name: str) -> None:
+    h = node(ssh_config, name)
+    held = set(h.check_output("apt-mark showhold").split())
+    for pkg in ("nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-persistenced",
+                "nvidia-fabricmanager-570", "libnvidia-nscq-570"):
+        assert h.package(pkg).version.startswith("570.133.20-"), pkg
+        assert pkg in held, pkg
+    for pkg in ("libnccl2", "libnccl-dev"):
+        assert h.package(pkg).version == "2.26.2-1+cuda12.8"
+        assert pkg in held
+    assert h.service("nvidia-persistenced").is_running
+    assert h.service("nvidia-persistenced").is_enabled
+    assert h.service("nvidia-fabricmanager").is_running
+    assert h.service("nvidia-fabricmanager").is_enabled
+    conf = h.file("/etc/nccl.conf").content_string
+    assert re.findall(r"^NCCL_\w+=.*$", conf, re.M) == ["NCCL_SOCKET_IFNAME=eth0"]
+    assert not re.search(r"^NCCL_DEBUG", conf, re.M)
+    mount = h.mount_point("/raid")
+    assert mount.exists and mount.filesystem == "xfs"
+    assert "noatime" in mount.options
+    unit = h.file("/etc/systemd/system/raid.mount").content_string
+    assert re.search(r"^What=(UUID=|/dev/disk/by-uuid/)[0-9a-f-]{36}$", unit, re.M)
+    assert "nofail" in unit
+    cron = h.file("/etc/cron.d/nodegate-health").content_string
+    assert re.search(r"^\*/5 .*root .*/opt/nodegate/venv/bin/nodegate health", cron, re.M)
+    profile = json.loads(h.file("/etc/nodegate/profile.json").content_string)
+    assert profile["driver"]["version"] == "570.133.20"
+    health = h.run("/opt/nodegate/venv/bin/nodegate health --profile /etc/nodegate/profile.json "
+                   "--checks gpu,log --no-textfile --quiet --color never")
+    assert health.rc == 0, health.stdout + health.stderr
+
+
+def test_sentinel_on_the_nvme_filesystem_survives_a_redeploy(deployed: Any,
+                                                            ssh_config: Path) -> None:
+    token = uuid.uuid4().hex
+    for name in NODES:
+        shell(name, f"echo {token} > /raid/nodegate-sentinel && sync")
+    again = pyinfra("deploy.py")
+    assert again.returncode == 0
+    for name in NODES:
+        assert node(ssh_config, name).file("/raid/nodegate-sentinel").content_string.strip() \
+            == token
+
+
+def test_driver_upgrade_refused_with_a_gpu_process(deployed: Any, ssh_config: Path) -> None:
+    # the lab drains nodes until they join; a drained node may change its driver, so resume
+    _nodegate("lab", "shell", "slurmctl", "--",
+              f"scontrol update nodename={BUSY} state=resume", timeout=60)
+    run = pyinfra("deploy/upgrade_driver.py", "--limit", BUSY,
+                  "--data", "nvidia_driver_version=580.65.06",
+                  "--data", "nvidia_driver_branch=580")
+    out = run.stdout
+    assert run.returncode != 0
+    assert "refused" in out and "GPU process" in out and "Drain the node first" in out
+    assert node(ssh_config, BUSY).package("nvidia-driver").version.startswith("570.133.20-")
+
+
+def test_dry_run_changes_nothing(deployed: Any, ssh_config: Path) -> None:
+    shell("node1", "rm -f /etc/nccl.conf")
+    dry = pyinfra("deploy.py", "--dry")
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert "nccl: /etc/nccl.conf" in dry.stdout
+    assert not node(ssh_config, "node1").file("/etc/nccl.conf").exists
+    assert pyinfra("deploy.py").returncode == 0
+    assert node(ssh_config, "node1").file("/etc/nccl.conf").exists
+
+
+def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) -> None:
+    for name in NODES:
+        shell(name, "rm -f /etc/nccl.conf /etc/nodegate/profile.json")
+    env_run = subprocess.Popen(
+        [str(VENV_BIN / "pyinfra"), "-y", "inventory.py", "deploy.py"], cwd=ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=dict(os.environ, NODEGATE_SITE="lab"))
+    time.sleep(4)  # connected, preparing or executing
+    _nodegate("lab", "shell", "node2", "--", "systemctl poweroff --no-block", timeout=30)
+    out, _ = env_run.communicate(timeout=600)
+    try:
+        assert env_run.returncode != 0, out[-3000:]
+        h1 = node(ssh_config, "node1")
+        assert h1.file("/etc/nccl.conf").exists and h1.file("/etc/nodegate/profile.json").exists
+        assert re.search(r"\[node2\].*(Error|Disconnected|failed|lost)", out, re.I), out[-3000:]
+    finally:
+        up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert pyinfra("deploy.py").returncode == 0

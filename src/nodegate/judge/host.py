@@ -50,6 +50,11 @@ def _fabricmanager_package(branch: str) -> str:
 
 
 def _nvidia_module(probe: HostProbe, modules: set[str], pin: str) -> CheckResult:
+    container = probe.container()
+    if container is not None and "nvidia" not in modules:
+        return make("nvidia_module", "node", Verdict.SKIP, threshold=pin,
+                    reason=f"in a {container} container the kernel module is the host's; "
+                           "NVML's driver version is checked instead")
     if "nvidia" not in modules:
         return make("nvidia_module", "node", Verdict.FAIL, measured="not loaded", threshold=pin,
                     severity=CRIT)
@@ -131,7 +136,9 @@ def _nvme(probe: HostProbe, profile: Profile) -> list[CheckResult]:
     if array is None and arrays:
         array = arrays[0]
     results = []
-    if array is None:
+    if nvme["devices"] == 1:
+        pass  # one disk: a filesystem straight on it, no md array to judge
+    elif array is None:
         results.append(make("nvme_array", "node", Verdict.FAIL, measured="no md array",
                             threshold=f"raid{nvme['raid_level']} x{nvme['devices']}",
                             severity=CRIT))

@@ -56,6 +56,11 @@ class HostProbe:
         text = self._read(f"/sys/module/{module}/version")
         return text.strip() if text else None
 
+    def container(self) -> str | None:
+        """The container manager when this host is a container (systemd writes the file)."""
+        text = self._read("/run/systemd/container")
+        return text.strip() or None if text is not None else None
+
     def kernel_cmdline(self) -> list[str]:
         return (self._read("/proc/cmdline") or "").split()
 
