@@ -346,7 +346,9 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
 
     who = host.name
 
-    def _fail() -> bool:  # pyinfra 3 calls a FunctionCommand with its own args only
+    # pyinfra uses the return value as the command's status only for a function whose
+    # parameters are literally named state and host; any other signature's result is ignored
+    def _fail(state: Any, host: Any) -> bool:
         logger.error(f"{who}: {message}")
         return False
 
@@ -400,7 +402,9 @@ def join_gate(nodegate_bin: str, level: str, node: str,
 
     who = host.name
 
-    def _fail() -> bool:  # pyinfra 3 calls a FunctionCommand with its own args only
+    # pyinfra uses the return value as the command's status only for a function whose
+    # parameters are literally named state and host; any other signature's result is ignored
+    def _fail(state: Any, host: Any) -> bool:
         logger.error(f"{who}: {message}")
         return False
 

@@ -102,9 +102,16 @@ class CheckResult:
 
 
 def overall_verdict(results: list[CheckResult]) -> Verdict:
-    """The node's verdict: the worst of its results; PASS when there are none to fail."""
+    """The node's verdict: the worst of its judged results.
+
+    A SKIP (nothing to judge: no threshold, not supported) never outranks a PASS; the node is
+    SKIP only when every result was skipped, and PASS when there are none to fail.
+    """
+    judged = [r for r in results if r.verdict != Verdict.SKIP]
+    if results and not judged:
+        return Verdict.SKIP
     worst = Verdict.PASS
-    for result in results:
+    for result in judged:
         if VERDICT_RANK[result.verdict] > VERDICT_RANK[worst]:
             worst = result.verdict
     return worst

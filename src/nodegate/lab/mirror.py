@@ -31,8 +31,26 @@ URL = f"http://{config.HOST_ADDRESS}:{config.MIRROR_PORT}"
 def mirror_key() -> str:
     text = "\n".join([RECIPE_VERSION, *DEBIAN_PACKAGES, *packages.DRIVER_VERSIONS,
                       *packages.NCCL_VERSIONS, *packages.DCGM_VERSIONS,
-                      Path(packages.__file__).read_text()])
+                      Path(packages.__file__).read_text(), _source_digest()])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _source_digest() -> str:
+    """The nodegate tree the wheelhouse is built from: a changed checkout rebuilds it, so a
+    fresh lab node never runs an older nodegate than the operator's."""
+    from nodegate import paths
+
+    root = paths.project_root()
+    if root is None:
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted((root / "src" / "nodegate").rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".c", ".json", ".yaml", ".j2", ".txt"):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for extra in ("pyproject.toml",):
+        if (root / extra).is_file():
+            digest.update((root / extra).read_bytes())
+    return digest.hexdigest()
 
 
 def mirror_dir() -> Path:

@@ -122,7 +122,8 @@ def catalogue(nvml_lib: Path) -> list[Deb]:
         debs.append(Deb("nvidia-kernel-dkms", v, "NVIDIA kernel module (lab: no module)",
                         conflicts=["nvidia-kernel-open-dkms"]))
         debs.append(Deb("nvidia-persistenced", v, "NVIDIA persistence daemon (lab: no-op unit)",
-                        files={"lib/systemd/system/nvidia-persistenced.service":
+                        files={"usr/bin/nvidia-persistenced": b"#!/bin/sh\nexit 0\n",
+                               "lib/systemd/system/nvidia-persistenced.service":
                                b"[Unit]\nDescription=NVIDIA persistence daemon (lab)\n"
                                b"[Service]\nType=oneshot\nRemainAfterExit=yes\n"
                                b"ExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}))

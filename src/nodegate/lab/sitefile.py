@@ -66,10 +66,9 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "agent_wheelhouse_url": f"{mirror.URL}/wheels/",
                             "nccl_socket_ifname": "eth0",
                             "gate_level": "quick",   # no torch on the lab nodes
-                            # host checks nvidia_module (no module in a container) and
-                            # nvme_array (one disk, no md) fail here until judge/host.py knows
-                            "agent_health_args": ["--checks", "gpu,log"],
-                            "gate_join": False,      # until the lab's Slurm takes nodes
+                            # the power group needs the poller's node wiring, not yet here
+                            "agent_health_args": ["--checks", "gpu,log,host"],
+                            "gate_join": True,
                             # until the wheelhouse carries nodegate[power] (pysnmp, redfish)
                             "pdu_monitor_enabled": False}
         # this kernel has no md (CONFIG_BLK_DEV_MD): xfs on one disk, not RAID0
