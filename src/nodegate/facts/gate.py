@@ -13,6 +13,21 @@ from typing_extensions import override
 _EXIT = "NODEGATE_EXIT="
 
 
+def _exit_and_json(output: list[str]) -> tuple[int, dict[str, Any] | None]:
+    """Split a command's stdout into its JSON document and the exit code echoed after it."""
+    code, body = 3, []
+    for line in output:
+        if line.startswith(_EXIT):
+            code = int(line[len(_EXIT):] or 3)
+        else:
+            body.append(line)
+    try:
+        data = json.loads("\n".join(body)) if body else None
+    except ValueError:
+        data = None
+    return code, data if isinstance(data, dict) else None
+
+
 class GateResult(TypedDict):
     exit: int
     report: dict[str, Any] | None
@@ -39,18 +54,8 @@ class GateReport(FactBase[GateResult]):
 
     @override
     def process(self, output: list[str]) -> GateResult:
-        code = 3
-        body: list[str] = []
-        for line in output:
-            if line.startswith(_EXIT):
-                code = int(line[len(_EXIT):] or 3)
-            else:
-                body.append(line)
-        try:
-            report = json.loads("\n".join(body)) if body else None
-        except ValueError:
-            report = None
-        return {"exit": code, "report": report if isinstance(report, dict) else None}
+        code, report = _exit_and_json(output)
+        return {"exit": code, "report": report}
 
 
 class JoinResult(TypedDict):
@@ -80,14 +85,5 @@ class JoinDecision(FactBase[JoinResult]):
 
     @override
     def process(self, output: list[str]) -> JoinResult:
-        code, body = 3, []
-        for line in output:
-            if line.startswith(_EXIT):
-                code = int(line[len(_EXIT):] or 3)
-            else:
-                body.append(line)
-        try:
-            decision = json.loads("\n".join(body)) if body else None
-        except ValueError:
-            decision = None
-        return {"exit": code, "decision": decision if isinstance(decision, dict) else None}
+        code, decision = _exit_and_json(output)
+        return {"exit": code, "decision": decision}
