@@ -22,11 +22,12 @@ if __name__ == "__main__":
             "copy_bytes": 65536, "p2p_bytes": 16384, "allreduce_max_bytes": 16384,
             "allreduce_steps": 1, "copy_iters": 1, "sample_hz": 4, "collective_timeout_s": 20},
             "thresholds": {"thermal_margin_c_min": {"min": 5, "unit": "C", "source": "policy: t"},
-                           "power_fraction_min": {"min": 0.85, "unit": "ratio", "source": "p"}}}
+                           "power_fraction_min": {"min": 0.85, "unit": "ratio", "source": "p"},
+                           "clock_floor_mhz_min": {"min": 1400, "unit": "MHz", "source": "p"}}}
     out = levels.run(prof, "standard", workers=5)
     print("RESULT " + json.dumps({f"{r.check}[{r.entity}]": r.verdict.value for r in out.results
                                   if r.check in ("thermal_peak", "thermal_events",
-                                                 "power_under_load")}))
+                                                 "power_under_load", "clock_floor")}))
 """
 
 
@@ -49,3 +50,10 @@ def test_cooling_failure_fails_gpu4_thermal_and_healthy_board_passes(tmp_path: P
     healthy = run_on("h100-hgx", tmp_path)
     assert {v for k, v in healthy.items() if k.startswith("thermal")} == {"PASS"}
     assert healthy["power_under_load[gpu4]"] == "PASS"
+
+
+def test_power_brake_and_stuck_clocks_fail_their_gpus_only(tmp_path: Path) -> None:
+    verdicts = run_on("h100-hgx+clocks-stuck-low@gpu2+power-brake@gpu3", tmp_path)
+    failing = {k for k, v in verdicts.items() if v == "FAIL"}
+    assert failing == {"clock_floor[gpu2]", "clock_floor[gpu3]", "thermal_events[gpu3]",
+                       "power_under_load[gpu3]"}
