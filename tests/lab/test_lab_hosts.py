@@ -275,7 +275,8 @@ def test_down_leaves_nothing(lab_up: object) -> None:
                 if config.owns_link(ln.split(":")[1].strip().split("@")[0])]
     assert config.NS_PREFIX not in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                                   text=True, check=True).stdout
-    assert str(config.lab_dir()) not in subprocess.run(["losetup", "-l"], capture_output=True,
+    # with a trailing slash: /var/lib/nodegate-lab must not match another instance's -lab2
+    assert f"{config.lab_dir()}/" not in subprocess.run(["losetup", "-l"], capture_output=True,
                                                        text=True, check=True).stdout
-    assert str(config.lab_dir()) not in Path("/proc/mounts").read_text()
+    assert f"{config.lab_dir()}/" not in Path("/proc/mounts").read_text()
     assert not any((config.lab_dir() / "hosts").glob("*"))
