@@ -26,7 +26,7 @@ from pyinfra.operations import files, systemd
 from nodegate.versions import Version
 from roles import _ops
 from roles._common import cmd, is_deploy_file, knob, profile, q, target_os
-from roles.defaults import role_defaults
+from roles.defaults import DEFAULTS, role_defaults
 
 _REQ = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?(==(?P<version>[^\s;]+))?$")
 
@@ -72,6 +72,14 @@ def agent_requirement() -> str:
     return requirement
 
 
+def health_args() -> list[Any]:
+    """``agent_schedule_health_args``, else ``agent_health_args`` (which the gate also uses:
+    deploy/validate.py runs over SSH without the poller's EnvironmentFile, so ``--checks
+    ...,power`` with ``env:`` credentials belongs in the scheduled check's knob)."""
+    args = knob("agent_schedule_health_args")
+    return list((knob("agent_health_args") or []) if args is None else args)
+
+
 def health_command() -> str:
     """The scheduled command line (goes into a cron/systemd file, so every word is quoted)."""
     from shlex import quote
@@ -80,11 +88,25 @@ def health_command() -> str:
              "--profile", str(knob("agent_profile_path")),
              "--report-dir", str(knob("agent_report_dir")),
              "--textfile-dir", str(knob("agent_textfile_dir")),
-             *[str(a) for a in knob("agent_health_args") or []]]
+             *[str(a) for a in health_args()]]
     line = " ".join(quote(w) for w in words)
     if "%" in line or "\n" in line:  # cron turns % into newlines
         raise DeployError(f"{host.name}: agent health command may not contain % or newlines")
     return line
+
+
+def health_env_file() -> str | None:
+    """The power poller's EnvironmentFile, loaded (when present) by the scheduled health check
+    so the power group can resolve the poller config's ``env:`` credentials; None when the
+    poller is not installed here (the same decision as ``agent_requirement``)."""
+    poller = host.data.get("pdu_monitor_enabled")
+    has_devices = bool(host.data.get("nodegate_pdus") or host.data.get("nodegate_bmc"))
+    if poller is False or not (poller or has_devices):
+        return None
+    path = str(host.data.get("pdu_monitor_env_file") or DEFAULTS["pdu_monitor_env_file"])
+    if any(c in path for c in " \t\n\"'\\$`;&|<>()%"):
+        raise DeployError(f"{host.name}: pdu_monitor_env_file {path!r} must be a plain path")
+    return path
 
 
 @deploy("nodegate agent: nodegate on the node, profile, scheduled health check",
@@ -109,7 +131,7 @@ def agent() -> None:
         files.directory(name=f"agent: {path}", path=path, mode="755")
     interval = int(knob("agent_interval_min"))
     values = {"interval": interval, "command": health_command(),
-              "report_dir": knob("agent_report_dir")}
+              "report_dir": knob("agent_report_dir"), "env_file": health_env_file()}
     schedule = knob("agent_schedule")
     if schedule == "cron":
         _ops.put_text(name="agent: cron entry (nodegate health)",

@@ -59,7 +59,8 @@ DEFAULTS: dict[str, Any] = {
     # pdu_monitor
     "pdu_monitor_enabled": None,          # None: when the host has PDUs or a BMC
     "pdu_monitor_config": "/etc/nodegate/power-poller.yaml",
-    "pdu_monitor_env_file": "/etc/nodegate/power-poller.env",
+    "pdu_monitor_env_file": "/etc/nodegate/power-poller.env",  # also loaded by agent's health
+    "pdu_monitor_node_file": "/etc/nodegate/node.json",  # the battery's power wiring
     "pdu_monitor_user": "root",
     "pdu_monitor_interval_s": 30,
     "pdu_monitor_timeout_s": 2,
@@ -79,7 +80,8 @@ DEFAULTS: dict[str, Any] = {
     "agent_textfile_dir": "/var/lib/node_exporter/textfile_collector",
     "agent_schedule": "cron",             # cron | systemd-timer
     "agent_interval_min": 5,
-    "agent_health_args": [],              # extra args for `nodegate health`
+    "agent_health_args": [],              # extra args for `nodegate health` (schedule and gate)
+    "agent_schedule_health_args": None,   # None: agent_health_args; the scheduled check only
     # the gate (deploy.py)
     "gate_enabled": True,
     "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json

@@ -8,6 +8,7 @@ file on the node that the site's secret distribution puts there.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -80,6 +81,17 @@ def poller_config(env_vars: dict[str, str | None]) -> tuple[list[dict[str, Any]]
     return pdus, bmcs
 
 
+def node_wiring(config_path: str) -> dict[str, Any]:
+    """/etc/nodegate/node.json for the battery's power group (src/nodegate/battery/power.py):
+    the PDU outlets feeding this node as ``<pdu name>.outletN`` (the poller's device names),
+    one circuit per PDU, and the poller config the group reads them through."""
+    pdus = host.data.get("nodegate_pdus") or []
+    outlets = [f"{pdu.get('name') or f'pdu{index + 1}'}.outlet{int(n)}"
+               for index, pdu in enumerate(pdus) for n in pdu.get("outlets") or []]
+    return {"node": host.name, "power_config": config_path, "outlets": outlets,
+            "circuits": len(pdus)}
+
+
 @deploy("nodegate pdu_monitor: power poller", data_defaults=role_defaults("pdu_monitor"))
 def pdu_monitor() -> None:
     enabled = knob("pdu_monitor_enabled")
@@ -106,6 +118,10 @@ def pdu_monitor() -> None:
                            dest=str(values["pdu_monitor_config"]),
                            text=_ops.render("power/power-poller.yaml.j2", **values,
                                             pdu_monitor_pdus=pdus, pdu_monitor_bmcs=bmcs))
+    _ops.put_text(name="pdu_monitor: node power wiring (node.json)",
+                  dest=str(knob("pdu_monitor_node_file")), mode="644",
+                  text=json.dumps(node_wiring(str(values["pdu_monitor_config"])),
+                                  indent=2, sort_keys=True) + "\n")
     secrets = None
     if knob("pdu_monitor_push_env_secrets") and env_vars:
         secrets = _ops.put_secret(name="pdu_monitor: credentials EnvironmentFile (0600)",

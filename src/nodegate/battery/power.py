@@ -2,7 +2,7 @@
 
 The node reads its own BMC and the PDU outlets feeding it through the same readers and poller
 config as the power poller service (``nodegate.power``). Which outlets feed this node is site
-wiring, installed by the agent role in ``/etc/nodegate/node.json``::
+wiring, installed by the pdu_monitor role in ``/etc/nodegate/node.json``::
 
     {"node": "gpu-b01", "power_config": "/etc/nodegate/power-poller.yaml",
      "outlets": ["b01-pdu-a.outlet1", "b01-pdu-b.outlet1"], "circuits": 2}
@@ -190,6 +190,6 @@ def judge_under_load(sampler: PowerSampler, profile: Profile) -> list[CheckResul
 def run_static(profile: Profile) -> list[CheckResult]:
     wiring = load_wiring()
     if wiring is None:
-        return _skip_all(STATIC_CHECKS, "no power wiring on this node "
-                                        "(/etc/nodegate/node.json, installed by the agent role)")
+        return _skip_all(STATIC_CHECKS, "no power wiring on this node (/etc/nodegate/"
+                                        "node.json, installed by the pdu_monitor role)")
     return judge_static(read_devices(wiring), profile)

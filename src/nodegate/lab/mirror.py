@@ -79,7 +79,8 @@ def _fetch_debian(dest: Path) -> None:
 
 
 def _wheels(dest: Path) -> None:
-    """nodegate and its dependencies as wheels, for the agent role's pip --find-links."""
+    """nodegate with its ``power`` extra (pysnmp, redfish: the power poller and the battery's
+    power group) and their dependencies as wheels, for the agent role's pip --find-links."""
     from nodegate import paths
 
     root = paths.project_root()
@@ -87,7 +88,7 @@ def _wheels(dest: Path) -> None:
         return
     dest.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest),
-                           str(root)], capture_output=True, text=True, check=False,
+                           f"{root}[power]"], capture_output=True, text=True, check=False,
                           timeout=1800)
     if proc.returncode != 0:
         raise CannotRunError(f"pip wheel failed: {proc.stderr.strip()[-300:]}")

@@ -66,11 +66,12 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "agent_wheelhouse_url": f"{mirror.URL}/wheels/",
                             "nccl_socket_ifname": "eth0",
                             "gate_level": "quick",   # no torch on the lab nodes
-                            # the power group needs the poller's node wiring, not yet here
+                            "agent_extras": ["power"],  # the wheelhouse has nodegate[power]
+                            # the gate (SSH, no poller EnvironmentFile) and the scheduled
+                            # check, which loads it: power = the node's BMC and PDU outlet
                             "agent_health_args": ["--checks", "gpu,log,host"],
-                            "gate_join": True,
-                            # until the wheelhouse carries nodegate[power] (pysnmp, redfish)
-                            "pdu_monitor_enabled": False}
+                            "agent_schedule_health_args": ["--checks", "gpu,log,host,power"],
+                            "gate_join": True}
         # this kernel has no md (CONFIG_BLK_DEV_MD): xfs on one disk, not RAID0
         defaults["profile_overrides"] = {"nvme": {"devices": 1}}
     return {
