@@ -100,3 +100,18 @@ def test_pytest_battery_reads_like_the_issue(tmp_path: Path) -> None:
     assert "1 failed, 774 passed" in result.stdout
     report = json.loads((tmp_path / "battery-quick.json").read_text())
     assert report["verdict"] == "FAIL"
+
+
+@pytest.mark.torch
+def test_load_phases_do_not_collide_with_a_foreign_process(tmp_path: Path) -> None:
+    result = run_cli("sim", "run", "h100-hgx+foreign-process@gpu3", "--", "nodegate",
+                     "validate", "--level", "standard", "--profile", "sim-h100-hgx",
+                     "--checks", "gpu,load", "--report-dir", str(tmp_path / "r"),
+                     "--no-textfile", env=_env(tmp_path))
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "r" / "standard-latest.json").read_text())
+    flagged = {(r["check"], r["verdict"]) for r in report["results"] if r["verdict"] != "PASS"}
+    assert flagged == {("foreign_processes", "WARN"), ("gemm_completed", "ERROR"),
+                       ("memory_completed", "ERROR"), ("p2p_completed", "ERROR"),
+                       ("allreduce_completed", "ERROR")}
+    assert not any(r["check"] == "gemm_tflops" for r in report["results"])  # nothing ran
