@@ -3,7 +3,8 @@
 Reads ``inventory/<site>.yaml`` for the site named by NODEGATE_SITE (default ``lab``), or the
 Ansible inventory named by NODEGATE_ANSIBLE_INVENTORY. Every module-level list below is a
 pyinfra group of ``(hostname, data)`` pairs. Profiles are resolved and validated here, so a
-bad profile or site file stops the run before any host is touched.
+bad profile or site file stops the run before any host is touched. pyinfra loads this file
+first, so nodegate.pyinfra_compat is installed for every deploy file, a single role included.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
+import nodegate.pyinfra_compat  # noqa: F401  (every run: a lost SSH connection fails that host only)
 from nodegate.errors import NodegateError
 from nodegate.site import Site, load_site
 from nodegate.site.ansible import load_ansible_inventory

@@ -21,6 +21,7 @@ from pyinfra.api.deploy import deploy  # noqa: E402
 from pyinfra.context import host  # noqa: E402
 from pyinfra.operations import server  # noqa: E402
 
+import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from nodegate.facts.gpu import SlurmNodeState  # noqa: E402
 
 

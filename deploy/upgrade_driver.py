@@ -21,6 +21,7 @@ from join import join_gate  # noqa: E402
 from pyinfra.context import host  # noqa: E402
 from validate import validate_gate  # noqa: E402
 
+import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from roles.fabricmanager import fabricmanager  # noqa: E402
 from roles.nvidia_driver import nvidia_driver  # noqa: E402
 

@@ -21,6 +21,7 @@ for _p in (str(_ROOT), str(_ROOT / "src")):
 from pyinfra.api.deploy import deploy  # noqa: E402
 from pyinfra.context import host  # noqa: E402
 
+import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from roles import _ops  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
 

@@ -223,12 +223,9 @@ def test_power_poller_runs_and_the_scheduled_check_passes_the_power_group(deploy
 
 
 # last: it stops node2 mid-run and may leave the lab needing a fresh `lab up`
-@pytest.mark.xfail(
-    strict=False,
-    reason="pyinfra 3.10 raises EOFError and aborts every host when one host's SSH session "
-           "drops while operations execute (seen on the lab, 2026-12-02): node1 is not finished",
-)
 def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) -> None:
+    """node2's sshd goes away while operations execute: paramiko's EOFError fails node2 only
+    (nodegate.pyinfra_compat; unpatched, pyinfra 3.10 aborted every host) and node1 finishes."""
     for name in NODES:
         shell(name, "rm -f /etc/nccl.conf /etc/nodegate/profile.json")
     env_run = subprocess.Popen(
@@ -251,6 +248,9 @@ def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) ->
         h1 = node(ssh_config, "node1")
         assert h1.file("/etc/nccl.conf").exists and h1.file("/etc/nodegate/profile.json").exists
         assert re.search(r"\[node2\].*(Error|Disconnected|failed|lost)", out, re.I), out[-3000:]
+        assert "exception occurred" not in out and "Traceback" not in out, out[-3000:]
+        assert "Grand total" in out, out[-3000:]  # the run went on to the end for node1
+        assert not re.search(r"\[node1\].*Error", out), out[-3000:]
     finally:
         up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
         assert up.returncode == 0, up.stdout + up.stderr
