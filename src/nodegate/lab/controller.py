@@ -58,8 +58,10 @@ def ensure_layer(lower: Path, mirror_dir: Path, kind: str = "controller") -> Pat
     if done.is_file():
         return layer
     top = layer.parent
+    mounts = Path("/proc/self/mounts").read_text()
     for stale in (config.lab_dir() / "base").glob(f"{kind}-mirror-*"):
-        if stale != top:
+        # a running host's root still stacks it (overlayfs must not lose a lower layer)
+        if stale != top and f"{stale}/" not in mounts:
             shutil.rmtree(stale, ignore_errors=True)
     shutil.rmtree(top, ignore_errors=True)
     merged, work = top / "merged", top / "work"

@@ -24,7 +24,7 @@ from nodegate.lab.proc import run
 DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "cron", "e2fsprogs",
                                     "pciutils", "curl", "jq", "munge", "slurmd", "slurmctld",
                                     "slurm-client")
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"  # 2: torch in the wheelhouse
 URL = f"http://{config.HOST_ADDRESS}:{config.MIRROR_PORT}"
 
 
@@ -78,9 +78,22 @@ def _fetch_debian(dest: Path) -> None:
         raise CannotRunError(f"apt-get download failed: {proc.stderr.strip()[-300:]}")
 
 
+def _torch_requirement() -> str:
+    """torch at exactly the version this venv runs (the CPU build on the lab host): an
+    unpinned torch would resolve to a multi-GB CUDA build the lab nodes cannot use."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"torch=={version('torch')}"
+    except PackageNotFoundError:
+        raise CannotRunError("torch is not installed here; the lab wheelhouse serves this "
+                             "venv's torch to the nodes (make setup installs it)") from None
+
+
 def _wheels(dest: Path) -> None:
-    """nodegate with its ``power`` extra (pysnmp, redfish: the power poller and the battery's
-    power group) and their dependencies as wheels, for the agent role's pip --find-links."""
+    """nodegate with its ``power`` and ``torch`` extras (the power poller and the battery's
+    power group; the load levels and the multi-node check) and their dependencies as wheels,
+    for the agent role's pip --find-links."""
     from nodegate import paths
 
     root = paths.project_root()
@@ -88,16 +101,33 @@ def _wheels(dest: Path) -> None:
         return
     dest.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest),
-                           f"{root}[power]"], capture_output=True, text=True, check=False,
-                          timeout=1800)
+                           f"{root}[power,torch]", _torch_requirement()],
+                          capture_output=True, text=True, check=False, timeout=1800)
     if proc.returncode != 0:
         raise CannotRunError(f"pip wheel failed: {proc.stderr.strip()[-300:]}")
+
+
+#: An older mirror is kept this long: another lab instance may still be serving it.
+KEEP_STALE_S = 6 * 3600
+
+
+def _prune(current: Path) -> None:
+    """Drop complete mirrors of other keys that no lab has built or served for a while."""
+    import time
+
+    for stale in current.parent.glob("mirror-*"):
+        marker = stale / ".complete"
+        if stale == current or not marker.is_file():
+            continue
+        if time.time() - marker.stat().st_mtime > KEEP_STALE_S:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def build(*, wheels: bool = True) -> Path:
     """Return the built mirror directory, building it once."""
     target = mirror_dir()
     if (target / ".complete").is_file():
+        os.utime(target / ".complete")  # in use again: not pruned by another key's build
         return target
     from nodegate.sim.build import LIBRARY_NAME, ensure_built
 
@@ -120,9 +150,7 @@ def build(*, wheels: bool = True) -> Path:
         (tmp / ".complete").write_text(mirror_key() + "\n")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
-        for stale in target.parent.glob("mirror-*"):
-            if stale != target and (stale / ".complete").is_file():
-                shutil.rmtree(stale, ignore_errors=True)  # an older key: never served again
+        _prune(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
