@@ -4,7 +4,9 @@ Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver
 fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor. Then the gate: deploy/validate.py runs the
 battery at ``gate_level`` on the node and fetches its JSON report to reports/<host>/ on this
 machine, and deploy/join.py resumes the node in Slurm on a fresh pass or drains it with the
-failing check as the reason. A failing battery fails the host (after it was drained).
+failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node already in
+service), deploy/multinode.py runs an all-reduce between each other node and it before the join,
+and the join requires it to pass. A failing battery fails the host (after it was drained).
 
 Common switches: ``--dry`` (plan only), ``--data nvidia_driver_allow_reboot=true``,
 ``--data gate_enabled=false``, ``--limit HOST``.
@@ -20,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
 from pyinfra.context import host
 
+import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -32,6 +35,7 @@ from roles.pdu_monitor import pdu_monitor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "deploy"))
 from join import join_gate
+from multinode import multinode_gate
 from validate import validate_gate
 
 ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor)
@@ -54,10 +58,12 @@ def bring_up() -> None:
         return
     if not host.data.get("gate_join", DEFAULTS["gate_join"]):
         validate_gate()
+        multinode_gate()
         return
     # a failing battery must still reach the join gate, which drains the node in Slurm and
     # then fails the host
     validate_gate(fail_host=False)
+    multinode_gate(fail_host=False)
     join_gate()
 
 

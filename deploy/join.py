@@ -2,7 +2,9 @@
 
 On each GPU node, ``nodegate gate --mode join`` reads the node's own latest report for
 ``gate_level``: a fresh PASS resumes the node (``scontrol update State=RESUME``), anything else
-drains it with ``nodegate: <first failing check>``. An administrator's drain is never touched.
+drains it with ``nodegate: <first failing check>``. With ``gate_multinode_peer`` set, every node
+but the peer must also have a fresh passing ``multinode`` report (deploy/multinode.py). An
+administrator's drain is never touched.
 Idempotent: a node already in the right state counts as no change.
 """
 
@@ -19,6 +21,7 @@ for _p in (str(_ROOT), str(_ROOT / "src")):
 from pyinfra.api.deploy import deploy  # noqa: E402
 from pyinfra.context import host  # noqa: E402
 
+import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from roles import _ops  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
 
@@ -33,10 +36,13 @@ def join_gate() -> None:
     if not host.data.get("gate_join"):
         host.noop("join disabled (gate_join=false)")
         return
+    peer = host.data.get("gate_multinode_peer")
+    # the multi-node check judges the other nodes against the peer, so the peer needs none
+    require = ("multinode",) if peer and peer != host.name else ()
     _ops.join_gate(name="gate: Slurm join/drain",
                    nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
                    level=str(host.data.get("gate_level")), node=str(slurm["node_name"]),
-                   report_dir=str(host.data.get("agent_report_dir")))
+                   report_dir=str(host.data.get("agent_report_dir")), require=require)
 
 
 if "__name__" not in globals() or __name__ == "builtins":

@@ -24,7 +24,7 @@ from pyinfra.facts.files import File, FindInFile, Sha1File
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import files, server
 
-from nodegate.facts.gate import GateReport, JoinDecision
+from nodegate.facts.gate import GateReport, JoinDecision, MultinodeRun
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
@@ -356,13 +356,70 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
 
 
 __all__ = ["REBOOT_MARKER", "cmd_restart", "health_gate", "join_gate", "md_array", "mdadm_conf",
-           "mount_unit", "os_packages", "pinned_packages", "put_secret", "put_text",
-           "reboot_if_needed", "render", "run_when"]
+           "mount_unit", "multinode_pair", "os_packages", "pinned_packages", "put_secret",
+           "put_text", "reboot_if_needed", "render", "run_when"]
+
+
+@operation()
+def multinode_pair(*, nodegate_bin: str, profile_path: str, report_dir: str, fetch_dir: str,
+                   peer: str, new: str, addresses: dict[str, str], port: int,
+                   join_timeout_s: float, fail_host: bool = True) -> Generator[Any, None, None]:
+    """One pair of the multi-node check: ``new`` and the known-good ``peer`` run
+    ``nodegate multinode`` at the same time (this operation runs on both hosts in parallel);
+    every other host has nothing to do in it.
+
+    The peer hosts the rendezvous and is never failed by its partner's result (it is the
+    reference); the new node's report is fetched to ``<fetch_dir>/<new>/multinode-latest.json``
+    and, like the battery's, fails the host unless ``fail_host`` is false (deploy.py: the join
+    gate drains it instead).
+    """
+    if host.name not in (peer, new):
+        host.noop(f"multinode: not in the pair {new} + {peer}")
+        return
+    if not host.state.is_executing:
+        host.noop(f"multinode: all-reduce {new} + {peer} runs after validation")
+        return
+    partner = new if host.name == peer else peer
+    gone = [h for h in host.state.failed_hosts if h.name == partner] or \
+        [h for h in host.state.inventory if h.name == partner and h not in host.state.active_hosts]
+    if gone:
+        logger.warning(f"{host.name}: multinode: {partner} is not in the run any more; "
+                       f"no pair run with it")
+        host.noop(f"multinode: {partner} failed or left the run")
+        return
+    role = "host" if host.name == peer else "join"
+    result = host.get_fact(MultinodeRun, nodegate=nodegate_bin, profile=profile_path, role=role,
+                           endpoint=f"{addresses[peer]}:{port}", peer_name=partner,
+                           rdzv_id=f"nodegate-{new}-{peer}", local_addr=addresses[host.name],
+                           join_timeout_s=join_timeout_s, report_dir=report_dir)
+    summary = f"multinode {new} + {peer}: nodegate multinode exited {result['exit']}"
+    if role == "host":
+        if result["exit"] != 0:
+            logger.warning(f"{host.name}: {summary} (the node under test is judged, not this "
+                           "one)")
+        host.noop(summary)
+        return
+    out = Path(fetch_dir) / host.name
+    out.mkdir(parents=True, exist_ok=True)
+    if result["report"] is not None:
+        (out / "multinode-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
+                                                   encoding="utf-8")
+    if result["exit"] == 0 or (not fail_host and result["exit"] == 1):
+        host.noop(f"{summary} (report in {out})")
+        return
+    message = f"{summary} (1 = a check failed, 2 = bad input, 3 = could not run); report in {out}"
+    who = host.name
+
+    def _fail(state: Any, host: Any) -> bool:  # named state, host: see health_gate
+        logger.error(f"{who}: {message}")
+        return False
+
+    yield FunctionCommand(_fail, (), {})
 
 
 @operation()
 def join_gate(nodegate_bin: str, level: str, node: str,
-              report_dir: str) -> Generator[Any, None, None]:
+              report_dir: str, require: tuple[str, ...] = ()) -> Generator[Any, None, None]:
     """Resume the node in Slurm on a fresh passing ``level`` report, drain it otherwise.
 
     Runs at execution time on the node (its reports are there); an unchanged Slurm state is a
@@ -373,7 +430,7 @@ def join_gate(nodegate_bin: str, level: str, node: str,
         host.noop(f"join gate runs after validation (level {level})")
         return
     result = host.get_fact(JoinDecision, nodegate=nodegate_bin, level=level, node=node,
-                           report_dir=report_dir)
+                           report_dir=report_dir, require=list(require))
     decision = result["decision"] or {}
     summary = (f"join gate: {node} {decision.get('action', 'none')}: "
                f"{decision.get('why', '')} [{decision.get('after', '')}]")

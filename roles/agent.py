@@ -33,10 +33,16 @@ _REQ = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?(==(?P<vers
 
 @operation()
 def venv_package(venv: str, python: str, requirement: str, find_links: str | None,
-                 index_url: str | None) -> Generator[Any, None, None]:
-    """Create the venv once; pip-install ``requirement`` when missing or at another version."""
+                 index_url: str | None, *,
+                 needs: tuple[str, ...] = ()) -> Generator[Any, None, None]:
+    """Create the venv once; pip-install ``requirement`` when missing or at another version.
+
+    ``needs``: distributions an extra brings (``torch``). pip leaves an installed requirement of
+    the same version alone, extras or not, so a node that got nodegate before it needed torch
+    gets the missing ones installed on their own."""
     if not host.get_fact(File, path=f"{venv}/pyvenv.cfg"):  # bin/python is a symlink
         yield cmd(q(python), "-m", "venv", q(venv))
+    targets = [requirement]
     match = _REQ.match(requirement)
     installed = host.get_fact(PipPackages, pip=f"{venv}/bin/pip") or {}
     if match:
@@ -44,8 +50,11 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
         have = installed.get(name) or installed.get(match.group("name")) or []
         want = match.group("version")
         if have and (want is None or any(Version(v) == Version(want) for v in have)):
-            host.noop(f"{requirement} installed in {venv}")
-            return
+            missing = [n for n in needs if not installed.get(n)]
+            if not missing:
+                host.noop(f"{requirement} installed in {venv}")
+                return
+            targets = missing
     source: list[str | QuoteString] = []
     if find_links:
         source += ["--no-index", "--find-links", q(find_links)]
@@ -54,18 +63,37 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
     url = urlsplit(find_links or index_url or "")
     if url.scheme == "http" and url.netloc:  # the operator named a plain-http wheelhouse
         source += ["--trusted-host", q(url.netloc)]
-    yield cmd(q(f"{venv}/bin/pip"), "install", "--quiet", "--upgrade", *source, q(requirement))
+    yield cmd(q(f"{venv}/bin/pip"), "install", "--quiet", "--upgrade", *source,
+              *[q(t) for t in targets])
+
+
+#: The distribution each extra is known by in ``pip list`` (what ``venv_package`` checks).
+EXTRA_NEEDS = {"torch": "torch", "power": "pysnmp"}
+
+
+def agent_extras() -> list[str]:
+    """``agent_extras``, or when None: ``power`` where the power poller runs (the host has PDUs
+    or a BMC and ``pdu_monitor_enabled`` is not false), ``torch`` where the gate loads the GPUs
+    (``gate_level`` standard/acceptance, or a multi-node check with ``gate_multinode_peer``)."""
+    extras = knob("agent_extras")
+    if extras is not None:
+        return [str(e) for e in extras]
+    out = []
+    poller = host.data.get("pdu_monitor_enabled")
+    has_devices = bool(host.data.get("nodegate_pdus") or host.data.get("nodegate_bmc"))
+    if poller is not False and (poller or has_devices):
+        out.append("power")
+    gate = host.data.get("gate_enabled", DEFAULTS["gate_enabled"])
+    level = host.data.get("gate_level", DEFAULTS["gate_level"])
+    if gate and (level in ("standard", "acceptance") or host.data.get("gate_multinode_peer")):
+        out.append("torch")
+    return out
 
 
 def agent_requirement() -> str:
-    """``agent_package`` with ``agent_extras``; None extras: ``power`` where the power poller
-    runs (the host has PDUs or a BMC and ``pdu_monitor_enabled`` is not false)."""
+    """``agent_package`` with ``agent_extras()``."""
     requirement = str(knob("agent_package"))
-    extras = knob("agent_extras")
-    if extras is None:
-        poller = host.data.get("pdu_monitor_enabled")
-        has_devices = bool(host.data.get("nodegate_pdus") or host.data.get("nodegate_bmc"))
-        extras = ["power"] if poller is not False and (poller or has_devices) else []
+    extras = agent_extras()
     if extras and "[" not in requirement and _REQ.match(requirement):
         name, sep, pin = requirement.partition("==")
         requirement = f"{name}[{','.join(sorted(str(e) for e in extras))}]{sep}{pin}"
@@ -123,7 +151,8 @@ def agent() -> None:
     requirement = agent_requirement()
     venv_package(name=f"agent: {requirement} in {venv}", venv=venv,
                  python=str(knob("agent_python")), requirement=requirement,
-                 find_links=knob("agent_wheelhouse_url"), index_url=knob("agent_index_url"))
+                 find_links=knob("agent_wheelhouse_url"), index_url=knob("agent_index_url"),
+                 needs=tuple(EXTRA_NEEDS[e] for e in agent_extras() if e in EXTRA_NEEDS))
     files.directory(name="agent: /etc/nodegate", path="/etc/nodegate", mode="755")
     _ops.put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),
                   text=json.dumps(prof, indent=2, sort_keys=True) + "\n")

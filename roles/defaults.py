@@ -89,6 +89,10 @@ DEFAULTS: dict[str, Any] = {
     "gate_duration_scale": 1.0,           # shrink the load phases (the lab uses small values)
     "gate_join": True,                    # resume/drain in Slurm after validation
     "gate_max_age": "24h",                # a report older than this does not join
+    "gate_multinode_peer": None,          # a known-good node (inventory name): every other GPU
+                                          # host runs an all-reduce with it and must pass to join
+    "gate_multinode_port": 29400,         # its rendezvous port (+ the pair's index)
+    "gate_multinode_timeout_s": 120,      # how long one side waits for the other
 }
 
 

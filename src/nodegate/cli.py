@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nodegate.commands.profiles",
     "nodegate.commands.health",
     "nodegate.commands.validate",
+    "nodegate.commands.multinode",
     "nodegate.sim.cli",
     "nodegate.power.cli",
     "nodegate.cluster.cli",

@@ -39,13 +39,16 @@ def _ensure_dir(path: Path, option: str) -> None:
 
 
 def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | None,
-                  junit: bool = True, validate: bool = False) -> WrittenFiles:
+                  junit: bool = True, validate: bool = False,
+                  name: str | None = None) -> WrittenFiles:
+    """``<name>-<stamp>.json``, ``<name>-latest.json`` (+ .xml, .prom); ``name`` defaults to the
+    report's level (a suite outside the battery, ``multinode``, keeps files of its own)."""
     from nodegate.report import to_json, write_junit, write_prometheus
     from nodegate.report._atomic import atomic_write_text
     from nodegate.report.model import format_timestamp
 
     _ensure_dir(report_dir, "--report-dir")
-    level = report.to_dict()["level"]
+    level = name or report.to_dict()["level"]
     stamp = format_timestamp(report.started_at).replace(":", "").replace("-", "")
     # serialized once; not re-validated on this path (the builder is schema-tested), which
     # keeps the cron health check inside its time budget

@@ -67,14 +67,15 @@ def _profile_from_json(path: Path) -> Profile:
     return Profile(name=str(data["name"]), data=data, layers=[str(path)])
 
 
-def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str]) -> int:
+def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
+         name: str | None = None) -> int:
     from nodegate.battery.outputs import default_report_dir, default_textfile_dir, write_outputs
     from nodegate.report import exit_code_for, render_summary, to_json
 
     textfile = None if args.no_textfile else (args.textfile_dir or default_textfile_dir())
     # the cron health path skips re-validating (time budget); load levels validate
     files = write_outputs(report, report_dir=args.report_dir or default_report_dir(),
-                          textfile_dir=textfile, validate=level != "health")
+                          textfile_dir=textfile, validate=level != "health", name=name)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     if args.json:
         print(to_json(report))

@@ -32,6 +32,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--level", choices=("quick", "standard", "acceptance"),
                         default="standard", help="join: the level that must pass (default "
                         "%(default)s)")
+    parser.add_argument("--require", action="append", choices=("multinode",), default=[],
+                        help="join: a suite that must also pass and be fresh (repeatable)")
     parser.add_argument("--max-age", help="newest report older than this decides nothing "
                         "(health) or does not join (join): 90s, 15m, 6h, 2d "
                         "(default 1h health, 24h join)")
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         HealthPolicy,
         JoinPolicy,
         apply,
+        battery_reports,
         decide_health,
         decide_join,
         latest,
@@ -84,19 +87,19 @@ def run(args: argparse.Namespace) -> int:
             "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge",
             file=str(report_dir),
         )
-    newest = latest(reports)
+    newest = latest(battery_reports(reports)) or latest(reports)
     assert newest is not None
     node = node_hint or scheduler_name(newest)
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     state = scheduler.state(node)
     if args.mode == "join":
-        join = JoinPolicy(level=Level(args.level))
+        join = JoinPolicy(level=Level(args.level), require=tuple(args.require))
         if max_age is not None:
-            join = JoinPolicy(level=join.level, max_age_s=max_age)
+            join = JoinPolicy(level=join.level, max_age_s=max_age, require=join.require)
         decision = decide_join(state, reports, policy=join)
     else:
         health = HealthPolicy(max_age_s=max_age) if max_age is not None else HealthPolicy()
-        decision = decide_health(state, newest, policy=health)
+        decision = decide_health(state, latest(battery_reports(reports)), policy=health)
     change = None if args.dry_run else apply(decision, scheduler)
     changed = bool(change and change.changed)
     after = change.after if change else state

@@ -11,6 +11,9 @@ Drain reasons are a small grammar, so ownership survives in the scheduler itself
   ``nodegate: <level> report stale ...`` for level ``standard``/``acceptance`` - a *hold* from
   the gate. Only a fresh passing report of that level or deeper lifts it; a health pass never
   does (a quick NVML check cannot vouch for bandwidth under load or a burn-in).
+* ``nodegate: multinode failed|report missing|report stale ...`` - a hold from a required
+  suite (``multinode``: the all-reduce with a known-good node). Only a fresh passing report of
+  that suite lifts it, at the next join; a health pass never does.
 * anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``) belongs to
   someone else: nodegate never resumes it and never overwrites it.
 """
@@ -33,6 +36,12 @@ REASON_PREFIX = "nodegate:"
 LEVEL_RANK = {Level.QUICK: 0, Level.STANDARD: 1, Level.ACCEPTANCE: 2}
 
 _HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
+_SUITE_HOLD = re.compile(r"^nodegate: (multinode) ")
+
+#: The report label naming a suite outside the node's battery (``multinode``); such reports
+#: never stand in for a battery level, and a join can require them.
+SUITE_LABEL = "suite"
+SUITES = ("multinode",)
 
 #: Verdicts a gate accepts (the same as exit code 0: WARN and SKIP do not block).
 PASSING = frozenset({Verdict.PASS, Verdict.WARN, Verdict.SKIP})
@@ -62,6 +71,7 @@ class JoinPolicy:
     level: Level = Level.STANDARD
     max_age_s: float = 24 * 3600.0
     clock_skew_s: float = 300.0
+    require: tuple[str, ...] = ()  # suites that must also pass: ("multinode",)
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,21 @@ def hold_level(reason: str | None) -> Level | None:
     return Level(match.group(1)) if match else None
 
 
+def suite_hold(reason: str | None) -> str | None:
+    """The suite a hold requires to lift (None: not a suite hold)."""
+    match = _SUITE_HOLD.match(reason or "")
+    return match.group(1) if match else None
+
+
+def suite_of(report: NodeReport) -> str | None:
+    return report.labels.get(SUITE_LABEL) or None
+
+
+def battery_reports(reports: Iterable[NodeReport]) -> list[NodeReport]:
+    """The node's own battery runs (quick/standard/acceptance), without suite reports."""
+    return [r for r in reports if suite_of(r) is None]
+
+
 def failures(report: NodeReport) -> list[CheckResult]:
     """FAIL results first (in report order), then ERROR: the first names the drain."""
     failed = [r for r in report.results if r.verdict is Verdict.FAIL]
@@ -99,6 +124,9 @@ def drain_reason(report: NodeReport) -> str:
         core = failed[0].test_id + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
     else:
         core = "no results"
+    suite = suite_of(report)
+    if suite is not None:
+        return f"{REASON_PREFIX} {suite} failed {core}"
     if report.level is Level.QUICK:
         return f"{REASON_PREFIX} {core}"
     return f"{REASON_PREFIX} {report.level.value} failed {core}"
@@ -178,6 +206,8 @@ def decide_join(
     foreign = _foreign(state)
     if foreign is not None:
         return foreign
+    suites = [r for r in reports if suite_of(r) is not None]
+    reports = battery_reports(reports)
     required = policy.level
     held = hold_level(state.reason) if state.drained else None
     if held is not None and LEVEL_RANK[held] > LEVEL_RANK[required]:
@@ -200,6 +230,11 @@ def decide_join(
         reason = drain_reason(worst)
         return _drain(state, reason, f"a newer {worst.level.value} report {worst.verdict.value}",
                       worst)
+    held_suite = suite_hold(state.reason) if state.drained else None
+    for suite in dict.fromkeys([*policy.require, *([held_suite] if held_suite else [])]):
+        blocked = _suite_problem(state, suite, suites, policy, now)
+        if blocked is not None:
+            return blocked
     if state.available:
         return Decision(state.node, Action.NONE,
                         f"in service; {evidence.level.value} report PASSes",
@@ -211,6 +246,24 @@ def decide_join(
     return Decision(state.node, Action.RESUME,
                     f"{evidence.level.value} report {evidence.verdict.value} and fresh",
                     report_id=evidence.report_id)
+
+
+def _suite_problem(state: NodeState, suite: str, reports: Sequence[NodeReport],
+                   policy: JoinPolicy, now: dt.datetime) -> Decision | None:
+    """A drain when the suite's latest report is missing, failing or stale; else None."""
+    mine = [r for r in reports if suite_of(r) == suite]
+    if not mine:
+        return _drain(state, f"{REASON_PREFIX} {suite} report missing", f"no {suite} report",
+                      None)
+    newest = max(mine, key=lambda r: r.finished_at)
+    if not is_passing(newest):
+        return _drain(state, drain_reason(newest), f"{suite} report {newest.verdict.value}",
+                      newest)
+    problem = age_problem(newest, now, policy.max_age_s, policy.clock_skew_s)
+    if problem is not None:
+        return _drain(state, f"{REASON_PREFIX} {suite} report stale ({problem})",
+                      f"{suite} report stale: {problem}", newest)
+    return None
 
 
 def decide_health(
@@ -239,9 +292,14 @@ def decide_health(
         return Decision(state.node, Action.NONE, f"latest report stale ({problem}); no change",
                         report_id=report.report_id)
     held = hold_level(state.reason) if state.drained else None
+    held_suite = suite_hold(state.reason) if state.drained else None
     if not is_passing(report):
         reason = drain_reason(report)
         new_hold = hold_level(reason)
+        if held_suite is not None:
+            return Decision(state.node, Action.NONE,
+                            f"kept the {held_suite} hold ({state.reason}); also {reason}",
+                            report_id=report.report_id)
         if held is not None and (new_hold is None or LEVEL_RANK[new_hold] < LEVEL_RANK[held]):
             return Decision(state.node, Action.NONE,
                             f"kept the stronger hold ({state.reason}); also {reason}",
@@ -256,6 +314,10 @@ def decide_health(
     if held is not None and LEVEL_RANK[report.level] < LEVEL_RANK[held]:
         return Decision(state.node, Action.NONE,
                         f"held until a passing {held.value} run ({state.reason})",
+                        report_id=report.report_id)
+    if held_suite is not None:
+        return Decision(state.node, Action.NONE,
+                        f"held until a passing {held_suite} check and join ({state.reason})",
                         report_id=report.report_id)
     return Decision(state.node, Action.RESUME,
                     f"{report.level.value} report {report.verdict.value}; lifting {state.reason}",

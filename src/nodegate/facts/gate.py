@@ -71,10 +71,13 @@ class JoinDecision(FactBase[JoinResult]):
     """
 
     @override
-    def command(self, nodegate: str, level: str, node: str, report_dir: str) -> StringCommand:
+    def command(self, nodegate: str, level: str, node: str, report_dir: str,
+                require: list[str] | None = None) -> StringCommand:
+        extra = [w for suite in require or () for w in ("--require", QuoteString(suite))]
         return StringCommand(
             QuoteString(nodegate), "gate", "--mode", "join", "--level", QuoteString(level),
-            "--node", QuoteString(node), "--report-dir", QuoteString(report_dir), "--json",
+            "--node", QuoteString(node), "--report-dir", QuoteString(report_dir), *extra,
+            "--json",
             "2>/dev/null;", "echo", f"{_EXIT}$?",
         )
 
@@ -87,3 +90,32 @@ class JoinDecision(FactBase[JoinResult]):
     def process(self, output: list[str]) -> JoinResult:
         code, decision = _exit_and_json(output)
         return {"exit": code, "decision": decision}
+
+
+class MultinodeRun(FactBase[GateResult]):
+    """``nodegate multinode --json``: one side of the two-node all-reduce, run at execution
+    time on both nodes of a pair at once (pyinfra runs an operation on its hosts in
+    parallel); exit code and the JSON report, as for ``GateReport``."""
+
+    @override
+    def command(self, nodegate: str, profile: str, role: str, endpoint: str, peer_name: str,
+                rdzv_id: str, local_addr: str, join_timeout_s: float,
+                report_dir: str) -> StringCommand:
+        return StringCommand(
+            QuoteString(nodegate), "multinode", "--role", QuoteString(role),
+            "--endpoint", QuoteString(endpoint), "--peer-name", QuoteString(peer_name),
+            "--rdzv-id", QuoteString(rdzv_id), "--local-addr", QuoteString(local_addr),
+            "--join-timeout", QuoteString(str(join_timeout_s)), "--profile", QuoteString(profile),
+            "--report-dir", QuoteString(report_dir), "--json", "--color", "never",
+            "2>/dev/null;", "echo", f"{_EXIT}$?",
+        )
+
+    @override
+    @staticmethod
+    def default() -> GateResult:
+        return {"exit": 3, "report": None}
+
+    @override
+    def process(self, output: list[str]) -> GateResult:
+        code, report = _exit_and_json(output)
+        return {"exit": code, "report": report}

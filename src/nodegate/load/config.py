@@ -35,6 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "burnin_min_steps": 8,  # loss-falling needs a few steps even at a tiny scale
     "copy_iters": 5,  # timed repetitions of each bandwidth copy (after one warm-up)
     "allreduce_steps": 5,  # sizes in the all-reduce sweep (max, max/4, ...)
+    "multinode_max_bytes": 1 << 30,  # the two-node all-reduce is judged at this size
+    "multinode_ranks_per_node": None,  # None: one rank per GPU of the profile
     "burnin_model": {"vocab": 256, "d_model": 512, "layers": 4, "heads": 8,
                      "seq_len": 512, "batch": 8, "lr": 3e-4},
 }

@@ -211,6 +211,42 @@ def allreduce(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResu
                             for k, v in row.items()} for row in sweep])]
 
 
+#: The two-node check's catalogue (``nodegate multinode``; not part of the node's battery).
+MULTINODE_CHECKS: dict[str, str] = {
+    "multinode_completed": "both nodes finished the all-reduce sweep together",
+    "multinode_allreduce_busbw": "all-reduce bus bandwidth with a known-good node (nccl-tests "
+                                 "busbw over both nodes' ranks)",
+}
+
+
+def multinode(ok: bool, value: dict[str, Any] | None, evidence: dict[str, Any],
+              th: dict[str, Threshold], entity: str) -> list[CheckResult]:
+    """The pair run: completed (else FAIL with torchrun's exit and output), then busbw at
+    the profile's size against ``multinode_allreduce_busbw_gbps_min``."""
+    if not ok or value is None or not value.get("sweep"):
+        why = ("deadline passed" if evidence.get("timed_out") else
+               f"torchrun exited {evidence.get('exit_code')}")
+        return [make("multinode_completed", entity, Verdict.FAIL, measured=why,
+                     threshold="completed", severity=CRIT, **evidence),
+                *skipped(["multinode_allreduce_busbw"], "the pair run did not complete",
+                         entity)]
+    top = max(value["sweep"], key=lambda r: r["bytes"])
+    world = int(value["world"])
+    return [
+        make("multinode_completed", entity, Verdict.PASS, measured=world, unit="ranks",
+             hosts=value.get("hosts"), duration_s=evidence.get("duration_s")),
+        against("multinode_allreduce_busbw", entity, round(top["busbw_gbps"], 4),
+                th.get("multinode_allreduce_busbw_gbps_min"),
+                reason_missing="no multinode_allreduce_busbw_gbps_min in the profile (the "
+                               "inter-node fabric is the site's: set it in a site profile)",
+                bytes=top["bytes"], algbw_gbps=round(top["algbw_gbps"], 4), world=world,
+                factor=formulas.busbw_factor(world), hosts=value.get("hosts"),
+                backend=value.get("backend"),
+                sweep=[{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()}
+                       for r in value["sweep"]]),
+    ]
+
+
 def _head_mean(values: list[float], frac: float) -> float:
     k = max(1, int(len(values) * frac))
     return sum(values[:k]) / k

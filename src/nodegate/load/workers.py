@@ -41,12 +41,18 @@ class WorkerContext:
     world: int
     backend: Backend
     progress: Any  # multiprocessing Array of doubles, SLOTS per rank
+    #: this rank's GPU on its own node when ranks span nodes (torchrun's LOCAL_RANK)
+    local_rank: int | None = None
 
     @property
     def device(self) -> Any:
         from nodegate.load.devices import torch_device
 
-        return torch_device(self.backend, self.rank)
+        return torch_device(self.backend, self.gpu_index)
+
+    @property
+    def gpu_index(self) -> int:
+        return self.rank if self.local_rank is None else self.local_rank
 
     def step(self, step: int) -> None:
         """Record progress: the coordinator names this step if the rank dies or hangs."""
@@ -56,7 +62,7 @@ class WorkerContext:
     def sync(self) -> None:
         from nodegate.load.devices import sync
 
-        sync(self.backend, self.rank if self.backend.cuda else None)
+        sync(self.backend, self.gpu_index if self.backend.cuda else None)
 
 
 @dataclass

@@ -134,6 +134,8 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "soak_seconds": {"type": "number", "minimum": 0},
             "sample_hz": {"type": "number", "minimum": 1},
             "collective_timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            "multinode_max_bytes": {"type": "integer", "minimum": 4096},
+            "multinode_ranks_per_node": {"type": "integer", "minimum": 1},
         },
         ["dtypes", "gemm_size", "gemm_seconds"],
     ),

@@ -1,0 +1,77 @@
+"""Two-node all-reduce against a known-good node:
+``pyinfra inventory.py deploy/multinode.py --data gate_multinode_peer=NODE``.
+
+Each GPU host of the run other than the peer is paired with it in turn (one pair at a time, so
+no pair shares the peer's NICs with another and the figures stay honest); both sides run
+``nodegate multinode`` together over torchrun's rendezvous at the peer's address. The node
+under test is judged on bus bandwidth at the profile's size and keeps the report
+(``multinode-latest.json``); ``deploy/join.py`` then requires it to pass. The peer must be a
+node already in service: its own result is not judged here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+for _p in (str(_ROOT), str(_ROOT / "src")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from pyinfra.api.deploy import deploy  # noqa: E402
+from pyinfra.api.exceptions import DeployError  # noqa: E402
+from pyinfra.context import host  # noqa: E402
+
+import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
+from roles import _ops  # noqa: E402
+from roles.defaults import role_defaults  # noqa: E402
+
+
+def pair_plan(peer: str, gpu_hosts: list[str]) -> list[str]:
+    """The nodes to pair with ``peer``, in the order the pairs run."""
+    return sorted(name for name in gpu_hosts if name != peer)
+
+
+def run_hosts() -> dict[str, str]:
+    """GPU hosts of this run (``--limit`` respected) -> the address the other side dials."""
+    state = host.state
+    limit = set(state.limit_hosts or [])
+    out: dict[str, str] = {}
+    for member in state.inventory:
+        if limit and member not in limit:
+            continue
+        if member.data.get("nodegate_profile_data"):  # a GPU node, not the controller
+            out[member.name] = str(member.data.get("ssh_hostname") or member.name)
+    return out
+
+
+@deploy("nodegate multinode (all-reduce with a known-good node)",
+        data_defaults={**role_defaults("gate"), **role_defaults("agent")})
+def multinode_gate(fail_host: bool = True) -> None:
+    peer = host.data.get("gate_multinode_peer")
+    if not peer:
+        host.noop("no gate_multinode_peer: no multi-node check")
+        return
+    if not host.data.get("nodegate_profile_data"):
+        host.noop("not a GPU node (no hardware profile): no multi-node check")
+        return
+    addresses = run_hosts()
+    if peer not in addresses:
+        raise DeployError(f"{host.name}: gate_multinode_peer {peer!r} is not a GPU host of this "
+                          f"run (inventory and --limit: {', '.join(sorted(addresses))})")
+    for index, new in enumerate(pair_plan(str(peer), list(addresses))):
+        # every host calls this once per pair, so the n-th call is the same operation on all
+        _ops.multinode_pair(
+            name=f"gate: multinode all-reduce {new} + {peer}",
+            nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
+            profile_path=str(host.data.get("agent_profile_path")),
+            report_dir=str(host.data.get("agent_report_dir")),
+            fetch_dir=str(host.data.get("gate_fetch_dir")), peer=str(peer), new=new,
+            addresses=addresses, port=int(host.data.get("gate_multinode_port")) + index,
+            join_timeout_s=float(host.data.get("gate_multinode_timeout_s")),
+            fail_host=fail_host)
+
+
+if "__name__" not in globals() or __name__ == "builtins":
+    multinode_gate()

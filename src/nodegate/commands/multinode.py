@@ -1,0 +1,124 @@
+"""``nodegate multinode``: an all-reduce between this node and a known-good one.
+
+Run on both nodes at once (``deploy/multinode.py`` does it through pyinfra): the known-good one
+with ``--role host`` (it hosts the rendezvous), the node under test with ``--role join``. The
+joining node writes a report (``multinode-latest.json``, label ``suite=multinode``) that the
+join gate requires when a peer was named; the host side only prints its figures. Exit codes as
+``nodegate health``: 0 passed, 1 a check failed, 2 bad input, 3 could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+SUITE = "multinode"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "multinode", help="all-reduce between this node and a known-good one (torchrun)",
+        description="Two-node all-reduce over torchrun's c10d rendezvous (gloo on CPU, NCCL on "
+                    "GPUs), judged on bus bandwidth at the profile's load.multinode_max_bytes "
+                    "against multinode_allreduce_busbw_gbps_min. Exit 0 passed, 1 a check "
+                    "failed, 2 bad input, 3 could not run.")
+    parser.add_argument("--role", choices=("host", "join"), required=True,
+                        help="host: the known-good node (runs the rendezvous store); "
+                             "join: the node under test (writes the report)")
+    parser.add_argument("--endpoint", required=True,
+                        help="ADDRESS[:PORT] of the known-good node's rendezvous (port 29400)")
+    parser.add_argument("--peer-name", required=True,
+                        help="the other node's name (report entity: peer-<name>)")
+    parser.add_argument("--rdzv-id", help="rendezvous id both sides share (default: derived "
+                        "from the endpoint)")
+    parser.add_argument("--local-addr", help="address this node advertises to the other "
+                        "(default: torchrun's lookup of the hostname)")
+    parser.add_argument("--ifname", help="interface for gloo/NCCL sockets (default: "
+                        "NCCL_SOCKET_IFNAME from /etc/nccl.conf)")
+    parser.add_argument("--ranks-per-node", type=int,
+                        help="ranks on each node (default: the profile's GPU count)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--join-timeout", type=float, default=120.0,
+                        help="seconds to wait for the other node (default %(default)s)")
+    parser.add_argument("--profile", help="profile name or resolved profile JSON "
+                        "(default: $NODEGATE_PROFILE, then /etc/nodegate/profile.json)")
+    parser.add_argument("--report-dir", help="where the join side's report goes "
+                        "(default $NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
+    parser.add_argument("--node-name", help="node name in the report (default: hostname)")
+    parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    parser.set_defaults(func=run)
+
+
+def _endpoint(value: str) -> str:
+    from nodegate.errors import ConfigError
+    from nodegate.load.multinode import DEFAULT_PORT
+
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = value, str(DEFAULT_PORT)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"must be ADDRESS[:PORT], not {value!r}", key="--endpoint")
+    return f"{host}:{port}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nodegate import __version__
+    from nodegate.battery.session import node_name, select_profile
+    from nodegate.errors import CannotRunError, ConfigError
+    from nodegate.load import devices, multinode, verdicts
+    from nodegate.report import build
+
+    endpoint = _endpoint(args.endpoint)
+    if args.ranks_per_node is not None and args.ranks_per_node < 1:
+        raise ConfigError("must be at least 1", key="--ranks-per-node")
+    if not args.join_timeout > 0:
+        raise ConfigError("must be positive", key="--join-timeout")
+    profile = select_profile(args.profile)
+    try:
+        backend = devices.choose(args.device)
+    except ImportError:
+        raise CannotRunError("torch is not installed (the torch extra: pip install "
+                             "'nodegate[torch]')") from None
+    ranks, max_bytes = multinode.sizing(profile.data, backend.kind, backend.device_count,
+                                        args.ranks_per_node)
+    load = dict(profile.data.get("load") or {})
+    spec = multinode.PairSpec(
+        role=args.role, endpoint=endpoint,
+        rdzv_id=args.rdzv_id or "nodegate-" + endpoint.replace(":", "-").replace(".", "-"),
+        local_addr=args.local_addr, ranks_per_node=ranks, backend=backend.kind,
+        max_bytes=max_bytes, join_timeout_s=args.join_timeout,
+        collective_timeout_s=float(load.get("collective_timeout_s") or 120.0),
+        env=multinode.network_env(args.ifname))
+    print(f"[{time.strftime('%H:%M:%S')}] multinode: {args.role} {endpoint} with "
+          f"{args.peer_name}, {ranks} rank(s) per node, {backend.name}, up to {max_bytes} B",
+          file=sys.stderr, flush=True)
+    started = time.time()
+    outcome = multinode.run_pair(spec)
+    entity = f"peer-{args.peer_name}"
+    results = verdicts.multinode(outcome.ok, outcome.value, outcome.evidence(),
+                                 verdicts.thresholds_of(profile.data), entity)
+    report = build(results, node=node_name(args), profile=profile.name, level="standard",
+                   started_at=started, duration_s=outcome.duration_s, backend=backend.name,
+                   nodegate_version=__version__,
+                   labels={"suite": SUITE, "peer": args.peer_name, "role": args.role,
+                           "endpoint": endpoint})
+    if args.role == "join":
+        from nodegate.battery.session import emit
+
+        args.report_dir = Path(args.report_dir) if args.report_dir else None
+        args.no_textfile = True  # its series would collide with the standard run's
+        return emit(report, args, SUITE, [], name=SUITE)
+    from nodegate.report import exit_code_for, render_summary, to_json
+
+    if args.json:
+        print(to_json(report))
+    elif not args.quiet:
+        print(render_summary(report, color=args.color == "always", show_passed=True))
+    print(f"nodegate multinode (host side): {report.verdict.value}", file=sys.stderr)
+    return int(exit_code_for(report))
