@@ -148,3 +148,25 @@ def test_pyinfra_inventory_with_bad_site_fails_before_connecting(tmp_path: Path)
     result = _debug_inventory({"NODEGATE_SITE": str(path)})
     assert result.returncode != 0
     assert "hosts.n1.bmc.password" in result.stdout + result.stderr
+
+
+def test_host_data_and_overrides_refine_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        "schema: nodegate.site/1\nname: t\n"
+        "defaults:\n  profile: xe9680-h100\n"
+        "  data: {agent_wheelhouse_url: 'http://m/wheels/', gate_level: quick}\n"
+        "  profile_overrides: {nvme: {devices: 1}}\n"
+        "hosts:\n"
+        "  n1: {}\n"
+        "  n2:\n    data: {gate_level: standard}\n"
+        "    profile_overrides:\n      thresholds:\n"
+        "        gemm_bf16_tflops_min: {min: 1.0, unit: TFLOPS, source: 'policy: test'}\n")
+    site = load_site(str(path))
+    n1, n2 = site.hosts["n1"], site.hosts["n2"]
+    assert n2.data["data"] == {"agent_wheelhouse_url": "http://m/wheels/",
+                               "gate_level": "standard"}
+    assert n1.data["data"]["gate_level"] == "quick"
+    assert n1.profile is not None and n2.profile is not None
+    assert n2.profile.data["nvme"]["devices"] == 1  # the defaults' override survives
+    assert n2.profile.data["thresholds"]["gemm_bf16_tflops_min"]["min"] == 1.0

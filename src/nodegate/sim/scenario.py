@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from nodegate.errors import ConfigError
+from nodegate.mapping import deep_merge
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 SCHEMA_PATH = Path(__file__).resolve().parent / "scenario.schema.json"
@@ -103,17 +104,6 @@ def schema() -> dict[str, Any]:
 def shipped() -> dict[str, Path]:
     """Shipped scenario names mapped to their files."""
     return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
-
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Recursive dict merge; lists and scalars in ``over`` replace those in ``base``."""
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _key_of(path: list[str | int] | Any) -> str:

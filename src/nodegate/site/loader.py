@@ -13,6 +13,7 @@ from typing import Any
 
 from nodegate import paths
 from nodegate.errors import ConfigError
+from nodegate.mapping import deep_merge
 from nodegate.profiles import resolve_profile
 from nodegate.site.model import CONTROLLER_GROUP, Site, SiteHost
 from nodegate.site.schema import SITE_SCHEMA
@@ -20,6 +21,8 @@ from nodegate.site.secrets import reject_literal_secrets
 from nodegate.yamlio import json_path, load_yaml
 
 NO_PROFILE = "none"
+#: Host keys that refine the defaults' mapping instead of replacing it.
+NESTED_KEYS = ("data", "profile_overrides")
 
 
 def site_path(name: str) -> Path:
@@ -85,6 +88,10 @@ def build_site(data: dict[str, Any], *, file: str) -> Site:
     for name, entry in host_entries.items():
         merged = copy.deepcopy(defaults)
         merged.update(copy.deepcopy(entry or {}))
+        for nested in NESTED_KEYS:  # a host refines the defaults' role knobs and overrides
+            if isinstance(defaults.get(nested), dict) and isinstance((entry or {}).get(nested),
+                                                                     dict):
+                merged[nested] = deep_merge(defaults[nested], entry[nested])
         member_of = [g for g, members in groups.items() if name in members]
         if "pdu" in merged:
             merged.setdefault("pdus", []).insert(0, merged.pop("pdu"))
