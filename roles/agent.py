@@ -123,6 +123,23 @@ def health_command() -> str:
     return line
 
 
+def gate_command() -> str | None:
+    """``nodegate gate`` after each scheduled health run on a Slurm node (``nodegate_slurm``
+    names it): a FAIL drains the node, a PASS lifts only nodegate's own health drain. None where
+    the host is no Slurm node or ``agent_schedule_gate`` is false."""
+    from shlex import quote
+
+    slurm = host.data.get("nodegate_slurm") or {}
+    if not knob("agent_schedule_gate") or not slurm.get("node_name"):
+        return None
+    words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", str(slurm["node_name"]),
+             "--report-dir", str(knob("agent_report_dir"))]
+    line = " ".join(quote(w) for w in words)
+    if "%" in line or "\n" in line:
+        raise DeployError(f"{host.name}: agent gate command may not contain % or newlines")
+    return line
+
+
 def health_env_file() -> str | None:
     """The power poller's EnvironmentFile, loaded (when present) by the scheduled health check
     so the power group can resolve the poller config's ``env:`` credentials; None when the
@@ -159,7 +176,7 @@ def agent() -> None:
     for path in (str(knob("agent_report_dir")), str(knob("agent_textfile_dir"))):
         files.directory(name=f"agent: {path}", path=path, mode="755")
     interval = int(knob("agent_interval_min"))
-    values = {"interval": interval, "command": health_command(),
+    values = {"interval": interval, "command": health_command(), "gate": gate_command(),
               "report_dir": knob("agent_report_dir"), "env_file": health_env_file()}
     schedule = knob("agent_schedule")
     if schedule == "cron":

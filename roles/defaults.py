@@ -81,6 +81,7 @@ DEFAULTS: dict[str, Any] = {
     "agent_schedule": "cron",             # cron | systemd-timer
     "agent_interval_min": 5,
     "agent_health_args": [],              # extra args for `nodegate health` (schedule and gate)
+    "agent_schedule_gate": True,          # run `nodegate gate` after each scheduled health check
     "agent_schedule_health_args": None,   # None: agent_health_args; the scheduled check only
     # the gate (deploy.py)
     "gate_enabled": True,

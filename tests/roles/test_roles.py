@@ -162,3 +162,29 @@ def test_deploy_py_orders_the_roles() -> None:
     names = [getattr(r, "__name__", "") for r in deploy.ROLES]
     assert names == ["base", "nvidia_driver", "fabricmanager", "nccl", "dcgm", "nvme", "agent",
                      "pdu_monitor"]
+
+
+def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
+    cron = run(agent, data=host_data()).uploads["/etc/cron.d/nodegate-health"]
+    line = next(x for x in cron.splitlines() if x.startswith("*/5"))
+    health, gate = line.index("nodegate health"), line.index("nodegate gate --node gpu-b01")
+    assert health < gate and "--report-dir /var/lib/nodegate/reports" in line[gate:]
+    timer = run(agent, data=host_data(agent_schedule="systemd-timer"))
+    unit = timer.uploads["/etc/systemd/system/nodegate-health.service"]
+    assert [x.split()[1] for x in unit.splitlines() if x.startswith("ExecStart=")] == [
+        "health", "gate"]
+    off = run(agent, data=host_data(agent_schedule_gate=False)).uploads[
+        "/etc/cron.d/nodegate-health"]
+    assert "nodegate gate" not in off
+
+
+def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
+    facts = converged_facts("ubuntu22")
+    facts["pip.PipPackages"] = {"nodegate": ["0.1.0"], "pysnmp": ["7.1.22"]}  # no torch yet
+    result = run(agent, data=host_data(gate_level="standard"), facts=facts,
+                 files=converged_files("ubuntu22"), converged=True)
+    pip = [c for c in result.commands if "/bin/pip install" in c]
+    assert len(pip) == 1 and pip[0].endswith(" torch"), pip
+    quick = run(agent, data=host_data(gate_level="quick"), facts=facts,
+                files=converged_files("ubuntu22"), converged=True)
+    assert not [c for c in quick.commands if "/bin/pip install" in c]
