@@ -102,3 +102,28 @@ def test_html_is_self_contained(fleet_dir: Path) -> None:
     assert "<link" not in html and "@import" not in html
     assert html.count("<svg") >= 6 * 4 + 5  # heatmap + 3 series per node, distributions
     assert 'aria-label="p2p_bandwidth"' in html and "load: temperature_c" in html
+
+
+def test_a_multinode_report_is_its_own_row_not_the_standard_run(tmp_path: Path) -> None:
+    from nodegate.load import verdicts
+    from nodegate.report import build
+
+    node = tmp_path / "reports" / "hgx0"
+    node.mkdir(parents=True)
+    standard = synthetic_report("hgx0", level="standard", faults=("nvlink-down@gpu3.link5",),
+                                samples=4)
+    (node / "standard-latest.json").write_text(to_json(standard))
+    value = {"world": 2, "hosts": ["hgx0", "hgx9"], "backend": "cpu/gloo",
+             "sweep": [{"bytes": 4 << 20, "seconds": 0.01, "iters": 8, "algbw_gbps": 0.3,
+                        "busbw_gbps": 0.3}]}
+    pair = build(verdicts.multinode(True, value, {}, {}, "peer-hgx9"), node="hgx0",
+                 profile="sim-h100-hgx", level="standard", started_at=standard.finished_at,
+                 duration_s=10.0, backend="cpu/gloo", nodegate_version="0.1.0",
+                 labels={"suite": "multinode", "peer": "hgx9"})
+    (node / "multinode-latest.json").write_text(to_json(pair))
+    view = aggregate(tmp_path / "reports", cache=False)
+    (hgx0,) = view.nodes
+    # newer and passing, yet it does not hide the standard run's failure
+    assert hgx0.verdict == "FAIL"
+    assert {s["level"] for s in hgx0.history} == {"standard", "multinode"}
+    assert hgx0.failing() == (["standard: nvlink_state[gpu3.link5]"], 1)

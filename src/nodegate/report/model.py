@@ -26,6 +26,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from nodegate.errors import ConfigError
+from nodegate.report import digest as _digest
 from nodegate.report._atomic import atomic_write_text
 from nodegate.results import CheckResult, Verdict, overall_verdict
 
@@ -91,7 +92,13 @@ class NodeReport:
         return count_verdicts(self.results)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready dict; non-finite floats become null (JSON has no NaN)."""
+        """The JSON-ready dict; non-finite floats become null (JSON has no NaN).
+
+        Key order is part of the format: the small keys, then the fleet ``digest`` (computed
+        from the JSON-ready results, so it is exactly what a reader would compute from the
+        file), then the bulk: ``results``, ``series``, ``matrices``. A fleet reader needs only
+        the part before ``results``. ``digest.tail_bytes`` is added on serialization.
+        """
         data: dict[str, Any] = {
             "schema": SCHEMA_ID,
             "report_id": self.report_id,
@@ -109,7 +116,9 @@ class NodeReport:
             data["labels"] = dict(self.labels)
         data["verdict"] = self.verdict.value
         data["counts"] = self.counts
-        data["results"] = [_jsonable(result.to_dict()) for result in self.results]
+        results = [_jsonable(result.to_dict()) for result in self.results]
+        data["digest"] = _digest.compute(results, self.report_id)
+        data["results"] = results
         data["series"] = _jsonable(self.series)
         data["matrices"] = _jsonable(self.matrices)
         return data
@@ -209,15 +218,39 @@ def new_report_id(node: str, started_at: dt.datetime) -> str:
 
 def to_json(report: NodeReport, *, indent: int | None = 2) -> str:
     """Serialize; strict JSON (no NaN), stable key order, trailing newline."""
-    return json.dumps(report.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+    return dumps(report.to_dict(), indent=indent)
+
+
+def dumps(data: Mapping[str, Any], *, indent: int | None = 2) -> str:
+    """``json.dumps(data, indent=indent)`` plus a newline, with ``digest.tail_bytes`` set.
+
+    ``tail_bytes`` is the UTF-8 length from the ``"results"`` key to the end of the file, so a
+    reader of only the head can tell the body is still the one the digest was computed from
+    (not cut short by a failed copy, not rewritten). The bulk is serialized once: head and
+    tail are dumped apart and joined exactly as ``json.dumps`` would have joined them.
+    """
+    digest = data.get("digest")
+    if not isinstance(digest, Mapping) or tuple(data)[-len(_digest.TAIL_KEYS):] != (
+            _digest.TAIL_KEYS):
+        return json.dumps(data, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+    tail = {key: data[key] for key in _digest.TAIL_KEYS}
+    tail_text = json.dumps(tail, indent=indent, allow_nan=False, ensure_ascii=False)
+    # json.dumps opens an object with "{" then, when indenting, a newline and the indent
+    body = tail_text[1 if indent is None else 2 + indent :] + "\n"
+    head = {key: value for key, value in data.items() if key not in _digest.TAIL_KEYS}
+    head["digest"] = {**digest, "tail_bytes": len(body.encode("utf-8"))}
+    head_text = json.dumps(head, indent=indent, allow_nan=False, ensure_ascii=False)
+    # ... and closes it with an optional newline and "}"; members are joined with ", " or ",\n"
+    if indent is None:
+        return f"{head_text[:-1]}, {body}"
+    return f"{head_text[:-2]},\n{' ' * indent}{body}"
 
 
 def write(report: NodeReport, path: str | os.PathLike[str]) -> Path:
     """Validate and write atomically: a crash leaves the previous file or none, never half."""
     data = report.to_dict()
     validate(data, source=str(path))
-    text = json.dumps(data, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, dumps(data, indent=2))
 
 
 def load(path: str | os.PathLike[str]) -> NodeReport:
@@ -270,7 +303,8 @@ def validate(data: Any, *, source: str = "<report>") -> None:
 
     Beyond the schema it checks what a schema cannot say: the stored verdict and counts agree
     with the results (a hand-edited PASS over a FAIL is caught), matrices are square,
-    timestamps parse and finish after they start.
+    timestamps parse and finish after they start, and an embedded ``digest`` is the one the
+    results produce (the fleet view trusts it without reading the results).
     """
     if isinstance(data, Mapping) and "schema" in data and data["schema"] != SCHEMA_ID:
         raise ConfigError(
@@ -363,6 +397,7 @@ def _check_semantics(data: Mapping[str, Any], source: str) -> None:
                     file=source,
                     key=json_path(["matrices", name, "values", row_index]),
                 )
+    _digest.check(data, source=source)
 
 
 # --- timestamps and JSON coercion -------------------------------------------------------------
