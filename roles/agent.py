@@ -20,9 +20,9 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.operation import operation
 from pyinfra.context import host
 from pyinfra.facts.files import File
-from pyinfra.facts.pip import PipPackages
 from pyinfra.operations import files, systemd
 
+from nodegate.facts.packages import VenvDistributions
 from nodegate.versions import Version
 from roles import _ops
 from roles._common import cmd, is_deploy_file, knob, profile, q, target_os
@@ -44,7 +44,7 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
         yield cmd(q(python), "-m", "venv", q(venv))
     targets = [requirement]
     match = _REQ.match(requirement)
-    installed = host.get_fact(PipPackages, pip=f"{venv}/bin/pip") or {}
+    installed = host.get_fact(VenvDistributions, pip=f"{venv}/bin/pip") or {}
     if match:
         name = match.group("name").lower().replace("_", "-")
         have = installed.get(name) or installed.get(match.group("name")) or []

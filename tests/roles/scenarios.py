@@ -79,7 +79,8 @@ def converged_facts(os_name: str) -> dict[str, Any]:
                                                    "level": "raid0"}},
         "storage.MdSuperblocks": {d: ARRAY_UUID for d in DEVICES},
         "storage.Blkid": {"UUID": FS_UUID, "TYPE": "xfs"},
-        "pip.PipPackages": {"nodegate": ["0.1.0"], "torch": ["2.13.0+cpu"], "pysnmp": ["7.1.22"]},
+        "packages.VenvDistributions": {"nodegate": ["0.1.0"], "torch": ["2.13.0+cpu"],
+                                       "pysnmp": ["7.1.22"]},
     }
 
 

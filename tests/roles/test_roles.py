@@ -180,7 +180,7 @@ def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
 
 def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
     facts = converged_facts("ubuntu22")
-    facts["pip.PipPackages"] = {"nodegate": ["0.1.0"], "pysnmp": ["7.1.22"]}  # no torch yet
+    facts["packages.VenvDistributions"] = {"nodegate": ["0.1.0"], "pysnmp": ["7.1.22"]}  # no torch yet
     result = run(agent, data=host_data(gate_level="standard"), facts=facts,
                  files=converged_files("ubuntu22"), converged=True)
     pip = [c for c in result.commands if "/bin/pip install" in c]
@@ -188,3 +188,13 @@ def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
     quick = run(agent, data=host_data(gate_level="quick"), facts=facts,
                 files=converged_files("ubuntu22"), converged=True)
     assert not [c for c in quick.commands if "/bin/pip install" in c]
+
+
+def test_venv_distributions_keep_local_versions() -> None:
+    from nodegate.facts.packages import VenvDistributions
+
+    out = ['[{"name": "torch", "version": "2.13.0+cpu"}, {"name": "Nvidia_ML-Py", '
+           '"version": "13.615.71"}, {"name": "nodegate", "version": "0.1.0"}]']
+    assert VenvDistributions().process(out) == {
+        "torch": ["2.13.0+cpu"], "nvidia-ml-py": ["13.615.71"], "nodegate": ["0.1.0"]}
+    assert VenvDistributions().process(["not json"]) == {}

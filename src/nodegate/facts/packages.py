@@ -43,3 +43,42 @@ class HeldPackages(FactBase[dict[str, str | None]]):
             elif " " not in line:
                 held[line] = None
         return held
+
+
+class VenvDistributions(FactBase[dict[str, list[str]]]):
+    """Distributions in a virtual environment: normalised name -> [version].
+
+    pyinfra's ``pip.PipPackages`` parses ``pip freeze`` with a pattern that drops versions with
+    a local label (``torch==2.13.0+cpu``), so such a package looks absent and is reinstalled on
+    every run; ``pip list --format=json`` gives every name and version as pip has them.
+    """
+
+    @override
+    def requires_command(self, pip: str) -> str:
+        return pip
+
+    @override
+    def command(self, pip: str) -> str:
+        from shlex import quote
+
+        return f"{quote(pip)} list --format=json --disable-pip-version-check 2>/dev/null"
+
+    @override
+    @staticmethod
+    def default() -> dict[str, list[str]]:
+        return {}
+
+    @override
+    def process(self, output: list[str]) -> dict[str, list[str]]:
+        import json
+
+        try:
+            rows = json.loads("\n".join(output) or "[]")
+        except ValueError:
+            return {}
+        out: dict[str, list[str]] = {}
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and "name" in row and "version" in row:
+                name = re.sub(r"[-_.]+", "-", str(row["name"])).lower()
+                out.setdefault(name, []).append(str(row["version"]))
+        return out
