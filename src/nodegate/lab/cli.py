@@ -48,7 +48,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     names = ", ".join(m.name for m in result.members)
     started = ", ".join(result.started) or "none (already running)"
     print(f"lab up: {names} in {result.seconds:.1f} s; booted: {started}")
-    print(f"site file: {result.site_file} (NODEGATE_SITE=lab); "
+    from nodegate.lab import config
+
+    site = "lab" if not config.INSTANCE else str(result.site_file)
+    print(f"site file: {result.site_file} (NODEGATE_SITE={site}); "
           f"credentials: set -a; . {services.env_file()}")
     return 0
 
