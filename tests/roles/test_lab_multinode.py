@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,10 @@ import pytest
 import yaml
 
 from tests.roles.test_lab_e2e import (
-    BUSY,
-    MARKER,
     ROOT,
     SITE,
     VENV_BIN,
-    _lab_ready,
-    _nodegate,
+    lab,  # noqa: F401  (the fixture: the same 2-node lab, brought up when it is down)
     pyinfra_env,
     pytestmark,  # noqa: F401  (lab, slow, root + nspawn)
     shell,
@@ -32,20 +28,6 @@ from tests.roles.test_lab_e2e import (
 PEER = "node1"
 NEW = "node2"
 REASON = "nodegate: multinode failed multinode_allreduce_busbw[peer-node1]"
-
-
-@pytest.fixture(scope="module")
-def lab() -> Iterator[None]:
-    ours = not MARKER.exists()
-    MARKER.touch()
-    try:
-        if not _lab_ready():
-            up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
-            assert up.returncode == 0, up.stdout + up.stderr
-        yield
-    finally:
-        if ours:
-            MARKER.unlink(missing_ok=True)
 
 
 def deploy(fetch: Path, site: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,8 +57,8 @@ def results(path: Path) -> dict[str, dict[str, Any]]:
     return {r["check"]: r for r in json.loads(path.read_text())["results"]}
 
 
-def test_pass_joins_failure_drains_with_a_hold_next_pass_resumes(lab: None,
-                                                                  tmp_path: Path) -> None:
+@pytest.mark.usefixtures("lab")
+def test_pass_joins_failure_drains_with_a_hold_next_pass_resumes(tmp_path: Path) -> None:
     # 1. a healthy pair: node2's report has the figure, node2 and node1 are in service
     first = deploy(tmp_path / "pass")
     assert first.returncode == 0, first.stdout[-4000:]

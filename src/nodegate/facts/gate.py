@@ -92,14 +92,14 @@ class JoinDecision(FactBase[JoinResult]):
         return {"exit": code, "decision": decision}
 
 
-class MultinodeRun(FactBase[GateResult]):
+class MultinodeRun(GateReport):
     """``nodegate multinode --json``: one side of the two-node all-reduce, run at execution
     time on both nodes of a pair at once (pyinfra runs an operation on its hosts in
-    parallel); exit code and the JSON report, as for ``GateReport``."""
+    parallel); exit code and the JSON report, read as ``GateReport`` reads them."""
 
     @override
-    def command(self, nodegate: str, profile: str, role: str, endpoint: str, peer_name: str,
-                rdzv_id: str, local_addr: str, join_timeout_s: float,
+    def command(self, nodegate: str, profile: str, role: str, endpoint: str,  # type: ignore[override]
+                peer_name: str, rdzv_id: str, local_addr: str, join_timeout_s: float,
                 report_dir: str) -> StringCommand:
         return StringCommand(
             QuoteString(nodegate), "multinode", "--role", QuoteString(role),
@@ -109,13 +109,3 @@ class MultinodeRun(FactBase[GateResult]):
             "--report-dir", QuoteString(report_dir), "--json", "--color", "never",
             "2>/dev/null;", "echo", f"{_EXIT}$?",
         )
-
-    @override
-    @staticmethod
-    def default() -> GateResult:
-        return {"exit": 3, "report": None}
-
-    @override
-    def process(self, output: list[str]) -> GateResult:
-        code, report = _exit_and_json(output)
-        return {"exit": code, "report": report}
