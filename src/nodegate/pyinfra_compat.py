@@ -66,17 +66,33 @@ def is_checked(found: tuple[int, ...] | None) -> bool:
     return found is not None and low <= found[:2] < high
 
 
-def connection_lost_is_host_failure(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a connector method so paramiko's ``EOFError`` leaves it as SSHConnectionLost."""
+#: Methods that open an SFTP channel: on a dead transport pyinfra's
+#: ``get_file_transfer_connection`` turns paramiko's "SSH session not active" into a
+#: ``ConnectError``, which no per-host handler catches either (seen on the lab, CI run of
+#: 2026-12-02: the first file upload after the node went down aborted every host).
+SFTP_METHODS = ("put_file", "get_file")
+
+
+def connection_lost_is_host_failure(method: Callable[..., Any],
+                                    name: str | None = None) -> Callable[..., Any]:
+    """Wrap a connector method so paramiko's ``EOFError`` (and, for the SFTP methods,
+    pyinfra's ``ConnectError``) leaves it as SSHConnectionLost."""
+    from pyinfra.api.exceptions import ConnectError
+
+    name = name or method.__name__
+    lost: tuple[type[BaseException], ...] = (EOFError,)
+    if name in SFTP_METHODS:
+        lost = (EOFError, ConnectError)
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
-        except EOFError as e:
+        except lost as e:
             host = getattr(getattr(self, "host", None), "name", "?")
             raise SSHConnectionLost(
-                f"SSH connection to {host} lost during {method.__name__} (paramiko EOFError)"
+                f"SSH connection to {host} lost during {name} "
+                f"({'paramiko EOFError' if isinstance(e, EOFError) else e})"
             ) from e
 
     setattr(wrapper, _MARK, True)
@@ -99,7 +115,7 @@ def install(connector: type[Any] | None = None) -> bool:
     for name in PATCHED_METHODS:
         method = getattr(connector, name)
         if not getattr(method, _MARK, False):
-            setattr(connector, name, connection_lost_is_host_failure(method))
+            setattr(connector, name, connection_lost_is_host_failure(method, name))
     return True
 
 

@@ -246,7 +246,8 @@ def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) ->
     try:
         assert env_run.returncode != 0, out[-3000:]
         h1 = node(ssh_config, "node1")
-        assert h1.file("/etc/nccl.conf").exists and h1.file("/etc/nodegate/profile.json").exists
+        assert h1.file("/etc/nccl.conf").exists and h1.file("/etc/nodegate/profile.json").exists, \
+            out[-6000:]
         assert re.search(r"\[node2\].*(Error|Disconnected|failed|lost)", out, re.I), out[-3000:]
         assert "exception occurred" not in out and "Traceback" not in out, out[-3000:]
         assert "Grand total" in out, out[-3000:]  # the run went on to the end for node1

@@ -108,6 +108,24 @@ def test_eof_becomes_an_error_pyinfra_handles(method: str) -> None:
     assert isinstance(info.value.__cause__, EOFError)
 
 
+@pytest.mark.parametrize("method", ["put_file", "get_file"])
+def test_sftp_on_a_dead_session_becomes_a_host_error(method: str) -> None:
+    from pyinfra.api.exceptions import ConnectError
+
+    class Fake:
+        host = type("H", (), {"name": "node2"})()
+
+        def _raise(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectError("Unable to establish SFTP connection.")
+
+        run_shell_command = put_file = get_file = _raise
+
+    assert pyinfra_compat.install(Fake)
+    with pytest.raises(SSHConnectionLost, match="node2 lost during") as info:
+        getattr(Fake(), method)("x")
+    assert isinstance(info.value.__cause__, ConnectError)
+
+
 def test_install_is_idempotent_and_other_errors_pass_through() -> None:
     def depth(name: str) -> int:
         method, n = getattr(SSHConnector, name), 0
