@@ -8,8 +8,8 @@ Run on a GPU machine (about 5-7 minutes on one H200; P2P and all-reduce SKIP: no
 It prints one table: each of our figures, the same card's figure measured without the harness
 (a plain large bf16 ``torch.matmul``, a plain device-to-device copy, a plain pinned copy) and
 the ratio (goal >= 0.95). Commit the printed table to docs/hardware-runs/ with the date, GPU,
-driver, torch version and command (all printed in the header). ``--api`` picks the module that
-provides ``run(profile, level, ...)`` (``nodegate.load.levels`` or ``nodegate.load.levels``).
+driver, torch version and command (all printed in the header). ``--api`` names another module
+that provides ``run(profile, level, ...)`` (default ``nodegate.load.levels``).
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ def header(cuda: bool, command: str) -> list[str]:
              f"command: {command}"]
     if cuda:
         lines.append(f"gpu: {torch.cuda.get_device_name(0)}")
+        lines.append(f"cuda (torch build): {torch.version.cuda}")
         try:
             import pynvml
 

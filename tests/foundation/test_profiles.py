@@ -99,6 +99,10 @@ HEADER = "schema: nodegate.profile/1\nlayer: profile\n"
          "thresholds.p2p_typo_gbps_min", "unknown key"),
         ("thresholds:\n  p2p_unidir_gbps_min: {min: 1, max: 2, unit: GB/s, source: 'policy: x'}\n",
          "thresholds.p2p_unidir_gbps_min", "exactly one"),
+        ("load:\n  dtypes: [fp32]\n", "load.dtypes[0]", "is not one of"),
+        ("load:\n  burnin_model: {vocab: 64, depth: 2}\n", "load.burnin_model.depth",
+         "unknown key"),
+        ("load:\n  copy_iters: 0\n", "load.copy_iters", "minimum"),
     ],
 )
 def test_schema_error_names_key_and_file(tmp_path: Path, body: str, key: str, words: str) -> None:
@@ -108,6 +112,17 @@ def test_schema_error_names_key_and_file(tmp_path: Path, body: str, key: str, wo
     assert info.value.key == key
     assert info.value.file == str(path)
     assert words in info.value.message
+
+
+def test_load_knobs_of_the_load_package_are_profile_keys(tmp_path: Path) -> None:
+    shipped = (profiles_dir() / "sim-h100-hgx.yaml").read_text()
+    knobs = ("load:\n  copy_iters: 20\n  allreduce_steps: 6\n  power_settle_s: 10\n"
+             "  min_phase_seconds: 1\n  soak_min_seconds: 30\n  burnin_min_steps: 20\n"
+             "  burnin_model: {vocab: 50304, d_model: 1024, layers: 12, heads: 16,"
+             " seq_len: 1024, batch: 8, lr: 0.0003}\n")
+    assert "\nload:\n" in shipped
+    check_files([_write(tmp_path, shipped.replace("\nload:\n", "\n" + knobs, 1),
+                        "sim-h100-hgx.yaml")])
 
 
 def test_duplicate_key_is_an_error(tmp_path: Path) -> None:

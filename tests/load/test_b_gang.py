@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 
 from nodegate.load import devices, levels, seams, tasks
 from nodegate.load.workers import Gang
+from nodegate.progress import Beat
 from nodegate.results import Verdict
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -45,9 +46,42 @@ def alive(pid: int) -> bool:
     return True
 
 
+class Recorder:
+    """A Progress that keeps what the load level reported."""
+
+    beat_s = 0.1
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.beats: list[Beat] = []
+        self.clears = 0
+
+    def line(self, message: str) -> None:
+        self.lines.append(message)
+
+    def beat(self, beat: Beat) -> None:
+        self.beats.append(beat)
+
+    def clear(self) -> None:
+        self.clears += 1
+
+
 def test_standard_level_measures_everything_with_units() -> None:
-    out = levels.run(profile(3), "standard")
+    progress = Recorder()
+    out = levels.run(profile(3), "standard", progress=progress)
     assert out.backend == "cpu/gloo"
+    # progress: a beat per phase with every rank's step, a done line, the live line cleared
+    phases = {b.phase for b in progress.beats}
+    assert {"load: gemm", "load: memory", "load: allreduce"} <= phases
+    assert all(len(b.steps) == 3 and b.expected_s > 0 for b in progress.beats)
+    assert max(max(b.steps) for b in progress.beats if b.phase == "load: gemm") > 0
+    assert any(line.startswith("load: gemm done in ") for line in progress.lines)
+    assert progress.clears >= 4
+    # host copies: a fresh buffer, first-touched here; move_pages says where its pages are
+    h2d = by(out.results, "h2d_bandwidth")["gpu0"]
+    assert h2d.evidence["pinning"] == "pageable"  # CPU run: nothing to pin for
+    assert sum(h2d.evidence["pages_on_node"].values()) == devices.PAGE_SAMPLES
+    assert set(h2d.evidence["pages_on_node"]) <= set(devices.numa_nodes())
     units = {r.check: r.unit for r in out.results if r.verdict == Verdict.PASS}
     assert units["gemm_tflops"] == "TFLOPS"
     assert by(out.results, "gemm_consistency")["gpu2"].verdict == Verdict.PASS
@@ -67,6 +101,18 @@ def test_corrupted_gemm_output_names_that_gpu() -> None:
     consistency = by(out.results, "gemm_consistency")
     assert consistency["gpu1"].verdict == Verdict.FAIL
     assert "silent data corruption" in consistency["gpu1"].evidence["reason"]
+    assert consistency["gpu0"].verdict == consistency["gpu2"].verdict == Verdict.PASS
+
+
+def test_intermittent_corruption_is_caught_by_the_gpus_own_compare() -> None:
+    # every 3rd output of GPU 1 has a flipped bit: its first output (the one compared across
+    # GPUs) is clean, so only the per-iteration self check can see it
+    out = levels.run(profile(3), "standard", env={seams.CORRUPT_GPU: "1:3"})
+    consistency = by(out.results, "gemm_consistency")
+    assert consistency["gpu1"].verdict == Verdict.FAIL
+    assert consistency["gpu1"].measured == consistency["gpu1"].threshold  # digests agree
+    assert consistency["gpu1"].evidence["self_mismatches"] > 0
+    assert "differ from this GPU's first result" in consistency["gpu1"].evidence["reason"]
     assert consistency["gpu0"].verdict == consistency["gpu2"].verdict == Verdict.PASS
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from nodegate.errors import CannotRunError
 from nodegate.profiles import Profile
+from nodegate.progress import Progress
 from nodegate.results import CheckResult
 
 
@@ -59,7 +60,8 @@ def skipped(level: str, holders: dict[str, str]) -> LoadGroupOutcome:
 
 def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
                    workers: int | None = None,
-                   progress: Callable[[str], None] | None = None) -> LoadGroupOutcome:
+                   progress: Progress | Callable[[str], None] | None = None
+                   ) -> LoadGroupOutcome:
     holders = foreign_holders()
     if holders:
         return skipped(level, holders)

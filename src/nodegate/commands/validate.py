@@ -28,11 +28,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _progress(message: str) -> None:
-    stamp = time.strftime("%H:%M:%S")
-    print(f"[{stamp}] {message}", file=sys.stderr, flush=True)
-
-
 def _power_sampler(level: str, groups: tuple[str, ...]) -> Any:
     """A power sampler for the load phase, when this node has power wiring installed."""
     if level != "acceptance" or "power" not in groups:
@@ -58,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.battery.lock import BatteryLock
     from nodegate.battery.session import emit, node_name, select_profile
     from nodegate.errors import ConfigError
+    from nodegate.progress import for_stream
     from nodegate.report import build
 
     if args.duration_scale <= 0:
@@ -66,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     window = parse_duration(args.xid_window)
     profile = select_profile(args.profile)
     quick = tuple(g for g in groups if g in QUICK_GROUPS)
+    progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     with BatteryLock():
         started = time.time()
         t0 = time.monotonic()
@@ -76,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         matrices: dict[str, Any] = {}
         backend = "nvml"
         if quick:
-            _progress(f"quick checks: {','.join(quick)}")
+            progress.line(f"quick checks: {','.join(quick)}")
             outcome = run_quick(profile, QuickOptions(groups=quick, xid_window_s=window))
             results += outcome.results
             notes += outcome.notes
@@ -84,12 +81,13 @@ def run(args: argparse.Namespace) -> int:
         if args.level != "quick" and "load" in groups:
             from nodegate.battery.load import run_load_group
 
-            _progress(f"load checks, level {args.level}, duration scale {args.duration_scale}")
+            progress.line(f"load checks, level {args.level}, duration scale {args.duration_scale}")
             sampler = _power_sampler(args.level, groups)
             try:
                 load = run_load_group(profile, args.level, args.duration_scale,
-                                      workers=args.workers, progress=_progress)
+                                      workers=args.workers, progress=progress)
             finally:
+                progress.clear()
                 if sampler is not None:
                     sampler.stop()
             results += load.results

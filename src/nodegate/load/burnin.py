@@ -25,7 +25,7 @@ from typing import Any
 
 from nodegate.load import seams
 from nodegate.load.tasks import digest
-from nodegate.load.workers import WorkerContext
+from nodegate.load.workers import SLOTS, WorkerContext
 
 
 def _model(vocab: int, d_model: int, layers: int, heads: int, seq_len: int) -> Any:
@@ -98,7 +98,7 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
     n_params = sum(p.numel() for p in net.parameters())
     with warnings.catch_warnings():  # broadcast_buffers is deprecated, its successor not final
         warnings.simplefilter("ignore", FutureWarning)
-        ddp = DDP(net, device_ids=[ctx.rank] if ctx.backend.cuda else None,
+        ddp = DDP(net, device_ids=[ctx.gpu_index] if ctx.backend.cuda else None,
                   broadcast_buffers=False)
     opt = torch.optim.AdamW(ddp.parameters(), lr=float(model.get("lr", 3e-4)))
     use_amp = ctx.backend.cuda and precision in ("bf16", "fp16")
@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.set_device(local)
     dist.init_process_group(backend.dist, timeout=timedelta(seconds=args.timeout))
     model = {**DEFAULTS["burnin_model"], **json.loads(args.model)}
-    ctx = WorkerContext(local, world, backend, Array("d", 2 * (local + 1), lock=False))
+    ctx = WorkerContext(rank, world, backend, Array("d", SLOTS * world, lock=False),
+                        local_rank=local)
     result = train(ctx, steps=args.steps, min_steps=1, seconds=args.seconds, model=model)
     result.pop("losses")
     print(json.dumps({"rank": rank, **result}), flush=True)

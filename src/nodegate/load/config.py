@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "min_phase_seconds": 0.5,  # floor of every scaled timed phase
     "soak_min_seconds": 6.0,  # floor of the scaled soak: telemetry must see a response
     "burnin_min_steps": 8,  # loss-falling needs a few steps even at a tiny scale
+    "power_settle_s": 5.0,  # GEMM-class load before power under load is judged
     "copy_iters": 5,  # timed repetitions of each bandwidth copy (after one warm-up)
     "allreduce_steps": 5,  # sizes in the all-reduce sweep (max, max/4, ...)
     "multinode_max_bytes": 1 << 30,  # the two-node all-reduce is judged at this size
@@ -65,6 +66,7 @@ class LoadConfig:
     sample_hz: float
     collective_timeout_s: float
     copy_iters: int
+    power_settle_s: float = 5.0
     burnin_model: dict[str, Any] = field(default_factory=dict)
     duration_scale: float = 1.0
 
@@ -122,6 +124,7 @@ def from_profile(profile: dict[str, Any], level: str, duration_scale: float = 1.
         sample_hz=max(1.0, _number(load, "sample_hz")),
         collective_timeout_s=max(5.0, _number(load, "collective_timeout_s")),
         copy_iters=max(1, int(_number(load, "copy_iters"))),
+        power_settle_s=_number(load, "power_settle_s"),
         burnin_model=model,
         duration_scale=duration_scale,
     )

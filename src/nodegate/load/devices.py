@@ -6,7 +6,11 @@ CUDA needs a stream synchronisation; on CPU every op is already synchronous.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import platform
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,10 @@ from nodegate.errors import CannotRunError
 
 SYS_PCI = Path("/sys/bus/pci/devices")
 SYS_NODES = Path("/sys/devices/system/node")
+#: move_pages(2) syscall numbers: libc has no wrapper (libnuma does), the number is stable ABI.
+SYS_MOVE_PAGES = {"x86_64": 279, "aarch64": 239, "ppc64le": 301}
+#: Pages sampled across a buffer to say which NUMA node holds it.
+PAGE_SAMPLES = 64
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,56 @@ def choose(device: str = "auto") -> Backend:
     if has_cuda:
         return Backend("cuda", "nccl", torch.cuda.device_count())
     return Backend("cpu", "gloo", 0)
+
+
+#: What every CUDA worker sets before CUDA starts: CUDA's default order is "fastest first",
+#: NVML's (and nvidia-smi's) is PCI bus order; with this, CUDA device i is NVML GPU i.
+CUDA_ORDER_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def nvml_indices(backend: Backend, world: int, environ: dict[str, str] | None = None,
+                 uuid_to_index: dict[str, int] | None = None) -> list[int]:
+    """The NVML index (the report's ``gpuN``) of each CUDA rank, honouring
+    ``CUDA_VISIBLE_DEVICES`` as a scheduler sets it: indices, or GPU UUIDs (prefixes too).
+
+    Without it rank r is GPU r. ``uuid_to_index`` is NVML's view, read here when needed."""
+    env = os.environ if environ is None else environ
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if not backend.cuda or raw is None or not raw.strip():
+        return list(range(world))
+    entries = [e.strip() for e in raw.split(",") if e.strip()][:world]
+    if any(e.startswith("MIG-") for e in entries):
+        raise CannotRunError(f"CUDA_VISIBLE_DEVICES={raw} names MIG instances: the load checks "
+                             "validate whole GPUs (unset it, or disable MIG)")
+    if all(e.isdigit() for e in entries):
+        return [int(e) for e in entries]
+    uuids = uuid_to_index if uuid_to_index is not None else _nvml_uuids()
+    out: list[int] = []
+    for entry in entries:
+        if entry.isdigit():
+            out.append(int(entry))
+            continue
+        found = [index for uuid, index in uuids.items() if uuid.startswith(entry)]
+        if len(found) != 1:
+            raise CannotRunError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches "
+                                 f"{len(found)} GPU(s) by UUID: cannot tell which GPU a rank is")
+        out.append(found[0])
+    return out
+
+
+def _nvml_uuids() -> dict[str, int]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return {str(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))): i
+                    for i in range(pynvml.nvmlDeviceGetCount())}
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:
+        raise CannotRunError(f"CUDA_VISIBLE_DEVICES names GPUs by UUID and NVML cannot list "
+                             f"them: {exc}") from None
 
 
 def torch_device(backend: Backend, index: int) -> Any:
@@ -88,6 +146,8 @@ def gpu_numa_node(backend: Backend, index: int, sys_pci: Path = SYS_PCI) -> int 
     import torch
 
     props: Any = torch.cuda.get_device_properties(index)
+    # sysfs names a PCI function by domain:bus:device.function; torch's "device id" is the
+    # PCI device (slot) number and a GPU is function 0
     bus_id = (f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:"
               f"{props.pci_device_id:02x}.0")
     try:
@@ -107,3 +167,73 @@ def pin_to_node(node: int | None, nodes: dict[int, set[int]]) -> bool:
     except (OSError, AttributeError):
         return False
     return True
+
+
+def page_nodes(address: int, nbytes: int, samples: int = PAGE_SAMPLES) -> dict[int, int]:
+    """NUMA node -> how many of ``samples`` pages spread over the buffer live there, read
+    with move_pages(2) without target nodes (it only reports). Pages not yet touched are not
+    counted; empty where the kernel or architecture cannot say."""
+    number = SYS_MOVE_PAGES.get(platform.machine())
+    page = os.sysconf("SC_PAGE_SIZE")
+    if number is None or nbytes <= 0:
+        return {}
+    first = address - address % page
+    count = max(1, min(samples, (address + nbytes - first) // page))
+    stride = max(1, (address + nbytes - first) // page // count)
+    pages = (ctypes.c_void_p * count)(*[first + i * stride * page for i in range(count)])
+    status = (ctypes.c_int * count)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    # syscall(2) reads every argument as a long: pass them so, not as C ints
+    long = ctypes.c_long
+    if libc.syscall(long(number), long(0), long(count), pages, None, status, long(0)) != 0:
+        return {}
+    nodes: dict[int, int] = {}
+    for node in status:
+        if node >= 0:
+            nodes[node] = nodes.get(node, 0) + 1
+    return nodes
+
+
+def placed_on(pages: dict[int, int], node: int | None) -> bool | None:
+    """Whether every sampled page is on ``node``; None when either is unknown."""
+    if node is None or not pages:
+        return None
+    return set(pages) == {node}
+
+
+@contextlib.contextmanager
+def host_buffer(nbytes: int, *, pin: bool) -> Iterator[tuple[Any, str]]:
+    """A host buffer placed by first touch from this thread's CPUs, then pinned where it lies.
+
+    Why not ``torch.empty(pin_memory=True)``: torch's caching host allocator hands a freed
+    pinned block to the next request of its size, so a second placement (the remote NUMA
+    node) would silently reuse the first one's pages. Here the pages are touched by this
+    thread alone (a memset, not torch's thread pool, whose threads keep an older CPU mask),
+    then registered with CUDA in place and unregistered on exit. Yields the tensor and how it
+    was pinned: ``registered``, ``pageable`` (CPU runs) or ``torch-cache`` (registration was
+    refused; the pages then come from torch's allocator, as placed by this thread).
+    """
+    import torch
+
+    host = torch.empty(nbytes, dtype=torch.uint8)
+    ctypes.memset(host.data_ptr(), 3, nbytes)
+    if not pin:
+        yield host, "pageable"
+        return
+    cudart: Any = torch.cuda.cudart()  # type: ignore[no-untyped-call,unused-ignore]
+    if int(cudart.cudaHostRegister(host.data_ptr(), nbytes, 0)) != 0:
+        fallback = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        ctypes.memset(fallback.data_ptr(), 3, nbytes)
+        try:
+            yield fallback, "torch-cache"
+        finally:
+            del fallback
+            empty_cache = getattr(torch._C, "_host_emptyCache", None)
+            if empty_cache is not None:  # give the block back, so no later run reuses it
+                empty_cache()
+        return
+    try:
+        yield host, "registered"
+    finally:
+        torch.cuda.synchronize()  # no copy may still read the pages being unpinned
+        cudart.cudaHostUnregister(host.data_ptr())

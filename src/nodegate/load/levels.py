@@ -13,6 +13,7 @@ and the next phase starts a fresh gang.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,9 +22,9 @@ from typing import Any
 from nodegate.load import config, devices, seams, tasks, verdicts
 from nodegate.load.telemetry import Sampler, Telemetry
 from nodegate.load.workers import Gang, PhaseOutcome
+from nodegate.progress import Beat, Progress, adapt
 from nodegate.results import CheckResult, Verdict
 
-Progress = Callable[[str], None]
 #: Headroom on every phase deadline beyond its own duration and the collective timeout.
 DEADLINE_SLACK_S = 30.0
 
@@ -46,16 +47,18 @@ class _Run:
     world: int
     th: dict[str, Any]
     sampler: Sampler
-    say: Progress
+    progress: Progress
     env: dict[str, str]
     gang: Gang | None = None
     results: list[CheckResult] = field(default_factory=list)
     phases: list[dict[str, Any]] = field(default_factory=list)
     matrices: dict[str, Any] = field(default_factory=dict)
 
+    gpus: list[int] = field(default_factory=list)  # each rank's NVML index
+
     @property
     def indices(self) -> list[int]:
-        return list(range(self.world))
+        return self.gpus or list(range(self.world))
 
     def ensure_gang(self) -> PhaseOutcome | None:
         """A running gang, started afresh after a phase that lost a rank."""
@@ -68,7 +71,10 @@ class _Run:
         return None if started.ok else started
 
     def phase(self, name: str, func: Callable[..., Any], expected_s: float,
-              loads: bool = True, **kwargs: Any) -> PhaseOutcome:
+              loads: bool = True, estimate_s: float | None = None,
+              **kwargs: Any) -> PhaseOutcome:
+        """Run one phase on the gang. ``expected_s`` sizes the deadline (generous: start-up,
+        calibration); ``estimate_s``, when known better, is what the progress bar shows."""
         failed_start = self.ensure_gang()
         if failed_start is not None:
             failed_start.name = name
@@ -78,16 +84,20 @@ class _Run:
             return failed_start
         assert self.gang is not None
         timeout = expected_s * 2 + self.cfg.collective_timeout_s + DEADLINE_SLACK_S
-        self.say(f"load: {name} on {self.world} worker(s) ({self.backend.name}), "
-                 f"~{expected_s:.1f} s")
+        self.progress.line(f"load: {name} on {self.world} worker(s) ({self.backend.name}), "
+                           f"~{estimate_s or expected_s:.1f} s")
         if loads:
             self.sampler.begin_phase(self.indices)
         try:
             outcome = self.gang.run(name, func, timeout, kwargs=kwargs,
-                                    on_progress=self._beat(name))
+                                    on_progress=self._beat(name, estimate_s or expected_s),
+                                    beat_s=self.progress.beat_s)
         finally:
+            self.progress.clear()
             if loads:
                 self.sampler.end_phase(self.indices)
+        self.progress.line(f"load: {name} {'done' if outcome.ok else 'FAILED'} in "
+                           f"{outcome.duration_s:.1f} s")
         walls = [v["wall"] for v in outcome.values.values()
                  if isinstance(v, dict) and "wall" in v]
         if walls:
@@ -97,9 +107,12 @@ class _Run:
                             "deadline_s": round(timeout, 1)})
         return outcome
 
-    def _beat(self, name: str) -> Callable[[list[int]], None]:
+    def _beat(self, name: str, expected_s: float) -> Callable[[list[int]], None]:
+        started = time.monotonic()
+
         def beat(steps: list[int]) -> None:
-            self.say(f"load: {name} progress per rank {steps}")
+            self.progress.beat(Beat(f"load: {name}", time.monotonic() - started, expected_s,
+                                    tuple(steps)))
         return beat
 
     def judged(self, outcome: PhaseOutcome, checks: list[str],
@@ -116,8 +129,8 @@ class _Run:
 
 
 def _gemm(run: _Run, dtype: str, seconds: float, name: str = "gemm") -> None:
-    outcome = run.phase(name, tasks.gemm, seconds + 5, dtype=dtype, n=run.cfg.gemm_size,
-                        seconds=seconds)
+    outcome = run.phase(name, tasks.gemm, seconds + 5, estimate_s=seconds, dtype=dtype,
+                        n=run.cfg.gemm_size, seconds=seconds)
     if name == "gemm":
         checks = ["gemm_tflops" if dtype == "bf16" else f"gemm_tflops_{dtype}",
                   "gemm_consistency"]
@@ -166,6 +179,7 @@ def _allreduce(run: _Run) -> None:
 def _burnin(run: _Run) -> None:
     cfg = run.cfg
     outcome = run.phase("burnin", tasks.burnin, cfg.burnin_seconds + 10,
+                        estimate_s=cfg.burnin_seconds,
                         steps=cfg.burnin_steps, min_steps=cfg.burnin_min_steps,
                         seconds=cfg.burnin_seconds, model=cfg.burnin_model,
                         precision=cfg.dtypes[0])
@@ -183,6 +197,26 @@ def _series(tel: Telemetry) -> dict[str, Any]:
     return out
 
 
+_GPU_NAME = re.compile(r"\bgpu(\d+)\b")
+
+
+def name_gpus(results: list[CheckResult], matrices: dict[str, Any], gpus: list[int]
+              ) -> tuple[list[CheckResult], dict[str, Any]]:
+    """Rank-named entities (``gpu<rank>``, ``gpu<a>-gpu<b>``) renamed to the NVML index of
+    each rank's GPU, so the load results name the same GPU as the quick checks and NVML do
+    when a scheduler's ``CUDA_VISIBLE_DEVICES`` hands us a subset."""
+    if gpus == list(range(len(gpus))):
+        return results, matrices
+
+    def rename(text: str) -> str:
+        return _GPU_NAME.sub(lambda m: f"gpu{gpus[int(m.group(1))]}", text)
+
+    named = [dataclasses.replace(r, entity=rename(r.entity)) for r in results]
+    renamed = {key: {**value, "entities": [rename(e) for e in value.get("entities", [])]}
+               for key, value in matrices.items()}
+    return named, renamed
+
+
 def workers_for(profile: dict[str, Any], backend: devices.Backend, workers: int | None) -> int:
     """The profile's GPU count, scaled down by ``workers`` and by the GPUs torch can see."""
     count = int((profile.get("gpu") or {}).get("count") or 1)
@@ -194,22 +228,26 @@ def workers_for(profile: dict[str, Any], backend: devices.Backend, workers: int 
 
 
 def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
-        workers: int | None = None, device: str = "auto", progress: Progress | None = None,
+        workers: int | None = None, device: str = "auto",
+        progress: Progress | Callable[[str], None] | None = None,
         env: dict[str, str] | None = None) -> LoadOutcome:
-    """Run ``level`` on this node; ``env`` goes to every worker (how tests set the seams)."""
+    """Run ``level`` on this node; ``env`` goes to every worker (how tests set the seams).
+    ``progress``: a ``nodegate.progress.Progress`` (live line or log lines) or a callable
+    that takes one line."""
     started = time.monotonic()
     cfg = config.from_profile(profile, level, duration_scale)
     backend = devices.choose(device)
     world = workers_for(profile, backend, workers)
     if not backend.cuda and "burnin_model" not in (profile.get("load") or {}):
         cfg = dataclasses.replace(cfg, burnin_model=dict(config.CPU_BURNIN_MODEL))
-    say: Progress = progress or (lambda _line: None)
-    sampler = Sampler(list(range(world)), cfg.sample_hz)
+    say = adapt(progress)
+    gpus = devices.nvml_indices(backend, world)
+    sampler = Sampler(gpus, cfg.sample_hz)
     run_ = _Run(cfg, backend, world, verdicts.thresholds_of(profile), sampler, say,
-                dict(env or {}))
+                dict(env or {}), gpus=gpus)
     tel = sampler.start()
     if not tel.available:
-        say(f"load: telemetry off ({tel.reason})")
+        say.line(f"load: telemetry off ({tel.reason})")
     try:
         for dtype in cfg.dtypes:
             _gemm(run_, dtype, cfg.gemm_seconds)
@@ -224,10 +262,12 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
             run_.gang.close()
         sampler.end_phase(run_.indices)
         tel = sampler.stop()
-    run_.results += verdicts.telemetry(tel, run_.th, [verdicts.gpu(i) for i in range(world)])
-    say(f"load: {level} done in {time.monotonic() - started:.1f} s")
+    results, matrices = name_gpus(run_.results, run_.matrices, gpus)
+    results += verdicts.telemetry(tel, run_.th, [verdicts.gpu(i) for i in gpus],
+                                  power_settle_s=cfg.power_settle_s)
+    say.line(f"load: {level} done in {time.monotonic() - started:.1f} s")
     return LoadOutcome(
-        results=run_.results, series=_series(tel), matrices=run_.matrices,
+        results=results, series=_series(tel), matrices=matrices,
         backend=backend.name, phases=run_.phases,
-        config={**cfg.as_dict(), "workers": world},
+        config={**cfg.as_dict(), "workers": world, "gpus": gpus},
         seams={**seams.active(), **{k: v for k, v in (env or {}).items() if k in seams.ALL}})

@@ -4,7 +4,9 @@ They exist so the suite's failure paths are exercised for real (a corrupted GEMM
 slow rank, a rank that dies or hangs) instead of being mocked. Unset, they cost nothing.
 
 =============================== ==============================================================
-``NODEGATE_LOAD_CORRUPT_GPU=N``  GPU N flips one element of its GEMM output (silent corruption)
+``NODEGATE_LOAD_CORRUPT_GPU=N[:K]`` GPU N flips one bit of its GEMM output (silent corruption):
+                                 every iteration, or with K only every K-th (an intermittent
+                                 fault: its first output is clean, later ones are not)
 ``NODEGATE_LOAD_SLOW_RANK=R[:S]`` rank R sleeps S seconds (default 0.05) in every burn-in
                                  forward pass and GEMM iteration (a straggler)
 ``NODEGATE_LOAD_KILL_RANK=R[:K]`` rank R SIGKILLs itself at burn-in step K (default 2)
@@ -31,9 +33,10 @@ def _parse(name: str, default: float) -> tuple[int, float] | None:
     return int(target), float(arg) if arg else default
 
 
-def corrupt_gpu() -> int | None:
-    parsed = _parse(CORRUPT_GPU, 0.0)
-    return parsed[0] if parsed else None
+def corrupt_every(rank: int) -> int | None:
+    """Every how many GEMM iterations ``rank`` corrupts its output (1: all), None: never."""
+    parsed = _parse(CORRUPT_GPU, 1)
+    return max(1, int(parsed[1])) if parsed and parsed[0] == rank else None
 
 
 def slow_seconds(rank: int) -> float:

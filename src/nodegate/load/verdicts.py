@@ -168,7 +168,8 @@ def memory(values: dict[int, dict[str, Any]], th: dict[str, Threshold]) -> list[
                 numa_node=local.get("numa_node"), cpu_bound=local.get("cpu_bound"),
                 remote_numa_node=remote.get("numa_node") if remote else None,
                 remote_gbps=round(remote[f"{way}_gbps"], 3) if remote else None,
-                pinned=v.get("pinned")))
+                pinned=v.get("pinned"), pinning=local.get("pinning"),
+                pages_on_node=local.get("pages_on_node"), placed=local.get("placed")))
         out += outliers(f"{way}_bandwidth", figures, "GB/s", th.get("outlier_margin_pct_max"))
     return out
 
@@ -300,7 +301,18 @@ TELEMETRY_CHECKS = ("thermal_peak", "mem_temp_peak", "thermal_events", "power_un
                     "clock_floor")
 
 
-def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str]) -> list[CheckResult]:
+def load_seconds(tel: Telemetry, phases: tuple[str, ...] = LOAD_PHASES) -> float:
+    """How long the GEMM-class phases loaded the GPUs, summed over their windows."""
+    return sum(b - a for p, a, b in tel.windows if p in phases)
+
+
+def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str], *,
+              power_settle_s: float = 0.0) -> list[CheckResult]:
+    """Peaks, events, power and clocks per GPU. Power is judged only after at least
+    ``power_settle_s`` of GEMM-class load: NVML's power reading is an average over about a
+    second and a board takes seconds to reach its draw, so a shorter run (a scaled-down
+    test) says nothing about the power the GPU can reach."""
+    loaded_s = load_seconds(tel)
     if not tel.available:
         return [r for e in entities for r in skipped(TELEMETRY_CHECKS, tel.reason, e)]
     out: list[CheckResult] = []
@@ -332,7 +344,10 @@ def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str]) -> 
                             measured=events or "none", threshold="none", severity=HW,
                             samples=len(reasons)))
         power = tel.samples(entity, "power_w", LOAD_PHASES)
-        if not power or not static.power_limit_w:
+        if loaded_s < power_settle_s:
+            out += skipped(["power_under_load"], f"GEMM-class load lasted {loaded_s:.1f} s, "
+                           f"under the {power_settle_s:.0f} s power needs to settle", entity)
+        elif not power or not static.power_limit_w:
             out += skipped(["power_under_load"], "no power samples under GEMM or no limit",
                            entity)
         else:

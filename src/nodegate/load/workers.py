@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from nodegate.load.devices import Backend
+from nodegate.load.devices import CUDA_ORDER_ENV, Backend
 
 #: Seconds the survivors get to report once one rank has died or errored.
 GRACE_S = 3.0
@@ -110,6 +110,7 @@ def _worker_main(  # noqa: PLR0917 - multiprocessing passes args positionally
         rank: int, world: int, backend: Backend, init_method: str, timeout_s: float,
                  tasks: Any, results: Any, progress: Any, parent: int,
                  env: dict[str, str]) -> None:
+    os.environ.update(CUDA_ORDER_ENV)  # CUDA device i is NVML GPU i (before CUDA starts)
     os.environ.update(env)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     import torch
@@ -200,8 +201,10 @@ class Gang:
     def run(self, name: str, func: Callable[..., Any], timeout_s: float, *,
             kwargs: dict[str, Any] | None = None,
             per_rank: Callable[[int], dict[str, Any]] | None = None,
-            on_progress: Callable[[list[int]], None] | None = None) -> PhaseOutcome:
-        """Run ``func(ctx, **kwargs)`` on every rank; bounded by ``timeout_s`` in total."""
+            on_progress: Callable[[list[int]], None] | None = None,
+            beat_s: float = 2.0) -> PhaseOutcome:
+        """Run ``func(ctx, **kwargs)`` on every rank; bounded by ``timeout_s`` in total.
+        ``on_progress`` gets every rank's last step each ``beat_s`` seconds."""
         if not self.healthy:
             raise RuntimeError("gang is not running")
         self._seq += 1
@@ -210,7 +213,7 @@ class Gang:
             if per_rank is not None:
                 args.update(per_rank(rank))
             tasks.put((self._seq, func, args))
-        outcome = self._collect(name, self._seq, timeout_s, on_progress)
+        outcome = self._collect(name, self._seq, timeout_s, on_progress, beat_s)
         if not outcome.ok:
             self.close()  # a rank that died or hung poisons the process group: start afresh
         return outcome
@@ -220,7 +223,8 @@ class Gang:
         return int(step)
 
     def _collect(self, name: str, seq: int, timeout_s: float,
-                 on_progress: Callable[[list[int]], None] | None = None) -> PhaseOutcome:
+                 on_progress: Callable[[list[int]], None] | None = None,
+                 beat_s: float = 2.0) -> PhaseOutcome:
         outcome = PhaseOutcome(name)
         start = time.monotonic()
         deadline = start + timeout_s
@@ -232,7 +236,7 @@ class Gang:
             if now >= deadline or (grace_until is not None and now >= grace_until):
                 break
             try:
-                got_seq, rank, status, value = self._results.get(timeout=0.2)
+                got_seq, rank, status, value = self._results.get(timeout=min(0.2, beat_s))
             except queue.Empty:
                 got_seq = None
             if got_seq is not None and got_seq == seq and rank in pending:
@@ -252,7 +256,7 @@ class Gang:
                         f"rank {rank} exited with code {proc.exitcode} during {name}",
                         exitcode=proc.exitcode))
                     grace_until = grace_until or time.monotonic() + GRACE_S
-            if on_progress is not None and now - last_beat >= 2.0:
+            if on_progress is not None and now - last_beat >= beat_s:
                 last_beat = now
                 on_progress([self._last_step(r) or 0 for r in range(self.world)])
         for rank in sorted(pending):

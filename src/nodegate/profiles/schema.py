@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from nodegate.load.config import DTYPES as LOAD_DTYPES
 from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
 
 SOURCE_PATTERN = r"^(datasheet|peer-tool|measured|policy): \S.*$"
@@ -121,7 +122,7 @@ SECTIONS: dict[str, dict[str, Any]] = {
     ),
     "load": _section(
         {
-            "dtypes": {"type": "array", "items": {"enum": ["bf16", "fp16", "tf32", "fp32"]},
+            "dtypes": {"type": "array", "items": {"enum": list(LOAD_DTYPES)},
                        "minItems": 1},
             "gemm_size": {"type": "integer", "minimum": 16},
             "gemm_seconds": {"type": "number", "exclusiveMinimum": 0},
@@ -136,6 +137,18 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "collective_timeout_s": {"type": "number", "exclusiveMinimum": 0},
             "multinode_max_bytes": {"type": "integer", "minimum": 4096},
             "multinode_ranks_per_node": {"type": "integer", "minimum": 1},
+            "min_phase_seconds": {"type": "number", "minimum": 0},
+            "soak_min_seconds": {"type": "number", "minimum": 0},
+            "burnin_min_steps": {"type": "integer", "minimum": 1},
+            "copy_iters": {"type": "integer", "minimum": 1},
+            "allreduce_steps": {"type": "integer", "minimum": 1},
+            "power_settle_s": {"type": "number", "minimum": 0},
+            "burnin_model": {
+                "type": "object", "additionalProperties": False,
+                "properties": {**{k: {"type": "integer", "minimum": 1} for k in (
+                    "vocab", "d_model", "layers", "heads", "seq_len", "batch")},
+                    "lr": {"type": "number", "exclusiveMinimum": 0}},
+            },
         },
         ["dtypes", "gemm_size", "gemm_seconds"],
     ),

@@ -1,0 +1,113 @@
+"""Where a load worker's GPU and host memory are: NVML names, NUMA pages, the GEMM bit check."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import platform
+
+import pytest
+
+from nodegate.errors import CannotRunError
+from nodegate.load import devices, levels, verdicts
+from nodegate.load.telemetry import GpuStatic, Telemetry
+from nodegate.results import Verdict
+
+CUDA = devices.Backend("cuda", "nccl", 4)
+CPU = devices.Backend("cpu", "gloo", 0)
+UUIDS = {"GPU-1111aaaa-0000": 0, "GPU-2222bbbb-0000": 1, "GPU-3333cccc-0000": 2,
+         "GPU-3333dddd-0000": 3}
+
+
+@pytest.mark.parametrize(("visible", "expected"), [
+    (None, [0, 1, 2, 3]),
+    ("", [0, 1, 2, 3]),
+    ("4,5,6,7", [4, 5, 6, 7]),
+    ("GPU-2222bbbb-0000,GPU-1111,3,GPU-3333d", [1, 0, 3, 3]),
+])
+def test_each_rank_is_named_by_its_nvml_index(visible: str | None,
+                                               expected: list[int]) -> None:
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    assert devices.nvml_indices(CUDA, 4, env, UUIDS) == expected
+
+
+def test_cpu_runs_ignore_cuda_visible_devices() -> None:
+    assert devices.nvml_indices(CPU, 3, {"CUDA_VISIBLE_DEVICES": "5,6,7"}, UUIDS) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("visible", "why"), [
+    ("MIG-0f8c3e2a-1111", "MIG instances"),
+    ("GPU-3333", r"matches 2 GPU\(s\)"),
+    ("GPU-9999", r"matches 0 GPU\(s\)"),
+])
+def test_ambiguous_or_mig_visible_devices_cannot_run(visible: str, why: str) -> None:
+    with pytest.raises(CannotRunError, match=why):
+        devices.nvml_indices(CUDA, 1, {"CUDA_VISIBLE_DEVICES": visible}, UUIDS)
+
+
+def test_rank_entities_are_renamed_to_nvml_gpus() -> None:
+    results = [verdicts.make("gemm_tflops", "gpu0", Verdict.PASS, measured=1.0),
+               verdicts.make("p2p_unidir", "gpu1-gpu0", Verdict.PASS, measured=2.0),
+               verdicts.make("allreduce_busbw", "node", Verdict.PASS, measured=3.0)]
+    matrices = {"p2p_unidir_gbps": {"unit": "GB/s", "entities": ["gpu0", "gpu1"],
+                                    "values": [[0, 1], [1, 0]]}}
+    named, renamed = levels.name_gpus(results, matrices, [4, 6])
+    assert [r.entity for r in named] == ["gpu4", "gpu6-gpu4", "node"]
+    assert renamed["p2p_unidir_gbps"]["entities"] == ["gpu4", "gpu6"]
+    assert renamed["p2p_unidir_gbps"]["values"] == [[0, 1], [1, 0]]
+    same, _ = levels.name_gpus(results, matrices, [0, 1])
+    assert same is results
+
+
+@pytest.mark.skipif(platform.machine() not in devices.SYS_MOVE_PAGES,
+                    reason="move_pages number unknown here")
+def test_page_nodes_reports_touched_pages_only() -> None:
+    size = 8 << 20
+    with mmap.mmap(-1, size) as mem:
+        address = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+        assert devices.page_nodes(address, size) == {}  # nothing touched: nothing placed
+        mem.write(b"\x01" * size)
+        pages = devices.page_nodes(address, size)
+        assert sum(pages.values()) == devices.PAGE_SAMPLES
+        assert set(pages) <= set(devices.numa_nodes()) | {0}
+        node = next(iter(pages))
+        assert devices.placed_on(pages, node) is True
+        assert devices.placed_on(pages, node + 1) is False
+        assert devices.placed_on(pages, None) is None
+
+
+def test_short_load_leaves_power_unjudged_long_load_judges_it() -> None:
+    th = verdicts.thresholds_of({"thresholds": {
+        "power_fraction_min": {"min": 0.85, "unit": "ratio", "source": "policy: test"}}})
+
+    def telemetry(seconds: float) -> Telemetry:
+        tel = Telemetry(available=True, hz=2, windows=[("gemm", 0.0, seconds)])
+        tel.static["gpu0"] = GpuStatic(slowdown_c=87, power_limit_w=700)
+        tel.series["gpu0"] = {"temp_c": [[0.1, 50.0]], "power_w": [[0.1, 300.0]],
+                              "sm_clock_mhz": [], "clock_event_reasons": [], "mem_temp_c": []}
+        return tel
+
+    short = verdicts.telemetry(telemetry(0.6), th, ["gpu0"], power_settle_s=5)
+    power = next(r for r in short if r.check == "power_under_load")
+    assert power.verdict == Verdict.SKIP
+    assert "lasted 0.6 s" in power.evidence["reason"]
+    long = verdicts.telemetry(telemetry(30), th, ["gpu0"], power_settle_s=5)
+    power = next(r for r in long if r.check == "power_under_load")
+    assert power.verdict == Verdict.FAIL and power.measured == pytest.approx(300 / 700, 1e-3)
+
+
+def test_gemm_checksum_sees_every_single_bit_flip() -> None:
+    torch = pytest.importorskip("torch")
+    from nodegate.load.tasks import _checksum
+
+    gen = torch.Generator().manual_seed(7)
+    for dtype, bits in ((torch.bfloat16, 16), (torch.float32, 32)):
+        out = torch.randn(64, 64, generator=gen).to(dtype)
+        reference = _checksum(out)
+        ints = out.view(-1).view(torch.int16 if bits == 16 else torch.int32)
+        for position in (0, 1, 777, ints.numel() - 1):
+            for bit in (0, 7, bits - 1):  # low mantissa, exponent, sign
+                flipped = ints.clone()
+                flipped[position] ^= (1 << bit) if bit < bits - 1 else -(1 << bit)
+                assert int(_checksum(flipped.view(dtype).view(64, 64))) != int(reference)
+        assert int(_checksum(out.clone())) == int(reference)
