@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import io
+import os
+import pty
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +21,7 @@ from nodegate.progress import (
     adapt,
     for_stream,
 )
+from tests.conftest import ROOT
 
 CONTROL = re.compile(r"[\r\x1b]")
 
@@ -99,3 +105,40 @@ def test_beat_fraction_and_steps_text_edges() -> None:
     assert Beat("x", 5, 0, ()).fraction == 1.0
     assert Beat("x", 1, 4, ()).fraction == 0.25
     assert Beat("x", 1, 4, ()).steps_text() == "no ranks"
+
+
+@pytest.mark.slow
+def test_validate_on_a_terminal_draws_the_live_line_and_in_a_pipe_does_not(
+        tmp_path: Path) -> None:
+    """``nodegate validate`` as an operator runs it: stderr a real pseudo-terminal, then a pipe."""
+    pytest.importorskip("torch")
+    args = [sys.executable, "-m", "nodegate.cli", "sim", "run", "h100-hgx", "--",
+            sys.executable, "-m", "nodegate.cli", "validate", "--level", "standard",
+            "--checks", "load", "--profile", "sim-h100-hgx", "--duration-scale", "0.02",
+            "--workers", "2", "--report-dir", str(tmp_path / "r"),
+            "--textfile-dir", str(tmp_path / "t")]
+    env = {**os.environ, "TERM": "xterm", "PATH": f"{Path(sys.executable).parent}:"
+           f"{os.environ.get('PATH', '')}"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.wait(timeout=300) in (0, 1)
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "\x1b[2Kload: gemm [" in screen
+    assert "2 rank(s) at step" in screen
+    piped = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=300, check=False)
+    assert piped.returncode in (0, 1)
+    assert "load: gemm done in" in piped.stderr
+    assert not CONTROL.search(piped.stderr)

@@ -111,3 +111,28 @@ def test_gemm_checksum_sees_every_single_bit_flip() -> None:
                 flipped[position] ^= (1 << bit) if bit < bits - 1 else -(1 << bit)
                 assert int(_checksum(flipped.view(dtype).view(64, 64))) != int(reference)
         assert int(_checksum(out.clone())) == int(reference)
+
+
+def test_host_buffer_is_registered_in_place_and_unregistered_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA path's bookkeeping, with CUDA's runtime replaced by a recorder."""
+    torch = pytest.importorskip("torch")
+    calls: list[tuple[str, int]] = []
+
+    class FakeCudart:
+        def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:
+            calls.append(("register", ptr))
+            return 0
+
+        def cudaHostUnregister(self, ptr: int) -> int:
+            calls.append(("unregister", ptr))
+            return 0
+
+    monkeypatch.setattr(torch.cuda, "cudart", FakeCudart)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(("sync", 0)))
+    with devices.host_buffer(1 << 20, pin=True) as (host, pinning):
+        assert pinning == "registered"
+        assert calls == [("register", host.data_ptr())]
+        assert int(host[12345]) == 3  # touched before it was pinned
+        ptr = host.data_ptr()
+    assert calls[1:] == [("sync", 0), ("unregister", ptr)]
