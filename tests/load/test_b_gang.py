@@ -89,6 +89,8 @@ def test_standard_level_measures_everything_with_units() -> None:
         skipped = next(iter(by(out.results, check).values()))
         assert skipped.verdict == Verdict.SKIP  # no threshold in this profile
     assert by(out.results, "allreduce_completed")["node"].verdict == Verdict.PASS
+    judged = by(out.results, "allreduce_busbw")["node"].evidence["sweep"][-1]
+    assert judged["iters"] >= tasks.JUDGED_ITERS  # the judged size is never one sample
     matrix = out.matrices["p2p_unidir_gbps"]
     assert matrix["entities"] == ["gpu0", "gpu1", "gpu2"] and matrix["values"][0][1] > 0
     assert {p["name"] for p in out.phases} == {"gemm", "memory", "p2p", "allreduce"}
@@ -154,3 +156,13 @@ def test_hung_rank_ends_within_timeout_and_leaves_no_process() -> None:
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in pids if alive(p)]
+
+
+def test_the_judged_allreduce_size_is_timed_several_times_whatever_the_budget() -> None:
+    with Gang(2, devices.choose("cpu"), collective_timeout_s=10) as gang:
+        assert gang.start().ok
+        outcome = gang.run("allreduce", tasks.allreduce, 30, kwargs={
+            "max_bytes": 1 << 16, "steps": 3, "seconds_per_size": 1e-9})
+    assert outcome.ok
+    sweep = outcome.values[0]["sweep"]
+    assert [row["iters"] for row in sweep] == [1, 1, tasks.JUDGED_ITERS]
