@@ -31,6 +31,16 @@ from roles.defaults import DEFAULTS, role_defaults
 _REQ = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?(==(?P<version>[^\s;]+))?$")
 
 
+def satisfied(installed: list[str], pin: str | None) -> bool:
+    """Whether an installed version meets the requirement's ``==pin`` (any version when
+    unpinned), compared as versions the way pip compares them: the lab pins its build
+    ``0.1.0+src.<digest>``, so a node with another digest's build is reinstalled, one with
+    this build is left alone (a second deploy changes nothing)."""
+    if pin is None:
+        return bool(installed)
+    return any(Version(v).matches(pin) for v in installed)
+
+
 @operation()
 def venv_package(venv: str, python: str, requirement: str, find_links: str | None,
                  index_url: str | None, *,
@@ -48,8 +58,7 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
     if match:
         name = match.group("name").lower().replace("_", "-")
         have = installed.get(name) or installed.get(match.group("name")) or []
-        want = match.group("version")
-        if have and (want is None or any(Version(v) == Version(want) for v in have)):
+        if satisfied(have, match.group("version")):
             missing = [n for n in needs if not installed.get(n)]
             if not missing:
                 host.noop(f"{requirement} installed in {venv}")

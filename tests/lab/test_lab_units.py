@@ -64,6 +64,17 @@ def test_site_file_loads_as_pyinfra_will(tmp_path: Path, monkeypatch: pytest.Mon
     assert site.groups["controllers"] == ["slurmctl"]
 
 
+def test_site_file_pins_the_build_the_mirror_serves(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sitefile, "site_path", lambda: tmp_path / "inventory" / "lab.yaml")
+    args = ([config.node(1)], {"node1": "h100-hgx"}, {"node1": []}, tmp_path / "k",
+            tmp_path / "kh")
+    pinned = sitefile.site_data(*args, nodegate_version="0.1.0+src.0a1b2c3d4e5f")
+    assert pinned["defaults"]["data"]["agent_package"] == "nodegate==0.1.0+src.0a1b2c3d4e5f"
+    sitefile.write(pinned)  # a knob the site loader accepts
+    assert "agent_package" not in sitefile.site_data(*args)["defaults"]["data"]
+
+
 def test_slurm_conf_uses_the_recipe_that_works_in_a_container() -> None:
     from nodegate.lab import controller
 

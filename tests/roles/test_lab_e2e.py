@@ -138,6 +138,18 @@ def test_full_deploy_then_second_run_zero_changes(deployed: Any) -> None:
     assert unchanged > 0
 
 
+def test_nodes_run_the_build_the_lab_pinned(deployed: Any) -> None:
+    """The site pins the mirror's nodegate build (``<release>+src.<digest of the tree>``) and
+    the agent installed exactly it: an edited tree is a new version, never pip's no-op."""
+    import yaml
+
+    pin = yaml.safe_load(SITE.read_text())["defaults"]["data"]["agent_package"]
+    assert re.fullmatch(r"nodegate==\d+\.\d+\.\d+\+src\.[0-9a-f]{12}", pin), pin
+    for name in NODES:
+        version = shell(name, "/opt/nodegate/venv/bin/nodegate version").strip()
+        assert version == f"nodegate {pin.partition('==')[2]}", (name, version)
+
+
 @pytest.mark.parametrize("name", NODES)
 def test_testinfra_checks_of_the_result(deployed: Any, ssh_config: Path, name: str) -> None:
     h = node(ssh_config, name)

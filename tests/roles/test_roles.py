@@ -190,6 +190,27 @@ def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
     assert not [c for c in quick.commands if "/bin/pip install" in c]
 
 
+@pytest.mark.parametrize(("installed", "pinned", "installs"), [
+    ("0.1.0+src.aaa", "0.1.0+src.bbb", True),    # the lab's source changed: its new build
+    ("0.1.0+src.aaa", "0.1.0+src.aaa", False),   # unchanged: a re-deploy changes nothing
+    ("0.1.0", "0.1.0+src.bbb", True),            # a release node gets the lab's build
+    ("0.1.0+src.aaa", "0.1.0", False),           # pip: ==0.1.0 is met by any 0.1.0 build
+])
+def test_agent_installs_another_build_of_the_same_release(installed: str, pinned: str,
+                                                          installs: bool) -> None:
+    from roles.agent import satisfied
+
+    assert satisfied([installed], pinned) is not installs
+    facts = converged_facts("ubuntu22")
+    facts["packages.VenvDistributions"] = {"nodegate": [installed], "pysnmp": ["7.1.22"]}
+    result = run(agent, data=host_data(gate_level="quick", agent_package=f"nodegate=={pinned}"),
+                 facts=facts, files=converged_files("ubuntu22"), converged=True)
+    pip = [c for c in result.commands if "/bin/pip install" in c]
+    assert len(pip) == installs, pip
+    if installs:
+        assert pip[0].endswith(f"'nodegate[power]=={pinned}'"), pip
+
+
 def test_venv_distributions_keep_local_versions() -> None:
     from nodegate.facts.packages import VenvDistributions
 

@@ -195,7 +195,8 @@ def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bo
         services.wait_pdu()
     site = sitefile.write(sitefile.site_data(
         nodes, specs, disk_ids, key_path(), known_hosts_path(),
-        with_pdu=pdu_started, with_mirror=with_mirror))
+        with_pdu=pdu_started, with_mirror=with_mirror,
+        nodegate_version=mirror.nodegate_version(mirror_dir) if mirror_dir else None))
     return UpResult(site, members, started, time.monotonic() - t0)
 
 

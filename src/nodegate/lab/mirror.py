@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from nodegate.errors import CannotRunError
-from nodegate.lab import config, packages
+from nodegate.lab import config, packages, wheel
 from nodegate.lab.proc import run
 
 #: Real Debian packages the roles install (their dependencies are fetched too).
@@ -37,20 +37,12 @@ def mirror_key() -> str:
 
 def _source_digest() -> str:
     """The nodegate tree the wheelhouse is built from: a changed checkout rebuilds it, so a
-    fresh lab node never runs an older nodegate than the operator's."""
+    fresh lab node never runs an older nodegate than the operator's (the same digest labels
+    the wheel's version, nodegate.lab.wheel)."""
     from nodegate import paths
 
     root = paths.project_root()
-    if root is None:
-        return ""
-    digest = hashlib.sha256()
-    for path in sorted((root / "src" / "nodegate").rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".c", ".json", ".yaml", ".j2", ".txt"):
-            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    for extra in ("pyproject.toml",):
-        if (root / extra).is_file():
-            digest.update((root / extra).read_bytes())
-    return digest.hexdigest()
+    return "" if root is None else wheel.source_digest(root)
 
 
 def mirror_dir() -> Path:
@@ -93,18 +85,32 @@ def _torch_requirement() -> str:
 def _wheels(dest: Path) -> None:
     """nodegate with its ``power`` and ``torch`` extras (the power poller and the battery's
     power group; the load levels and the multi-node check) and their dependencies as wheels,
-    for the agent role's pip --find-links."""
+    for the agent role's pip --find-links. nodegate is built from a staged copy of the tree
+    versioned ``<release>+src.<digest>`` (nodegate.lab.wheel), so the agent installs an edited
+    tree over the one a node has, and leaves an unchanged one alone."""
     from nodegate import paths
 
     root = paths.project_root()
     if root is None:
         return
     dest.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest),
-                           f"{root}[power,torch]", _torch_requirement()],
-                          capture_output=True, text=True, check=False, timeout=1800)
+    with tempfile.TemporaryDirectory(prefix="nodegate-wheel-") as tmp:
+        source = Path(tmp) / "nodegate"
+        version = wheel.stage(root, source)
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest),
+                               f"{source}[power,torch]", _torch_requirement()],
+                              capture_output=True, text=True, check=False, timeout=1800)
     if proc.returncode != 0:
         raise CannotRunError(f"pip wheel failed: {proc.stderr.strip()[-300:]}")
+    built = wheel.wheel_version(dest)
+    if built != version:
+        raise CannotRunError(f"pip wheel built nodegate {built}, not the staged {version}")
+
+
+def nodegate_version(directory: Path) -> str | None:
+    """The nodegate version a built mirror serves (None: no wheelhouse), which the site file
+    pins so the agent role installs exactly this build."""
+    return wheel.wheel_version(directory / "wheels")
 
 
 #: An older mirror is kept this long: another lab instance may still be serving it.

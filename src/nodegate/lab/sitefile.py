@@ -30,8 +30,12 @@ def site_path() -> Path:
 
 def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, list[str]],
               key: Path, known_hosts: Path, *, with_pdu: bool = True,
-              with_mirror: bool = True) -> dict[str, Any]:
-    """The site mapping (schema nodegate.site/1) for the lab as it now is."""
+              with_mirror: bool = True, nodegate_version: str | None = None) -> dict[str, Any]:
+    """The site mapping (schema nodegate.site/1) for the lab as it now is.
+
+    ``nodegate_version``: the build the mirror's wheelhouse serves (``0.1.0+src.<digest>``),
+    pinned as ``agent_package`` so the agent role replaces a node's nodegate exactly when the
+    lab's source changed."""
     from nodegate.lab import services
 
     hosts: dict[str, Any] = {}
@@ -74,6 +78,8 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "agent_health_args": ["--checks", "gpu,log,host"],
                             "agent_schedule_health_args": ["--checks", "gpu,log,host,power"],
                             "gate_join": True}
+        if nodegate_version:
+            defaults["data"]["agent_package"] = f"nodegate=={nodegate_version}"
         # this kernel has no md (CONFIG_BLK_DEV_MD): xfs on one disk, not RAID0
         defaults["profile_overrides"] = {"nvme": {"devices": 1}}
     return {
