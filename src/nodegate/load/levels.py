@@ -53,7 +53,6 @@ class _Run:
     results: list[CheckResult] = field(default_factory=list)
     phases: list[dict[str, Any]] = field(default_factory=list)
     matrices: dict[str, Any] = field(default_factory=dict)
-
     gpus: list[int] = field(default_factory=list)  # each rank's NVML index
 
     @property
@@ -240,14 +239,14 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     world = workers_for(profile, backend, workers)
     if not backend.cuda and "burnin_model" not in (profile.get("load") or {}):
         cfg = dataclasses.replace(cfg, burnin_model=dict(config.CPU_BURNIN_MODEL))
-    say = adapt(progress)
+    shown = adapt(progress)
     gpus = devices.nvml_indices(backend, world)
     sampler = Sampler(gpus, cfg.sample_hz)
-    run_ = _Run(cfg, backend, world, verdicts.thresholds_of(profile), sampler, say,
+    run_ = _Run(cfg, backend, world, verdicts.thresholds_of(profile), sampler, shown,
                 dict(env or {}), gpus=gpus)
     tel = sampler.start()
     if not tel.available:
-        say.line(f"load: telemetry off ({tel.reason})")
+        shown.line(f"load: telemetry off ({tel.reason})")
     try:
         for dtype in cfg.dtypes:
             _gemm(run_, dtype, cfg.gemm_seconds)
@@ -265,7 +264,7 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     results, matrices = name_gpus(run_.results, run_.matrices, gpus)
     results += verdicts.telemetry(tel, run_.th, [verdicts.gpu(i) for i in gpus],
                                   power_settle_s=cfg.power_settle_s)
-    say.line(f"load: {level} done in {time.monotonic() - started:.1f} s")
+    shown.line(f"load: {level} done in {time.monotonic() - started:.1f} s")
     return LoadOutcome(
         results=results, series=_series(tel), matrices=matrices,
         backend=backend.name, phases=run_.phases,
