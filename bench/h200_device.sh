@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The real-GPU run of issue 5 as one prepared command for a lent H200 machine.
+#
+# That machine's image has python3 3.12 with torch (CUDA), nvidia-ml-py, PyYAML and attrs, and
+# nothing can be fetched there. nodegate runs from src/ (no install); the few wheels it needs
+# that the image lacks travel in .whl/ (ignored by git, carried by the device tool).
+#
+#   here:   bench/h200_device.sh fetch            # wheels for CPython 3.12 -> .whl/
+#   there:  bash bench/h200_device.sh run         # device tool: carry [".whl"], timeout_s 600
+#   here:   bench/h200_device.sh rehearse         # the run's steps on this machine, CPU/gloo
+#
+# `run` writes under $OUT: table.md (the printed table, header included), h200.json (every
+# result and both reference sets), progress.log, nvidia-smi.txt. Commit table.md to
+# docs/hardware-runs/ with the date, GPU, driver, torch version and command it prints.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+WHEELS=(jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0
+        rpds-py==2026.9.1)
+#: the whole run must end inside the device tool's 10-minute command limit
+RUN_LIMIT_S=${RUN_LIMIT_S:-540}
+
+fetch() {
+    local pyver=${1:-3.12}
+    rm -rf .whl && mkdir -p .whl
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$pyver" \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d .whl "${WHEELS[@]}" || exit 2
+    ls -l .whl
+}
+
+# install the carried wheels beside the image's packages, then the bench with a deadline
+run_bench() {
+    local python=$1 out=$2; shift 2
+    mkdir -p "$out"
+    "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/nodegate-site .whl/*.whl || { echo "wheel install failed" >&2; exit 3; }
+    export PYTHONPATH=/tmp/nodegate-site:$PWD/src PYTHONUNBUFFERED=1
+    { nvidia-smi -q; nvidia-smi topo -m; } > "$out/nvidia-smi.txt" 2>&1 || true
+    timeout -k 10 "$RUN_LIMIT_S" "$python" bench/h200_standard.py --json "$out/h200.json" "$@" \
+        2> >(tee "$out/progress.log" >&2) | tee "$out/table.md"
+    local rc=${PIPESTATUS[0]}
+    echo "bench exit: $rc" | tee -a "$out/table.md"
+    return "$rc"
+}
+
+case "${1:-}" in
+    fetch) fetch "${2:-3.12}" ;;
+    run) run_bench python3 "${OUT:-/tmp/h200-out}" ;;
+    rehearse)
+        # the same steps on this machine, CPU/gloo, in a venv holding only the device image's
+        # packages that nodegate's bench path may touch: proves the wheel list and the import
+        # path (anything else nodegate imported would fail here first), not any GPU figure
+        venv=$(mktemp -d)/venv
+        python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q torch==2.13.0 \
+            pyyaml nvidia-ml-py attrs typing-extensions || exit 2
+        fetch "$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+        run_bench "$venv/bin/python" "${OUT:-/tmp/h200-rehearsal}" --dry-run ;;
+    *) sed -n '2,14p' "$0"; exit 2 ;;
+esac
