@@ -5,6 +5,10 @@ from __future__ import annotations
 import ctypes
 import mmap
 import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,21 +100,37 @@ def test_short_load_leaves_power_unjudged_long_load_judges_it() -> None:
     assert power.verdict == Verdict.FAIL and power.measured == pytest.approx(300 / 700, 1e-3)
 
 
-def test_gemm_checksum_sees_every_single_bit_flip() -> None:
+@pytest.mark.parametrize("shape", [(64, 64), (3, 3), (1, 3)])  # int64, int16/int32 words
+def test_gemm_checksum_sees_every_single_bit_flip(shape: tuple[int, int]) -> None:
     torch = pytest.importorskip("torch")
     from nodegate.load.tasks import _checksum
 
     gen = torch.Generator().manual_seed(7)
     for dtype, bits in ((torch.bfloat16, 16), (torch.float32, 32)):
-        out = torch.randn(64, 64, generator=gen).to(dtype)
+        out = torch.randn(*shape, generator=gen).to(dtype)
         reference = _checksum(out)
         ints = out.view(-1).view(torch.int16 if bits == 16 else torch.int32)
-        for position in (0, 1, 777, ints.numel() - 1):
+        for position in sorted({0, 1 % ints.numel(), 777 % ints.numel(), ints.numel() - 1}):
             for bit in (0, 7, bits - 1):  # low mantissa, exponent, sign
                 flipped = ints.clone()
                 flipped[position] ^= (1 << bit) if bit < bits - 1 else -(1 << bit)
-                assert int(_checksum(flipped.view(dtype).view(64, 64))) != int(reference)
+                assert int(_checksum(flipped.view(dtype).view(*shape))) != int(reference)
         assert int(_checksum(out.clone())) == int(reference)
+
+
+def test_gemm_checksum_makes_no_widened_copy() -> None:
+    """The sum runs in the words' own type: a cast to int64 first would write 4x the output's
+    bytes per GEMM iteration (the CUDA cost the checksum exists to avoid)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    from nodegate.load.tasks import _checksum
+
+    out = torch.randn(256, 256).to(torch.bfloat16)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        _checksum(out)
+    allocated = sum(e.cpu_memory_usage for e in prof.key_averages() if e.cpu_memory_usage > 0)
+    assert allocated < out.numel()  # a scalar, not a copy
 
 
 def test_host_buffer_is_registered_in_place_and_unregistered_after(
@@ -136,3 +156,66 @@ def test_host_buffer_is_registered_in_place_and_unregistered_after(
         assert int(host[12345]) == 3  # touched before it was pinned
         ptr = host.data_ptr()
     assert calls[1:] == [("sync", 0), ("unregister", ptr)]
+
+
+@pytest.mark.parametrize(("nvml_id", "sysfs"), [
+    ("00000000:18:00.0", "0000:18:00.0"),
+    ("00000001:9A:00.0", "0001:9a:00.0"),
+    ("garbage", None),
+])
+def test_nvml_bus_ids_become_sysfs_names(nvml_id: str, sysfs: str | None) -> None:
+    assert devices.sysfs_pci_address(nvml_id) == sysfs
+
+
+class _Props:
+    def __init__(self, **attrs: object) -> None:
+        self.__dict__.update(attrs)
+
+
+def test_a_gpus_numa_node_comes_from_its_pci_function_in_sysfs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    (tmp_path / "0000:9a:00.0").mkdir()
+    (tmp_path / "0000:9a:00.0" / "numa_node").write_text("1\n")
+    (tmp_path / "0000:1b:00.0").mkdir()
+    (tmp_path / "0000:1b:00.0" / "numa_node").write_text("-1\n")
+    props = {0: _Props(pci_domain_id=0, pci_bus_id=0x9A, pci_device_id=0),
+             1: _Props(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0),
+             2: _Props(pci_domain_id=0, pci_bus_id=0x42, pci_device_id=0)}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", props.__getitem__)
+    assert devices.gpu_numa_node(CUDA, 0, sys_pci=tmp_path) == 1
+    assert devices.gpu_numa_node(CUDA, 1, sys_pci=tmp_path) is None  # -1: no affinity
+    assert devices.gpu_numa_node(CUDA, 2, sys_pci=tmp_path) is None  # no such function
+    assert devices.gpu_numa_node(CPU, 0, sys_pci=tmp_path) is None
+
+
+def test_older_torch_without_pci_fields_asks_nvml_by_uuid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    def nvml(uuid: str) -> str:
+        asked.append(uuid)
+        return "0000:18:00.0"
+
+    monkeypatch.setattr(devices, "_nvml_pci_address", nvml)
+    assert devices.pci_address(_Props(uuid="3e4b5a1c-0000")) == "0000:18:00.0"
+    assert asked == ["GPU-3e4b5a1c-0000"]
+    assert devices.pci_address(_Props()) is None
+
+
+@pytest.mark.slow
+def test_nvml_lookup_by_uuid_on_the_simulated_board(tmp_path: Path) -> None:
+    """The NVML half for real: the simulated libnvidia-ml under the real pynvml."""
+    code = ("import pynvml as n\n"
+            "from nodegate.load import devices\n"
+            "n.nvmlInit()\n"
+            "h = n.nvmlDeviceGetHandleByIndex(3)\n"
+            "uuid, bus = n.nvmlDeviceGetUUID(h), n.nvmlDeviceGetPciInfo(h).busId\n"
+            "print(devices._nvml_pci_address(uuid), bus)\n")
+    nodegate = shutil.which("nodegate") or str(Path(sys.executable).with_name("nodegate"))
+    proc = subprocess.run([nodegate, "sim", "run", "h100-hgx", "--", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found, bus = proc.stdout.split()[-2:]
+    assert found == devices.sysfs_pci_address(bus)
+    assert found.count(":") == 2 and len(found.split(":")[0]) == 4

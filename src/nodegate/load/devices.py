@@ -140,21 +140,58 @@ def numa_nodes(sys_nodes: Path = SYS_NODES) -> dict[int, set[int]]:
 
 
 def gpu_numa_node(backend: Backend, index: int, sys_pci: Path = SYS_PCI) -> int | None:
-    """The GPU's PCI NUMA affinity (sysfs ``numa_node``); None off CUDA or when unknown (-1)."""
+    """The GPU's PCI NUMA affinity (sysfs ``numa_node``); None off CUDA or when unknown (-1,
+    no sysfs, as in a gVisor sandbox)."""
     if not backend.cuda:
         return None
     import torch
 
-    props: Any = torch.cuda.get_device_properties(index)
-    # sysfs names a PCI function by domain:bus:device.function; torch's "device id" is the
-    # PCI device (slot) number and a GPU is function 0
-    bus_id = (f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:"
-              f"{props.pci_device_id:02x}.0")
+    address = pci_address(torch.cuda.get_device_properties(index))
+    if address is None:
+        return None
     try:
-        node = int((sys_pci / bus_id / "numa_node").read_text().strip())
+        node = int((sys_pci / address / "numa_node").read_text().strip())
     except (OSError, ValueError):
         return None
     return node if node >= 0 else None
+
+
+def pci_address(props: Any) -> str | None:
+    """sysfs's name of a CUDA device's PCI function, ``dddd:bb:dd.0``.
+
+    torch's properties carry the PCI location on recent builds (a GPU is function 0); where
+    they do not, NVML says it for the device's UUID. None when neither can."""
+    bus, slot = getattr(props, "pci_bus_id", None), getattr(props, "pci_device_id", None)
+    if isinstance(bus, int) and isinstance(slot, int):
+        return f"{int(getattr(props, 'pci_domain_id', 0) or 0):04x}:{bus:02x}:{slot:02x}.0"
+    uuid = str(getattr(props, "uuid", "") or "")
+    return _nvml_pci_address(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}") if uuid else None
+
+
+def sysfs_pci_address(nvml_bus_id: str) -> str | None:
+    """NVML's ``00000000:18:00.0`` (32-bit domain) as sysfs names it, ``0000:18:00.0``."""
+    domain, sep, rest = nvml_bus_id.strip().lower().partition(":")
+    if not sep:
+        return None
+    try:
+        return f"{int(domain, 16):04x}:{rest}"
+    except ValueError:
+        return None
+
+
+def _nvml_pci_address(uuid: str) -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            info = pynvml.nvmlDeviceGetPciInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid))
+            bus_id = info.busId
+            return sysfs_pci_address(bus_id.decode() if isinstance(bus_id, bytes) else bus_id)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
 
 
 def pin_to_node(node: int | None, nodes: dict[int, set[int]]) -> bool:

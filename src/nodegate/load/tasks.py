@@ -48,16 +48,25 @@ def _slow(ctx: WorkerContext) -> None:
         time.sleep(delay)
 
 
+#: Integer views for the checksum, widest first: the sum runs in the view's own type, so no
+#: widened copy of the output is made (an int16 tensor summed into int64 is cast first: a
+#: 512 MiB temporary per 8192^2 bf16 output, ~20% of the matmul's time on an H200).
+_CHECKSUM_WIDTHS = ((8, "int64"), (4, "int32"), (2, "int16"), (1, "uint8"))
+
+
 def _checksum(tensor: Any) -> Any:
-    """Integer sum of the raw bits (on the device, no sync): one flipped bit anywhere changes
-    it by a power of two, so every single-bit error is seen, for one read of the output. A
-    full element compare moves three times the bytes (two reads, a bool tensor written and
-    read again): ~6% of an 8192^3 bf16 matmul's time on an H200 by datasheet arithmetic,
-    enough to pull our TFLOPS below a plain matmul's (docs/load-checks.md)."""
+    """Wrapping integer sum of the raw bits (on the device, no sync): one flipped bit changes
+    it by a power of two below the word size, so every single-bit error is seen, for one read
+    of the output. A full element compare moves three times the bytes (two reads, a bool
+    tensor written and read again): ~6% of an 8192^3 bf16 matmul's time on an H200 by
+    datasheet arithmetic, enough to pull our TFLOPS below a plain matmul's
+    (docs/load-checks.md)."""
     import torch
 
-    bits = tensor.view(-1).view(torch.int16 if tensor.element_size() == 2 else torch.int32)
-    return bits.sum(dtype=torch.int64)
+    flat = tensor.reshape(-1).view(torch.uint8)
+    name = next(n for width, n in _CHECKSUM_WIDTHS if flat.numel() % width == 0)
+    dtype = getattr(torch, name)
+    return flat.view(dtype).sum(dtype=dtype)
 
 
 def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
