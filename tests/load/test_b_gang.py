@@ -158,6 +158,40 @@ def test_hung_rank_ends_within_timeout_and_leaves_no_process() -> None:
     assert not [p for p in pids if alive(p)]
 
 
+@pytest.mark.parametrize("seam", [seams.FAIL_RANK, seams.HANG_RANK])
+def test_the_rank_at_fault_is_named_not_the_peers_waiting_on_it(seam: str) -> None:
+    """Its peers wait in DDP's all-reduce and then time out (gloo) or are killed (NCCL's
+    watchdog); whatever happens to them, the GPU named is the one that failed on its own."""
+    out = levels.run(profile(3, collective_timeout_s=5), "acceptance", env={seam: "1:3"})
+    completed = by(out.results, "burnin_completed")
+    assert set(completed) == {"gpu1"}, {k: v.evidence for k, v in completed.items()}
+    failed = completed["gpu1"]
+    assert failed.verdict == Verdict.FAIL and failed.evidence["in_collective"] is False
+    assert failed.evidence["kind"] == ("error" if seam == seams.FAIL_RANK else "hung")
+    assert failed.evidence["last_step"] == 3
+    if seam == seams.FAIL_RANK:
+        assert "injected device error on rank 1" in failed.evidence["message"]
+    waiting = failed.evidence["consequences"]
+    assert sorted(c["rank"] for c in waiting) == [0, 2]
+    assert all(c["in_collective"] for c in waiting)
+
+
+def test_a_gang_that_failed_is_killed_at_once_not_asked_politely() -> None:
+    """A rank stuck in a collective never reads a polite stop: closing must not wait on it."""
+    gang = Gang(2, devices.choose("cpu"), collective_timeout_s=60,
+                env={seams.HANG_RANK: "0:1"})
+    assert gang.start().ok
+    pids = gang.pids
+    started = time.monotonic()
+    outcome = gang.run("burnin", tasks.burnin, 6, kwargs={
+        "steps": 50, "min_steps": 1, "seconds": 60, "model": TINY_MODEL})
+    # the 6 s deadline, then the kill: a polite stop would add 10 s per rank
+    assert time.monotonic() - started < 10
+    assert [(f.rank, f.kind, f.in_collective) for f in outcome.failures] == [
+        (0, "hung", False), (1, "hung", True)]
+    assert not gang.healthy and not [p for p in pids if alive(p)]
+
+
 def test_the_judged_allreduce_size_is_timed_several_times_whatever_the_budget() -> None:
     with Gang(2, devices.choose("cpu"), collective_timeout_s=10) as gang:
         assert gang.start().ok

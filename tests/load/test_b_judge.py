@@ -66,11 +66,27 @@ def test_missing_threshold_skips_with_reason() -> None:
 def test_dead_rank_fails_phase_naming_rank_and_step() -> None:
     outcome = PhaseOutcome("burnin", failures=[
         RankFailure(1, "died", 2, "rank 1 exited", exitcode=-9),
-        RankFailure(0, "error", 2, "gloo: connection reset")])
+        RankFailure(0, "error", 2, "gloo: connection reset", in_collective=True)])
     (result,) = verdicts.phase_completed(outcome, 2)
     assert (result.entity, result.verdict, result.evidence["last_step"]) == ("gpu1",
                                                                              Verdict.FAIL, 2)
     assert result.evidence["consequences"][0]["rank"] == 0
+
+
+@pytest.mark.parametrize(("failures", "named"), [
+    # a CUDA error on gpu2; its peers then hang in the all-reduce, or NCCL's watchdog kills them
+    ([RankFailure(0, "hung", 4, "", in_collective=True), RankFailure(1, "died", 4, "",
+      exitcode=-6, in_collective=True), RankFailure(2, "error", 4, "CUDA error: ECC")],
+     ["gpu2"]),
+    # every rank waits in the collective: no one GPU is at fault, all are named
+    ([RankFailure(0, "hung", 4, "", in_collective=True),
+      RankFailure(1, "hung", 4, "", in_collective=True)], ["gpu0", "gpu1"]),
+])
+def test_the_rank_that_failed_outside_a_collective_is_the_cause(
+        failures: list[RankFailure], named: list[str]) -> None:
+    results = verdicts.phase_completed(PhaseOutcome("allreduce", failures=failures), 3)
+    assert [r.entity for r in results] == named
+    assert all(r.verdict == Verdict.FAIL for r in results)
 
 
 def burnin_values(forward: list[float]) -> dict[int, dict]:

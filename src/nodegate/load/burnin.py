@@ -96,8 +96,9 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
     net = _model(vocab, int(model["d_model"]), int(model["layers"]), int(model["heads"]),
                  seq_len).to(ctx.device)
     n_params = sum(p.numel() for p in net.parameters())
-    with warnings.catch_warnings():  # broadcast_buffers is deprecated, its successor not final
-        warnings.simplefilter("ignore", FutureWarning)
+    # DDP broadcasts rank 0's weights: a collective
+    with ctx.collective(), warnings.catch_warnings():  # broadcast_buffers: deprecated, no
+        warnings.simplefilter("ignore", FutureWarning)  # final successor yet
         ddp = DDP(net, device_ids=[ctx.gpu_index] if ctx.backend.cuda else None,
                   broadcast_buffers=False)
     opt = torch.optim.AdamW(ddp.parameters(), lr=float(model.get("lr", 3e-4)))
@@ -105,6 +106,7 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
     amp_dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     kill_at = seams.fault_step(seams.KILL_RANK, ctx.rank)
     hang_at = seams.fault_step(seams.HANG_RANK, ctx.rank)
+    fail_at = seams.fault_step(seams.FAIL_RANK, ctx.rank)
     slow = seams.slow_seconds(ctx.rank)
 
     losses: list[float] = []
@@ -120,32 +122,37 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
         if hang_at is not None and step == hang_at:
             while True:  # the hang seam: alive, silent, holding its collectives
                 time.sleep(1.0)
-        x, y = synthetic_batch(step, ctx.rank, batch=batch, seq_len=seq_len, vocab=vocab,
-                               device=ctx.device)
-        t0 = time.perf_counter()
-        with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
-            logits = ddp(x)
-            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab),
-                                                     y.reshape(-1))
-        if slow:
-            time.sleep(slow)
-        ctx.sync()
-        t1 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call,unused-ignore]
-        opt.step()
-        ctx.sync()
-        t2 = time.perf_counter()
-        losses.append(float(loss.item()))
-        forward_s.append(t1 - t0)
-        step_s.append(t2 - t0)
-        step += 1
-        # every rank must stop at the same step, or the others wait in an all-reduce forever
-        want = step >= steps or (time.perf_counter() - start >= seconds and step >= min_steps)
-        flag = torch.tensor([1.0 if want else 0.0], device=ctx.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if flag.item() > 0:
-            break
+        if fail_at is not None and step == fail_at:
+            raise RuntimeError(f"injected device error on rank {ctx.rank} at step {step} "
+                               f"({seams.FAIL_RANK})")
+        # forward, backward (DDP's all-reduce) and the stop vote wait on the other ranks
+        with ctx.collective():
+            x, y = synthetic_batch(step, ctx.rank, batch=batch, seq_len=seq_len, vocab=vocab,
+                                   device=ctx.device)
+            t0 = time.perf_counter()
+            with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
+                logits = ddp(x)
+                loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab),
+                                                         y.reshape(-1))
+            if slow:
+                time.sleep(slow)
+            ctx.sync()
+            t1 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call,unused-ignore]
+            opt.step()
+            ctx.sync()
+            t2 = time.perf_counter()
+            losses.append(float(loss.item()))
+            forward_s.append(t1 - t0)
+            step_s.append(t2 - t0)
+            step += 1
+            # every rank must stop at the same step, or the others wait in an all-reduce forever
+            want = step >= steps or (time.perf_counter() - start >= seconds and step >= min_steps)
+            flag = torch.tensor([1.0 if want else 0.0], device=ctx.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            if flag.item() > 0:
+                break
     ctx.step(step)
     with torch.no_grad():
         flat = torch.cat([p.detach().reshape(-1).float() for p in net.parameters()])

@@ -11,6 +11,8 @@ slow rank, a rank that dies or hangs) instead of being mocked. Unset, they cost 
                                  forward pass and GEMM iteration (a straggler)
 ``NODEGATE_LOAD_KILL_RANK=R[:K]`` rank R SIGKILLs itself at burn-in step K (default 2)
 ``NODEGATE_LOAD_HANG_RANK=R[:K]`` rank R stops responding at burn-in step K (default 2)
+``NODEGATE_LOAD_FAIL_RANK=R[:K]`` rank R raises at burn-in step K (default 2), as a CUDA error
+                                 would (uncorrectable ECC, Xid): alive, out of the collectives
 =============================== ==============================================================
 """
 
@@ -22,7 +24,8 @@ CORRUPT_GPU = "NODEGATE_LOAD_CORRUPT_GPU"
 SLOW_RANK = "NODEGATE_LOAD_SLOW_RANK"
 KILL_RANK = "NODEGATE_LOAD_KILL_RANK"
 HANG_RANK = "NODEGATE_LOAD_HANG_RANK"
-ALL = (CORRUPT_GPU, SLOW_RANK, KILL_RANK, HANG_RANK)
+FAIL_RANK = "NODEGATE_LOAD_FAIL_RANK"
+ALL = (CORRUPT_GPU, SLOW_RANK, KILL_RANK, HANG_RANK, FAIL_RANK)
 
 
 def _parse(name: str, default: float) -> tuple[int, float] | None:
@@ -45,7 +48,8 @@ def slow_seconds(rank: int) -> float:
 
 
 def fault_step(name: str, rank: int) -> int | None:
-    """Step at which ``rank`` should die (KILL_RANK) or hang (HANG_RANK), if it is the target."""
+    """Step at which ``rank`` should die (KILL_RANK), hang (HANG_RANK) or raise (FAIL_RANK),
+    if it is the target."""
     parsed = _parse(name, 2)
     return int(parsed[1]) if parsed and parsed[0] == rank else None
 

@@ -100,7 +100,8 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
     ref_digest = digest(out)
     ref_sum = _checksum(out)
     if barrier:
-        dist.barrier()  # every GPU loads at once: power and heat are judged on a full node
+        with ctx.collective():
+            dist.barrier()  # every GPU loads at once: power and heat are judged on a full node
     # calibrate a batch that takes ~0.1 s, so the clock is read without a sync per matmul
     t0 = time.perf_counter()
     once()
@@ -258,28 +259,31 @@ def allreduce(ctx: WorkerContext, *, max_bytes: int, steps: int,
     rows = []
     sizes = formulas.sweep_sizes(max_bytes, steps=steps)
     for i, size in enumerate(sizes):
-        buf = torch.ones(size // 4, dtype=torch.float32, device=ctx.device)
-        dist.all_reduce(buf)  # warm-up: connections, algorithm selection
-        ctx.sync()
-        # as many repetitions as fit the time budget, agreed on by all ranks
-        dist.barrier()
-        t0 = time.perf_counter()
-        dist.all_reduce(buf)
-        ctx.sync()
-        probe = torch.tensor([time.perf_counter() - t0], device=ctx.device)
-        dist.all_reduce(probe, op=dist.ReduceOp.MAX)
-        # the judged (largest) size gets at least JUDGED_ITERS timed runs even when one takes
-        # longer than the budget (16 GiB on H100 is ~0.1 s a run): one run is one sample
-        least = JUDGED_ITERS if size == sizes[-1] else 1
-        iters = max(least, min(50, int(seconds_per_size / max(float(probe.item()), 1e-6))))
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
+        with ctx.collective():  # every line here waits on the other ranks
+            buf = torch.ones(size // 4, dtype=torch.float32, device=ctx.device)
+            dist.all_reduce(buf)  # warm-up: connections, algorithm selection
+            ctx.sync()
+            # as many repetitions as fit the time budget, agreed on by all ranks
+            dist.barrier()
+            t0 = time.perf_counter()
             dist.all_reduce(buf)
-        ctx.sync()
-        elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        seconds = float(elapsed.item())
+            ctx.sync()
+            probe = torch.tensor([time.perf_counter() - t0], device=ctx.device)
+            dist.all_reduce(probe, op=dist.ReduceOp.MAX)
+            # the judged (largest) size gets at least JUDGED_ITERS timed runs even when one
+            # takes longer than the budget (16 GiB on H100 is ~0.1 s a run): one run is one
+            # sample
+            least = JUDGED_ITERS if size == sizes[-1] else 1
+            iters = max(least, min(50, int(seconds_per_size / max(float(probe.item()), 1e-6))))
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(buf)
+            ctx.sync()
+            elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            seconds = float(elapsed.item())
+        del buf  # freed before the next size is allocated (16 + 4 GiB at once otherwise)
         alg, bus = formulas.allreduce_bandwidth(size, seconds, ctx.world)
         rows.append({"bytes": size, "seconds": seconds, "iters": iters,
                      "algbw_gbps": alg, "busbw_gbps": bus})

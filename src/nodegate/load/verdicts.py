@@ -16,7 +16,7 @@ from typing import Any
 from nodegate.judge.common import against, make, threshold_repr
 from nodegate.load import formulas
 from nodegate.load.telemetry import Telemetry
-from nodegate.load.workers import PhaseOutcome
+from nodegate.load.workers import PhaseOutcome, causes
 from nodegate.profiles.loader import Threshold
 from nodegate.results import CheckResult, Severity, Verdict
 
@@ -82,11 +82,11 @@ def phase_completed(outcome: PhaseOutcome, world: int) -> list[CheckResult]:
     if outcome.ok:
         return [make(check, "node", Verdict.PASS, measured=world, unit="ranks",
                      duration_s=round(outcome.duration_s, 3))]
-    causes = [f for f in outcome.failures if f.kind != "error"] or outcome.failures
-    others = [f.evidence() for f in outcome.failures if f not in causes]
+    named = causes(outcome.failures)
+    others = [f.evidence() for f in outcome.failures if f not in named]
     return [make(check, gpu(f.rank), Verdict.FAIL, measured=f.kind, threshold="completed",
                  severity=CRIT, **f.evidence(), consequences=others or None)
-            for f in causes]
+            for f in named]
 
 
 def skipped(checks: Iterable[str], reason: str, entity: str = "node") -> list[CheckResult]:

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -29,8 +29,8 @@ from nodegate.load.devices import CUDA_ORDER_ENV, Backend
 
 #: Seconds the survivors get to report once one rank has died or errored.
 GRACE_S = 3.0
-#: Progress slots per rank in the shared array: step, last-beat time.
-SLOTS = 2
+#: Progress slots per rank in the shared array: step, last-beat time, in-a-collective flag.
+SLOTS = 3
 
 
 @dataclass
@@ -59,6 +59,21 @@ class WorkerContext:
         self.progress[self.rank * SLOTS] = float(step)
         self.progress[self.rank * SLOTS + 1] = time.time()
 
+    @contextlib.contextmanager
+    def collective(self) -> Iterator[None]:
+        """Mark work that waits on the other ranks (a collective, or a step that holds one).
+
+        When a phase fails, a rank caught inside such a block was waiting for its peers: its
+        timeout, error or death (NCCL's watchdog aborts the process) is a consequence, and the
+        rank that failed outside one is the cause. The mark stays set when the block raises."""
+        self.progress[self.rank * SLOTS + 2] = 1.0
+        yield
+        self.progress[self.rank * SLOTS + 2] = 0.0
+
+    def clear_marks(self) -> None:
+        self.step(0)
+        self.progress[self.rank * SLOTS + 2] = 0.0
+
     def sync(self) -> None:
         from nodegate.load.devices import sync
 
@@ -72,10 +87,13 @@ class RankFailure:
     last_step: int | None
     message: str
     exitcode: int | None = None
+    #: it failed while waiting on its peers (see ``WorkerContext.collective``)
+    in_collective: bool = False
 
     def evidence(self) -> dict[str, Any]:
         return {"rank": self.rank, "kind": self.kind, "last_step": self.last_step,
-                "message": self.message[-2000:], "exitcode": self.exitcode}
+                "message": self.message[-2000:], "exitcode": self.exitcode,
+                "in_collective": self.in_collective}
 
 
 @dataclass
@@ -137,7 +155,7 @@ def _worker_main(  # noqa: PLR0917 - multiprocessing passes args positionally
             if task is None:
                 break
             seq, func, kwargs = task
-            ctx.step(0)
+            ctx.clear_marks()
             try:
                 value = func(ctx, **kwargs)
             except Exception:
@@ -215,12 +233,18 @@ class Gang:
             tasks.put((self._seq, func, args))
         outcome = self._collect(name, self._seq, timeout_s, on_progress, beat_s)
         if not outcome.ok:
-            self.close()  # a rank that died or hung poisons the process group: start afresh
+            # a rank that died or hung poisons the process group: start afresh, and kill at
+            # once (a rank stuck in a collective never reads a polite stop)
+            self.healthy = False
+            self.close()
         return outcome
 
     def _last_step(self, rank: int) -> int | None:
         step = self._progress[rank * SLOTS] if self._progress is not None else 0.0
         return int(step)
+
+    def _in_collective(self, rank: int) -> bool:
+        return self._progress is not None and self._progress[rank * SLOTS + 2] > 0
 
     def _collect(self, name: str, seq: int, timeout_s: float,
                  on_progress: Callable[[list[int]], None] | None = None,
@@ -244,8 +268,9 @@ class Gang:
                 if status == "ok":
                     outcome.values[rank] = value
                 else:
-                    outcome.failures.append(RankFailure(rank, "error", self._last_step(rank),
-                                                        str(value)))
+                    outcome.failures.append(RankFailure(
+                        rank, "error", self._last_step(rank), str(value),
+                        in_collective=self._in_collective(rank)))
                     grace_until = grace_until or time.monotonic() + GRACE_S
             for rank in sorted(pending):
                 proc = self._procs[rank]
@@ -254,7 +279,7 @@ class Gang:
                     outcome.failures.append(RankFailure(
                         rank, "died", self._last_step(rank),
                         f"rank {rank} exited with code {proc.exitcode} during {name}",
-                        exitcode=proc.exitcode))
+                        exitcode=proc.exitcode, in_collective=self._in_collective(rank)))
                     grace_until = grace_until or time.monotonic() + GRACE_S
             if on_progress is not None and now - last_beat >= beat_s:
                 last_beat = now
@@ -264,7 +289,8 @@ class Gang:
                    else "stopped responding after another rank failed")
             kind = "no-start" if seq == -1 else "hung"
             outcome.failures.append(RankFailure(
-                rank, kind, self._last_step(rank), f"rank {rank} {why} during {name}"))
+                rank, kind, self._last_step(rank), f"rank {rank} {why} during {name}",
+                in_collective=self._in_collective(rank)))
         outcome.failures = _blame(outcome.failures)
         outcome.duration_s = time.monotonic() - start
         return outcome
@@ -299,7 +325,15 @@ class Gang:
 
 
 def _blame(failures: list[RankFailure]) -> list[RankFailure]:
-    """Put the cause first: a rank that died or hung, before the ranks whose collectives then
-    timed out (their errors are consequences, kept as evidence)."""
+    """Put the cause first: a rank that failed on its own (died, hung or raised outside a
+    collective) before the ranks that were waiting on it in a collective, whatever then
+    happened to those (a gloo timeout, NCCL's watchdog killing them: consequences)."""
     order = {"died": 0, "hung": 1, "no-start": 2, "error": 3}
-    return sorted(failures, key=lambda f: (order.get(f.kind, 9), f.rank))
+    return sorted(failures, key=lambda f: (f.in_collective, order.get(f.kind, 9), f.rank))
+
+
+def causes(failures: list[RankFailure]) -> list[RankFailure]:
+    """The failures that name a GPU: those outside a collective; when every rank was waiting
+    in one (a fabric or collective-library hang), all of them."""
+    own = [f for f in failures if not f.in_collective]
+    return own or list(failures)
