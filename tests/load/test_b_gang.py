@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -190,6 +191,18 @@ def test_a_gang_that_failed_is_killed_at_once_not_asked_politely() -> None:
     assert [(f.rank, f.kind, f.in_collective) for f in outcome.failures] == [
         (0, "hung", False), (1, "hung", True)]
     assert not gang.healthy and not [p for p in pids if alive(p)]
+
+
+def test_host_copies_take_turns_one_gpu_at_a_time() -> None:
+    """Two GPUs share a PCIe uplink on HGX boards: concurrent copies would halve each figure."""
+    with Gang(3, devices.choose("cpu"), collective_timeout_s=20) as gang:
+        assert gang.start().ok
+        outcome = gang.run("memory", tasks.memory, 60, kwargs={
+            "hbm_bytes": 1 << 20, "copy_bytes": 8 << 20, "iters": 3})
+    assert outcome.ok
+    windows = sorted(v["host_window"] for v in outcome.values.values())
+    assert all(w[0] < w[1] for w in windows)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(windows))  # no two overlap
 
 
 def test_the_judged_allreduce_size_is_timed_several_times_whatever_the_budget() -> None:

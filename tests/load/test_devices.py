@@ -141,27 +141,46 @@ def test_gemm_checksum_makes_no_widened_copy() -> None:
 
 def test_host_buffer_is_registered_in_place_and_unregistered_after(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CUDA path's bookkeeping, with CUDA's runtime replaced by a recorder."""
+    """The CUDA path's bookkeeping, with CUDA's driver replaced by a recorder."""
     torch = pytest.importorskip("torch")
     calls: list[tuple[str, int]] = []
 
-    class FakeCudart:
-        def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:
+    class FakeDriver:
+        def cuMemHostRegister_v2(self, ptr: int, size: int, flags: int) -> int:
             calls.append(("register", ptr))
+            assert (size, flags) == (1 << 20, devices.CU_MEMHOSTREGISTER_PORTABLE)
             return 0
 
-        def cudaHostUnregister(self, ptr: int) -> int:
+        def cuMemHostUnregister(self, ptr: int) -> int:
             calls.append(("unregister", ptr))
             return 0
 
-    monkeypatch.setattr(torch.cuda, "cudart", FakeCudart)
+    monkeypatch.setattr(devices, "cuda_driver", FakeDriver)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(("sync", 0)))
     with devices.host_buffer(1 << 20, pin=True) as (host, pinning):
         assert pinning == "registered"
-        assert calls == [("register", host.data_ptr())]
+        assert calls == [("sync", 0), ("register", host.data_ptr())]
         assert int(host[12345]) == 3  # touched before it was pinned
         ptr = host.data_ptr()
-    assert calls[1:] == [("sync", 0), ("unregister", ptr)]
+    assert calls[2:] == [("sync", 0), ("unregister", ptr)]
+
+
+def test_the_cuda_driver_binding_is_typed_for_64_bit_pointers_and_sizes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """ctypes' default is a C int per argument: a pointer or a >2 GiB size would be cut."""
+    class Lib:
+        def __init__(self) -> None:
+            self.cuMemHostRegister_v2 = type("F", (), {})()
+            self.cuMemHostUnregister = type("F", (), {})()
+
+    lib = Lib()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib if name == "libcuda.so.1" else None)
+    assert devices.cuda_driver() is lib
+    reg = lib.cuMemHostRegister_v2
+    assert reg.argtypes == [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]  # type: ignore[attr-defined]
+    assert lib.cuMemHostUnregister.argtypes == [ctypes.c_void_p]  # type: ignore[attr-defined]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(name)))
+    assert devices.cuda_driver() is None  # no driver: the caller falls back to torch's pool
 
 
 @pytest.mark.parametrize(("nvml_id", "sysfs"), [
@@ -225,3 +244,9 @@ def test_nvml_lookup_by_uuid_on_the_simulated_board(tmp_path: Path) -> None:
     found, bus = proc.stdout.split()[-2:]
     assert found == devices.sysfs_pci_address(bus)
     assert found.count(":") == 2 and len(found.split(":")[0]) == 4
+
+
+def test_one_gpu_runs_its_group_on_gloo_several_on_nccl() -> None:
+    assert devices.for_world(CUDA, 1).name == "cuda/gloo"
+    assert devices.for_world(CUDA, 4) == CUDA
+    assert devices.for_world(CPU, 1) == CPU

@@ -54,6 +54,15 @@ def choose(device: str = "auto") -> Backend:
     return Backend("cpu", "gloo", 0)
 
 
+def for_world(backend: Backend, world: int) -> Backend:
+    """The process group's backend for ``world`` workers. One GPU: no collective crosses
+    GPUs, so gloo's host-side group does, sparing NCCL's setup (which some sandboxes, gVisor
+    among them, cannot do); the report then says cuda/gloo."""
+    if backend.cuda and world == 1:
+        return Backend(backend.kind, "gloo", backend.device_count)
+    return backend
+
+
 #: What every CUDA worker sets before CUDA starts: CUDA's default order is "fastest first",
 #: NVML's (and nvidia-smi's) is PCI bus order; with this, CUDA device i is NVML GPU i.
 CUDA_ORDER_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -238,6 +247,26 @@ def placed_on(pages: dict[int, int], node: int | None) -> bool | None:
     return set(pages) == {node}
 
 
+#: cuMemHostRegister flag: the pages count as pinned in every CUDA context of the process.
+CU_MEMHOSTREGISTER_PORTABLE = 0x01
+
+
+def cuda_driver() -> Any | None:
+    """The CUDA driver library (loaded already by torch), typed for the two calls used here.
+
+    The driver API, not the runtime's ``cudaHostRegister``: a refused runtime call leaves its
+    error as the thread's last error, and torch's next kernel-launch check would raise it."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    lib.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+    lib.cuMemHostRegister_v2.restype = ctypes.c_int
+    lib.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
+    lib.cuMemHostUnregister.restype = ctypes.c_int
+    return lib
+
+
 @contextlib.contextmanager
 def host_buffer(nbytes: int, *, pin: bool) -> Iterator[tuple[Any, str]]:
     """A host buffer placed by first touch from this thread's CPUs, then pinned where it lies.
@@ -257,8 +286,10 @@ def host_buffer(nbytes: int, *, pin: bool) -> Iterator[tuple[Any, str]]:
     if not pin:
         yield host, "pageable"
         return
-    cudart: Any = torch.cuda.cudart()  # type: ignore[no-untyped-call,unused-ignore]
-    if int(cudart.cudaHostRegister(host.data_ptr(), nbytes, 0)) != 0:
+    torch.cuda.synchronize()  # this thread's context is current (the driver call needs one)
+    driver = cuda_driver()
+    if driver is None or driver.cuMemHostRegister_v2(host.data_ptr(), nbytes,
+                                                     CU_MEMHOSTREGISTER_PORTABLE) != 0:
         fallback = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         ctypes.memset(fallback.data_ptr(), 3, nbytes)
         try:
@@ -273,4 +304,4 @@ def host_buffer(nbytes: int, *, pin: bool) -> Iterator[tuple[Any, str]]:
         yield host, "registered"
     finally:
         torch.cuda.synchronize()  # no copy may still read the pages being unpinned
-        cudart.cudaHostUnregister(host.data_ptr())
+        driver.cuMemHostUnregister(host.data_ptr())

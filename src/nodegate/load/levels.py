@@ -142,7 +142,8 @@ def _gemm(run: _Run, dtype: str, seconds: float, name: str = "gemm") -> None:
 
 def _memory(run: _Run) -> None:
     cfg = run.cfg
-    outcome = run.phase("memory", tasks.memory, 10.0, hbm_bytes=cfg.hbm_bytes,
+    # the host copies take turns, a few seconds per GPU
+    outcome = run.phase("memory", tasks.memory, 10.0 + 3.0 * run.world, hbm_bytes=cfg.hbm_bytes,
                         copy_bytes=cfg.copy_bytes, iters=cfg.copy_iters)
     run.judged(outcome, ["hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth"],
                lambda: verdicts.memory(outcome.values, run.th))
@@ -237,6 +238,7 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     cfg = config.from_profile(profile, level, duration_scale)
     backend = devices.choose(device)
     world = workers_for(profile, backend, workers)
+    backend = devices.for_world(backend, world)
     if not backend.cuda and "burnin_model" not in (profile.get("load") or {}):
         cfg = dataclasses.replace(cfg, burnin_model=dict(config.CPU_BURNIN_MODEL))
     shown = adapt(progress)

@@ -143,8 +143,10 @@ def memory(ctx: WorkerContext, *, hbm_bytes: int, copy_bytes: int, iters: int) -
     """Device-to-device copy (bytes read + written) and pinned host<->device copies, driven
     from the CPUs of the GPU's own NUMA node and, where there is one, a remote node. Each
     host buffer's pages are placed by first touch from the bound CPUs and pinned in place;
-    where they really landed (``move_pages``) is kept as evidence."""
+    where they really landed (``move_pages``) is kept as evidence. The host copies take turns,
+    one GPU at a time."""
     import torch
+    import torch.distributed as dist
 
     from nodegate.load import devices
 
@@ -162,28 +164,46 @@ def memory(ctx: WorkerContext, *, hbm_bytes: int, copy_bytes: int, iters: int) -
     original = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     host_figures: dict[str, Any] = {}
     device_buf = torch.empty(copy_bytes, dtype=torch.uint8, device=dev)
-    try:
-        for where, node in (("local", local), ("remote", remote)):
-            if where == "remote" and node is None:
-                continue
-            bound = devices.pin_to_node(node, nodes)
-            # a fresh buffer per placement, never a cached one: torch's pinned-memory cache
-            # would hand the remote run the local run's pages
-            with devices.host_buffer(copy_bytes, pin=ctx.backend.cuda) as (host, pinning):
-                h2d = formulas.gbps(copy_bytes * iters, _time_copy(ctx, device_buf, host, iters))
-                d2h = formulas.gbps(copy_bytes * iters, _time_copy(ctx, host, device_buf, iters))
-                pages = devices.page_nodes(host.data_ptr(), copy_bytes)
-            host_figures[where] = {"numa_node": node, "cpu_bound": bound, "h2d_gbps": h2d,
-                                   "d2h_gbps": d2h, "pinning": pinning,
-                                   "pages_on_node": pages,
-                                   "placed": devices.placed_on(pages, node)}
-            ctx.step(2 + len(host_figures))
-    finally:
-        if original is not None:
-            os.sched_setaffinity(0, original)
+    # one GPU at a time: on HGX boards two GPUs share a PCIe switch's uplink to the CPU, so
+    # copies on all GPUs at once would measure the uplink's share, not the GPU's link
+    window = [0.0, 0.0]
+    for turn in range(ctx.world):
+        if turn == ctx.rank:
+            window[0] = time.time()
+            try:
+                for where, node in (("local", local), ("remote", remote)):
+                    if where == "remote" and node is None:
+                        continue
+                    host_figures[where] = _host_copies(ctx, device_buf, node=node, nodes=nodes,
+                                                       nbytes=copy_bytes, iters=iters)
+                    ctx.step(2 + len(host_figures))
+            finally:
+                if original is not None:
+                    os.sched_setaffinity(0, original)
+                window[1] = time.time()
+        if ctx.world > 1:
+            with ctx.collective():
+                dist.barrier()
     return {"hbm_gbps": hbm, "hbm_bytes": 2 * (hbm_bytes // 2), "copy_bytes": copy_bytes,
             "iters": iters, "host": host_figures, "numa_nodes": len(nodes),
-            "pinned": ctx.backend.cuda}
+            "pinned": ctx.backend.cuda, "host_copies": "one GPU at a time",
+            "host_window": window}
+
+
+def _host_copies(ctx: WorkerContext, device_buf: Any, *, node: int | None,
+                 nodes: dict[int, set[int]], nbytes: int, iters: int) -> dict[str, Any]:
+    """H2D and D2H from CPUs bound to ``node``, through a buffer placed there by first touch
+    and pinned in place. A fresh buffer per placement, never a cached one: torch's
+    pinned-memory cache would hand the remote run the local run's pages."""
+    from nodegate.load import devices
+
+    bound = devices.pin_to_node(node, nodes)
+    with devices.host_buffer(nbytes, pin=ctx.backend.cuda) as (host, pinning):
+        h2d = formulas.gbps(nbytes * iters, _time_copy(ctx, device_buf, host, iters))
+        d2h = formulas.gbps(nbytes * iters, _time_copy(ctx, host, device_buf, iters))
+        pages = devices.page_nodes(host.data_ptr(), nbytes)
+    return {"numa_node": node, "cpu_bound": bound, "h2d_gbps": h2d, "d2h_gbps": d2h,
+            "pinning": pinning, "pages_on_node": pages, "placed": devices.placed_on(pages, node)}
 
 
 def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
@@ -211,6 +231,21 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
         for i in range(world):
             devices.sync(ctx.backend, i if ctx.backend.cuda else None)
 
+    # one stream per GPU, made before any clock starts (the first makes torch's stream pool)
+    streams = ([torch.cuda.Stream(device=dev) for dev in devs]  # type: ignore[no-untyped-call,unused-ignore]
+               if ctx.backend.cuda else [])
+
+    def both_ways(s: int, d: int) -> None:
+        """s->d on s's stream and d->s on d's at once; on CPU, one after the other."""
+        if not streams:
+            back[d].copy_(bufs[s])
+            back[s].copy_(bufs[d])
+            return
+        with torch.cuda.stream(streams[s]):
+            back[d].copy_(bufs[s], non_blocking=True)
+        with torch.cuda.stream(streams[d]):
+            back[s].copy_(bufs[d], non_blocking=True)
+
     done = 0
     for s in range(world):
         for d in range(world):
@@ -218,7 +253,9 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
                 continue
             if ctx.backend.cuda:
                 access[s][d] = bool(torch.cuda.can_device_access_peer(s, d))
-            back[d].copy_(bufs[s])
+            # untimed round in both directions: torch enables peer access on a pair's first
+            # copy, and the d->s direction may not have run yet
+            both_ways(s, d)
             sync_all()
             start = time.perf_counter()
             for _ in range(iters):
@@ -226,22 +263,16 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
             sync_all()
             uni[s][d] = formulas.gbps(nbytes * iters, time.perf_counter() - start)
             start = time.perf_counter()
-            if ctx.backend.cuda:
-                s1 = torch.cuda.Stream(device=devs[s])  # type: ignore[no-untyped-call,unused-ignore]
-                s2 = torch.cuda.Stream(device=devs[d])  # type: ignore[no-untyped-call,unused-ignore]
-                for _ in range(iters):
-                    with torch.cuda.stream(s1):
-                        back[d].copy_(bufs[s], non_blocking=True)
-                    with torch.cuda.stream(s2):
-                        back[s].copy_(bufs[d], non_blocking=True)
-            else:
-                for _ in range(iters):
-                    back[d].copy_(bufs[s])
-                    back[s].copy_(bufs[d])
+            for _ in range(iters):
+                both_ways(s, d)
             sync_all()
             bidir[s][d] = formulas.gbps(2 * nbytes * iters, time.perf_counter() - start)
             done += 1
             ctx.step(done)
+    bufs.clear()
+    back.clear()
+    if ctx.backend.cuda:
+        torch.cuda.empty_cache()  # this process's blocks on every GPU go back for later phases
     return {"bytes": nbytes, "iters": iters, "unidir_gbps": uni, "bidir_gbps": bidir,
             "peer_access": access}
 

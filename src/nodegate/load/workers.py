@@ -141,7 +141,7 @@ def _worker_main(  # noqa: PLR0917 - multiprocessing passes args positionally
     ctx = WorkerContext(rank, world, backend, progress)
     try:
         kwargs: dict[str, Any] = {}
-        if backend.cuda:
+        if backend.dist == "nccl":  # binds the group (and its barrier) to this rank's GPU
             kwargs["device_id"] = torch.device("cuda", rank)
         dist.init_process_group(backend.dist, init_method=init_method, rank=rank,
                                 world_size=world, timeout=timedelta(seconds=timeout_s), **kwargs)
