@@ -104,6 +104,8 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
     opt = torch.optim.AdamW(ddp.parameters(), lr=float(model.get("lr", 3e-4)))
     use_amp = ctx.backend.cuda and precision in ("bf16", "fp16")
     amp_dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    # fp16 gradients underflow without loss scaling (bf16 has fp32's range and needs none)
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp and precision == "fp16")
     kill_at = seams.fault_step(seams.KILL_RANK, ctx.rank)
     hang_at = seams.fault_step(seams.HANG_RANK, ctx.rank)
     fail_at = seams.fault_step(seams.FAIL_RANK, ctx.rank)
@@ -139,8 +141,9 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
             ctx.sync()
             t1 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call,unused-ignore]
-            opt.step()
+            scaler.scale(loss).backward()  # type: ignore[no-untyped-call,unused-ignore]
+            scaler.step(opt)
+            scaler.update()
             ctx.sync()
             t2 = time.perf_counter()
             losses.append(float(loss.item()))

@@ -78,7 +78,11 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
     import torch.distributed as dist
 
     if ctx.backend.cuda:
-        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        matmul: Any = torch.backends.cuda.matmul
+        if hasattr(matmul, "fp32_precision"):  # torch >= 2.9; allow_tf32 is deprecated there
+            matmul.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
+        else:
+            matmul.allow_tf32 = dtype == "tf32"
     tdtype = _dtype(dtype)
     a = _seeded(n, 1234, tdtype, ctx.device)
     b = _seeded(n, 5678, tdtype, ctx.device)
