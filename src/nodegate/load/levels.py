@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodegate.load import config, devices, seams, tasks, verdicts
+from nodegate.load import config, devices, plan, seams, tasks, verdicts
 from nodegate.load.telemetry import Sampler, Telemetry
 from nodegate.load.workers import Gang, PhaseOutcome
 from nodegate.progress import Beat, Progress, adapt
@@ -54,6 +54,7 @@ class _Run:
     phases: list[dict[str, Any]] = field(default_factory=list)
     matrices: dict[str, Any] = field(default_factory=dict)
     gpus: list[int] = field(default_factory=list)  # each rank's NVML index
+    planned: dict[str, float] = field(default_factory=dict)  # phase -> seconds (load.plan)
 
     @property
     def indices(self) -> list[int]:
@@ -73,7 +74,12 @@ class _Run:
               loads: bool = True, estimate_s: float | None = None,
               **kwargs: Any) -> PhaseOutcome:
         """Run one phase on the gang. ``expected_s`` sizes the deadline (generous: start-up,
-        calibration); ``estimate_s``, when known better, is what the progress bar shows."""
+        calibration); ``estimate_s``, when known better, is what the progress bar shows.
+        The plan's figure, where larger, sizes both."""
+        planned = self.planned.get(name)
+        if planned is not None:
+            expected_s = max(expected_s, planned)
+            estimate_s = estimate_s or planned
         failed_start = self.ensure_gang()
         if failed_start is not None:
             failed_start.name = name
@@ -244,8 +250,10 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     shown = adapt(progress)
     gpus = devices.nvml_indices(backend, world)
     sampler = Sampler(gpus, cfg.sample_hz)
-    run_ = _Run(cfg, backend, world, verdicts.thresholds_of(profile), sampler, shown,
-                dict(env or {}), gpus=gpus)
+    th = verdicts.thresholds_of(profile)
+    run_ = _Run(cfg, backend, world, th, sampler, shown, dict(env or {}), gpus=gpus,
+                planned=plan.phases(cfg, world, th))
+    shown.line(plan.describe(cfg, world, th))
     tel = sampler.start()
     if not tel.available:
         shown.line(f"load: telemetry off ({tel.reason})")
@@ -270,5 +278,6 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     return LoadOutcome(
         results=results, series=_series(tel), matrices=matrices,
         backend=backend.name, phases=run_.phases,
-        config={**cfg.as_dict(), "workers": world, "gpus": gpus},
+        config={**cfg.as_dict(), "workers": world, "gpus": gpus,
+                "planned_s": {k: round(v, 1) for k, v in run_.planned.items()}},
         seams={**seams.active(), **{k: v for k, v in (env or {}).items() if k in seams.ALL}})
