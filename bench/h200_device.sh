@@ -19,24 +19,34 @@ WHEELS=(jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37
         rpds-py==2026.9.1)
 #: the whole run must end inside the device tool's 10-minute command limit
 RUN_LIMIT_S=${RUN_LIMIT_S:-540}
+DEVICE_PYTHON=3.12
 
+# fetch DIR PYVER: the wheels, for CPython PYVER on x86-64 Linux, into DIR (emptied first)
 fetch() {
-    local pyver=${1:-3.12}
-    rm -rf .whl && mkdir -p .whl
+    local dir=$1 pyver=$2
+    rm -rf "$dir" && mkdir -p "$dir"
     python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version "$pyver" \
         --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d .whl "${WHEELS[@]}" || exit 2
-    ls -l .whl
+        --platform manylinux2014_x86_64 -d "$dir" "${WHEELS[@]}" || exit 2
+    ls -l "$dir"
 }
 
-# install the carried wheels beside the image's packages, then the bench with a deadline
+# run_bench PYTHON OUT WHEELDIR [bench args...]: install the wheels beside the image's
+# packages, then the bench under a deadline
 run_bench() {
-    local python=$1 out=$2; shift 2
+    local python=$1 out=$2 wheels=$3; shift 3
     mkdir -p "$out"
+    if ! compgen -G "$wheels/*.whl" > /dev/null; then
+        echo "no wheels in $wheels/: run 'bench/h200_device.sh fetch' first and carry .whl" >&2
+        exit 3
+    fi
+    local site
+    site=$(mktemp -d)
     "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/nodegate-site .whl/*.whl || { echo "wheel install failed" >&2; exit 3; }
-    export PYTHONPATH=/tmp/nodegate-site:$PWD/src PYTHONUNBUFFERED=1
-    { nvidia-smi -q; nvidia-smi topo -m; } > "$out/nvidia-smi.txt" 2>&1 || true
+        --target "$site" "$wheels"/*.whl || { echo "wheel install failed" >&2; exit 3; }
+    export PYTHONPATH=$site:$PWD/src PYTHONUNBUFFERED=1
+    # a sick GPU can leave nvidia-smi stuck: it must not eat the bench's time
+    { timeout 30 nvidia-smi -q; timeout 30 nvidia-smi topo -m; } > "$out/nvidia-smi.txt" 2>&1
     timeout -k 10 "$RUN_LIMIT_S" "$python" bench/h200_standard.py --json "$out/h200.json" "$@" \
         2> >(tee "$out/progress.log" >&2) | tee "$out/table.md"
     local rc=${PIPESTATUS[0]}
@@ -45,16 +55,29 @@ run_bench() {
 }
 
 case "${1:-}" in
-    fetch) fetch "${2:-3.12}" ;;
-    run) run_bench python3 "${OUT:-/tmp/h200-out}" ;;
+    fetch) fetch .whl "${2:-$DEVICE_PYTHON}" ;;
+    run) run_bench python3 "${OUT:-/tmp/h200-out}" .whl ;;
     rehearse)
         # the same steps on this machine, CPU/gloo, in a venv holding only the device image's
         # packages that nodegate's bench path may touch: proves the wheel list and the import
-        # path (anything else nodegate imported would fail here first), not any GPU figure
-        venv=$(mktemp -d)/venv
-        python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q torch==2.13.0 \
-            pyyaml nvidia-ml-py attrs typing-extensions || exit 2
-        fetch "$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-        run_bench "$venv/bin/python" "${OUT:-/tmp/h200-rehearsal}" --dry-run ;;
+        # path (anything else nodegate imported would fail here first), not any GPU figure.
+        # Its wheels are for this machine's python, in a scratch folder: .whl stays the
+        # device's. Then it checks that .whl, if present, installs on the device's python.
+        scratch=$(mktemp -d)
+        trap 'rm -rf "$scratch"' EXIT
+        python3 -m venv "$scratch/venv" && "$scratch/venv/bin/python" -m pip install -q \
+            torch==2.13.0 pyyaml nvidia-ml-py attrs typing-extensions || exit 2
+        fetch "$scratch/whl" "$("$scratch/venv/bin/python" -c \
+            'import sys; print("%d.%d" % sys.version_info[:2])')"
+        run_bench "$scratch/venv/bin/python" "${OUT:-/tmp/h200-rehearsal}" "$scratch/whl" \
+            --dry-run || exit $?
+        if compgen -G '.whl/*.whl' > /dev/null; then
+            python3 -m pip install --quiet --dry-run --no-deps --no-index --only-binary=:all: \
+                --python-version "$DEVICE_PYTHON" --implementation cp \
+                --platform manylinux2014_x86_64 --target "$scratch/check" .whl/*.whl \
+                && echo ".whl installs on CPython $DEVICE_PYTHON" \
+                || { echo ".whl does not install on CPython $DEVICE_PYTHON: fetch again" >&2
+                     exit 4; }
+        fi ;;
     *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

@@ -167,14 +167,30 @@ def test_the_rank_at_fault_is_named_not_the_peers_waiting_on_it(seam: str) -> No
     completed = by(out.results, "burnin_completed")
     assert set(completed) == {"gpu1"}, {k: v.evidence for k, v in completed.items()}
     failed = completed["gpu1"]
-    assert failed.verdict == Verdict.FAIL and failed.evidence["in_collective"] is False
-    assert failed.evidence["kind"] == ("error" if seam == seams.FAIL_RANK else "hung")
-    assert failed.evidence["last_step"] == 3
+    assert failed.verdict == Verdict.FAIL and failed.evidence["last_step"] == 3
     if seam == seams.FAIL_RANK:
-        assert "injected device error on rank 1" in failed.evidence["message"]
+        # raised at the step's sync, inside the collective block, but first
+        assert (failed.evidence["kind"], failed.evidence["trigger"]) == ("error", True)
+        assert "CUDA error: uncorrectable ECC error" in failed.evidence["message"]
+    else:
+        assert (failed.evidence["kind"], failed.evidence["in_collective"]) == ("hung", False)
     waiting = failed.evidence["consequences"]
     assert sorted(c["rank"] for c in waiting) == [0, 2]
     assert all(c["in_collective"] for c in waiting)
+    assert "rank 1" in by(out.results, "burnin_loss")["node"].evidence["reason"]
+
+
+def test_a_gpu_failing_while_the_others_work_alone_does_not_fail_them() -> None:
+    """In the GEMM each GPU works alone after the start barrier: when one raises, the others
+    carry on to the end of their run and are neither hung nor named."""
+    with Gang(3, devices.choose("cpu"), collective_timeout_s=20,
+              env={seams.FAIL_RANK: "1:1"}) as gang:
+        assert gang.start().ok
+        outcome = gang.run("gemm", tasks.gemm, 60, kwargs={
+            "dtype": "bf16", "n": 64, "seconds": 5.0})
+    assert [(f.rank, f.kind) for f in outcome.failures] == [(1, "error")]
+    assert sorted(outcome.values) == [0, 2]  # they finished their 5 s
+    assert all(v["iterations"] > 0 for v in outcome.values.values())
 
 
 def test_a_gang_that_failed_is_killed_at_once_not_asked_politely() -> None:

@@ -74,11 +74,18 @@ def test_dead_rank_fails_phase_naming_rank_and_step() -> None:
 
 
 @pytest.mark.parametrize(("failures", "named"), [
-    # a CUDA error on gpu2; its peers then hang in the all-reduce, or NCCL's watchdog kills them
-    ([RankFailure(0, "hung", 4, "", in_collective=True), RankFailure(1, "died", 4, "",
-      exitcode=-6, in_collective=True), RankFailure(2, "error", 4, "CUDA error: ECC")],
-     ["gpu2"]),
-    # every rank waits in the collective: no one GPU is at fault, all are named
+    # a rank that stopped outside a collective; its peers time out waiting for it
+    ([RankFailure(0, "error", 4, "Timed out waiting 5000ms", in_collective=True, trigger=True),
+      RankFailure(1, "hung", 4, "", in_collective=False)], ["gpu1"]),
+    # a CUDA error on gpu2, raised at the sync inside its training step (so inside the
+    # collective block) and seen first; its peers then hang or NCCL's watchdog kills them
+    ([RankFailure(2, "error", 4, "CUDA error: uncorrectable ECC error encountered",
+                  in_collective=True, trigger=True),
+      RankFailure(0, "hung", 4, "", in_collective=True),
+      RankFailure(1, "died", 4, "", exitcode=-6, in_collective=True)], ["gpu2"]),
+    # the first thing seen was a watchdog abort: every rank was waiting, none is singled out
+    ([RankFailure(0, "died", 4, "", exitcode=-6, in_collective=True, trigger=True),
+      RankFailure(1, "hung", 4, "", in_collective=True)], ["gpu0", "gpu1"]),
     ([RankFailure(0, "hung", 4, "", in_collective=True),
       RankFailure(1, "hung", 4, "", in_collective=True)], ["gpu0", "gpu1"]),
 ])

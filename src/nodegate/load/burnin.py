@@ -124,9 +124,6 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
         if hang_at is not None and step == hang_at:
             while True:  # the hang seam: alive, silent, holding its collectives
                 time.sleep(1.0)
-        if fail_at is not None and step == fail_at:
-            raise RuntimeError(f"injected device error on rank {ctx.rank} at step {step} "
-                               f"({seams.FAIL_RANK})")
         # forward, backward (DDP's all-reduce) and the stop vote wait on the other ranks
         with ctx.collective():
             x, y = synthetic_batch(step, ctx.rank, batch=batch, seq_len=seq_len, vocab=vocab,
@@ -138,6 +135,8 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
                                                          y.reshape(-1))
             if slow:
                 time.sleep(slow)
+            if fail_at is not None and step == fail_at:  # where a CUDA error surfaces: a sync
+                raise RuntimeError(seams.injected_error(ctx.rank, step))
             ctx.sync()
             t1 = time.perf_counter()
             opt.zero_grad(set_to_none=True)

@@ -4,7 +4,7 @@ An operator holding a node out of service wants to know for how long; a profile 
 would blow the level's budget (standard about 3 minutes, acceptance at most 15 on an 8-GPU
 node) should be caught when it is written, not after a quarter of an hour. Timed phases take
 their profile duration; copy phases are sized from their bytes at the profile's own bandwidth
-floor (a node that passes is at least that fast, so the estimate is an upper one).
+floor (a node that passes is at least that fast), plus a rough allowance for making buffers.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ SETUP_S = 2.0
 ALLREDUCE_SIZE_S = 0.2
 #: The host copies of one GPU run from its local NUMA node and a remote one.
 PLACEMENTS = 2
+#: Making each host buffer (first-touch memset from one thread, pinning, page scan), as bytes
+#: per second: a rough allowance, not a measured figure.
+HOST_BUFFER_GBPS = 2.0
 
 
 def _seconds(nbytes: float, th: dict[str, Any], name: str) -> float:
@@ -40,8 +43,9 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
         out["gemm" if dtype == cfg.dtypes[0] else f"gemm_{dtype}"] = cfg.gemm_seconds + SETUP_S
     copies = cfg.copy_iters + 1  # one warm-up each
     hbm = copies * _seconds(2 * (cfg.hbm_bytes // 2), th, "hbm_bandwidth_gbps_min")
-    host = copies * PLACEMENTS * (_seconds(cfg.copy_bytes, th, "h2d_gbps_min")
-                                  + _seconds(cfg.copy_bytes, th, "d2h_gbps_min"))
+    host = PLACEMENTS * (copies * (_seconds(cfg.copy_bytes, th, "h2d_gbps_min")
+                                   + _seconds(cfg.copy_bytes, th, "d2h_gbps_min"))
+                         + cfg.copy_bytes / (HOST_BUFFER_GBPS * 1e9))
     out["memory"] = SETUP_S + hbm + world * host  # host copies take turns
     if world > 1:
         # per ordered pair: a warm-up both ways, the one-way run, the both-ways run

@@ -11,8 +11,9 @@ slow rank, a rank that dies or hangs) instead of being mocked. Unset, they cost 
                                  forward pass and GEMM iteration (a straggler)
 ``NODEGATE_LOAD_KILL_RANK=R[:K]`` rank R SIGKILLs itself at burn-in step K (default 2)
 ``NODEGATE_LOAD_HANG_RANK=R[:K]`` rank R stops responding at burn-in step K (default 2)
-``NODEGATE_LOAD_FAIL_RANK=R[:K]`` rank R raises at burn-in step K (default 2), as a CUDA error
-                                 would (uncorrectable ECC, Xid): alive, out of the collectives
+``NODEGATE_LOAD_FAIL_RANK=R[:K]`` rank R raises as a CUDA error would (uncorrectable ECC, Xid)
+                                 at burn-in step K (default 2), at the sync inside the step, or
+                                 once GEMM iteration K is done: alive, out of the collectives
 =============================== ==============================================================
 """
 
@@ -57,3 +58,9 @@ def fault_step(name: str, rank: int) -> int | None:
 def active() -> dict[str, str]:
     """The seams set in this environment (recorded in the report so a test run is obvious)."""
     return {k: os.environ[k] for k in ALL if os.environ.get(k)}
+
+
+def injected_error(rank: int, step: int) -> str:
+    """The FAIL_RANK seam's message, shaped like the CUDA error it stands for."""
+    return (f"CUDA error: uncorrectable ECC error encountered (injected by {FAIL_RANK} on rank "
+            f"{rank} at step {step})")

@@ -88,6 +88,7 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
     b = _seeded(n, 5678, tdtype, ctx.device)
     out = torch.empty_like(a)
     corrupt_every = seams.corrupt_every(ctx.rank)
+    fail_at = seams.fault_step(seams.FAIL_RANK, ctx.rank)
     done = [0]
 
     def once() -> None:
@@ -123,6 +124,8 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
         ctx.sync()
         iters += batch
         ctx.step(iters)
+        if fail_at is not None and iters >= fail_at:
+            raise RuntimeError(seams.injected_error(ctx.rank, iters))
         elapsed = time.perf_counter() - start
         if elapsed >= seconds and iters >= 3:
             break

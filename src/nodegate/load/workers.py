@@ -16,6 +16,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue
+import re
+import signal
 import socket
 import threading
 import time
@@ -27,8 +29,14 @@ from typing import Any
 
 from nodegate.load.devices import CUDA_ORDER_ENV, Backend
 
-#: Seconds the survivors get to report once one rank has died or errored.
+#: Seconds the ranks waiting in a collective get to report once one rank has died or errored.
 GRACE_S = 3.0
+#: A rank working on its own after another failed is waited for while it made progress within
+#: this many seconds (it is not stuck: its phase needs no other rank to finish).
+STALE_S = 15.0
+#: Errors that are a failure of waiting on other ranks, not of this rank's GPU.
+WAIT_ERRORS = re.compile(r"timed? ?out|timeout|watchdog|connection (closed|reset)|"
+                         r"closed by peer|communicator was aborted|broken pipe", re.IGNORECASE)
 #: Progress slots per rank in the shared array: step, last-beat time, in-a-collective flag.
 SLOTS = 3
 
@@ -89,11 +97,23 @@ class RankFailure:
     exitcode: int | None = None
     #: it failed while waiting on its peers (see ``WorkerContext.collective``)
     in_collective: bool = False
+    #: the first failure the coordinator saw (what set the others off, unless it timed out)
+    trigger: bool = False
 
     def evidence(self) -> dict[str, Any]:
         return {"rank": self.rank, "kind": self.kind, "last_step": self.last_step,
                 "message": self.message[-2000:], "exitcode": self.exitcode,
-                "in_collective": self.in_collective}
+                "in_collective": self.in_collective, "trigger": self.trigger}
+
+    @property
+    def waited_out(self) -> bool:
+        """A failure of waiting itself: a collective's timeout, a peer's closed connection,
+        NCCL's watchdog abort (SIGABRT), or no answer. Never the cause when others failed."""
+        if self.kind in ("hung", "no-start"):
+            return True
+        if self.kind == "died":
+            return self.exitcode == -signal.SIGABRT
+        return bool(WAIT_ERRORS.search(self.message))
 
 
 @dataclass
@@ -243,21 +263,39 @@ class Gang:
         step = self._progress[rank * SLOTS] if self._progress is not None else 0.0
         return int(step)
 
+    def _last_beat(self, rank: int) -> float:
+        return float(self._progress[rank * SLOTS + 1]) if self._progress is not None else 0.0
+
     def _in_collective(self, rank: int) -> bool:
         return self._progress is not None and self._progress[rank * SLOTS + 2] > 0
 
     def _collect(self, name: str, seq: int, timeout_s: float,
                  on_progress: Callable[[list[int]], None] | None = None,
                  beat_s: float = 2.0) -> PhaseOutcome:
+        """Wait for every rank's result until the deadline. Once one rank has failed, a rank
+        waiting in a collective gets ``GRACE_S`` more (it cannot finish without the failed
+        one), a rank working on its own keeps going while it shows progress (``STALE_S``), so
+        it finishes and is not mistaken for a hung one."""
         outcome = PhaseOutcome(name)
         start = time.monotonic()
         deadline = start + timeout_s
         pending = set(range(self.world))
         grace_until: float | None = None
         last_beat = 0.0
+
+        def failed(failure: RankFailure) -> None:
+            nonlocal grace_until
+            failure.trigger = grace_until is None
+            outcome.failures.append(failure)
+            grace_until = grace_until or time.monotonic() + GRACE_S
+
         while pending:
             now = time.monotonic()
-            if now >= deadline or (grace_until is not None and now >= grace_until):
+            if now >= deadline:
+                break
+            if grace_until is not None and now >= grace_until and not [
+                    r for r in pending if not self._in_collective(r)
+                    and time.time() - self._last_beat(r) < STALE_S]:
                 break
             try:
                 got_seq, rank, status, value = self._results.get(timeout=min(0.2, beat_s))
@@ -268,19 +306,16 @@ class Gang:
                 if status == "ok":
                     outcome.values[rank] = value
                 else:
-                    outcome.failures.append(RankFailure(
-                        rank, "error", self._last_step(rank), str(value),
-                        in_collective=self._in_collective(rank)))
-                    grace_until = grace_until or time.monotonic() + GRACE_S
+                    failed(RankFailure(rank, "error", self._last_step(rank), str(value),
+                                       in_collective=self._in_collective(rank)))
             for rank in sorted(pending):
                 proc = self._procs[rank]
                 if proc.exitcode is not None:
                     pending.discard(rank)
-                    outcome.failures.append(RankFailure(
+                    failed(RankFailure(
                         rank, "died", self._last_step(rank),
                         f"rank {rank} exited with code {proc.exitcode} during {name}",
                         exitcode=proc.exitcode, in_collective=self._in_collective(rank)))
-                    grace_until = grace_until or time.monotonic() + GRACE_S
             if on_progress is not None and now - last_beat >= beat_s:
                 last_beat = now
                 on_progress([self._last_step(r) or 0 for r in range(self.world)])
@@ -325,15 +360,23 @@ class Gang:
 
 
 def _blame(failures: list[RankFailure]) -> list[RankFailure]:
-    """Put the cause first: a rank that failed on its own (died, hung or raised outside a
-    collective) before the ranks that were waiting on it in a collective, whatever then
-    happened to those (a gloo timeout, NCCL's watchdog killing them: consequences)."""
-    order = {"died": 0, "hung": 1, "no-start": 2, "error": 3}
-    return sorted(failures, key=lambda f: (f.in_collective, order.get(f.kind, 9), f.rank))
+    """The causes first (``causes``), then the rest, each by rank."""
+    named = causes(failures)
+    rest = [f for f in failures if f not in named]
+    return sorted(named, key=lambda f: f.rank) + sorted(rest, key=lambda f: f.rank)
 
 
 def causes(failures: list[RankFailure]) -> list[RankFailure]:
-    """The failures that name a GPU: those outside a collective; when every rank was waiting
-    in one (a fabric or collective-library hang), all of them."""
+    """The failures that name a GPU.
+
+    1. Ranks that failed outside a collective (died, hung or raised while working alone).
+    2. Else the first failure seen, unless it was a failure of waiting (a collective's
+       timeout, NCCL's watchdog): a CUDA error surfaces at a sync inside the step, so the rank
+       that raised it is caught inside a collective block too, but it failed first.
+    3. Else all of them: every rank was waiting (a fabric or collective-library hang).
+    """
     own = [f for f in failures if not f.in_collective]
-    return own or list(failures)
+    if own:
+        return own
+    first = [f for f in failures if f.trigger and not f.waited_out]
+    return first or list(failures)
