@@ -4,7 +4,9 @@ Package source: NVIDIA's CUDA repository (with its keyring), the distribution's 
 packages, or an air-gapped mirror. Open or proprietary kernel modules per the profile;
 nvidia-persistenced enabled. Any driver change is refused while GPU processes run, unless the
 node is drained; a reboot happens only when the loaded module is not the installed one and the
-run allows reboots (``--data nvidia_driver_allow_reboot=true``).
+run allows reboots (``--data nvidia_driver_allow_reboot=true``). GPUDirect RDMA per the
+profile's ``host.gpudirect.mode``: ``peermem`` loads nvidia-peermem now and at every boot
+(modules-load.d); ``dmabuf`` and ``none`` need no module, so no stale boot entry is left.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 from pyinfra.facts.files import File
 from pyinfra.facts.server import KernelVersion
-from pyinfra.operations import systemd
+from pyinfra.operations import files, server, systemd
 
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import LoadedModuleVersions
+from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
+from nodegate.profiles.gpudirect import gpudirect
 from roles import _ops
 from roles._common import (
     TargetOS,
@@ -25,13 +29,16 @@ from roles._common import (
     container,
     is_deploy_file,
     knob,
+    profile,
     q,
     refuse,
     target_os,
+    template,
 )
 from roles.defaults import role_defaults
 
 SOURCES = ("cuda-repo", "distro", "mirror")
+PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
 APT_PIN_PATTERNS = ["nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia-*", "cuda-drivers*",
                     "libxnvctrl*"]
 
@@ -102,6 +109,7 @@ def gpu_busy_reason(python: str) -> str | None:
 def nvidia_driver() -> None:
     os_ = target_os()
     branch, version, modules = desired()
+    rdma = gpudirect_mode(modules)
     source = knob("nvidia_driver_source")
     if source not in SOURCES:
         raise DeployError(f"{host.name}: nvidia_driver_source must be one of {SOURCES}")
@@ -140,8 +148,42 @@ def nvidia_driver() -> None:
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
         systemd.service(name="nvidia_driver: nvidia-persistenced enabled and running",
                         service="nvidia-persistenced.service", running=True, enabled=True)
+    _gpudirect(rdma, virt, replacing=bool(wrong))
     _ops.reboot_if_needed(name="nvidia_driver: reboot if the loaded module is stale",
                           allow=bool(knob("nvidia_driver_allow_reboot")))
+
+
+def gpudirect_mode(modules: str) -> str:
+    """The GPUDirect RDMA mode: the knob, else the profile's ``host.gpudirect`` (or its
+    default); dmabuf with the proprietary modules cannot work, so it stops the host."""
+    mode = knob("nvidia_driver_gpudirect") or gpudirect(profile()).mode
+    if mode not in GPUDIRECT_MODES:
+        raise DeployError(f"{host.name}: nvidia_driver_gpudirect must be one of "
+                          f"{GPUDIRECT_MODES}, not {mode!r}")
+    if mode == "dmabuf" and modules != "open":
+        raise DeployError(f"{host.name}: GPUDirect RDMA over DMA-BUF needs the open kernel "
+                          "modules; set driver.kernel_modules: open or host.gpudirect.mode: "
+                          "peermem")
+    return str(mode)
+
+
+def _gpudirect(mode: str, virt: str | None, *, replacing: bool) -> None:
+    """peermem: loaded at boot (modules-load.d) and now; other modes: no boot entry left."""
+    if mode != "peermem":
+        files.file(name="nvidia_driver: no nvidia-peermem boot entry (GPUDirect RDMA: "
+                        f"{mode})", path=PEERMEM_CONF, present=False)
+        return
+    if virt:
+        host.noop(f"running in a {virt} container: nvidia-peermem belongs to the host's kernel")
+        return
+    files.put(name="nvidia_driver: load nvidia-peermem at boot",
+              src=template("nvidia_driver", "nvidia-peermem.conf"), dest=PEERMEM_CONF,
+              mode="644")
+    if replacing and "nvidia" in host.get_fact(LoadedModuleVersions):
+        host.noop("nvidia-peermem loads at the next boot: the loaded nvidia module is being "
+                  "replaced, and peermem must match the new one")
+        return
+    server.modprobe(name="nvidia_driver: nvidia-peermem loaded", module="nvidia_peermem")
 
 
 def _repository(os_: TargetOS, source: str) -> None:

@@ -60,6 +60,11 @@ def tree(tmp_path: Path) -> Path:
         "proc/mounts": MOUNTS,
         "sys/module/nvidia/version": "570.133.20\n",
         "etc/nccl.conf": "NCCL_SOCKET_IFNAME=bond0\nNCCL_IB_HCA=mlx5_0,mlx5_1\n",
+        # GPUDirect RDMA over DMA-BUF (the profile's mode): open modules, a DMA-BUF kernel
+        "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX Open Kernel Module for "
+                                      "x86_64  570.133.20  Release Build\n",
+        "proc/sys/kernel/osrelease": "5.15.0-126-generic\n",
+        "boot/config-5.15.0-126-generic": "CONFIG_DMA_SHARED_BUFFER=y\n",
     }
     for rel, text in files.items():
         path = tmp_path / rel
@@ -90,7 +95,7 @@ def test_host_checks_on_tree(tree: Path) -> None:
     assert results[("nvidia_module", "node")].verdict == Verdict.PASS
     assert results[("fabricmanager_service", "node")].verdict == Verdict.PASS
     assert results[("persistenced_service", "node")].verdict == Verdict.PASS
-    assert results[("peermem_module", "node")].verdict == Verdict.PASS
+    assert results[("gpudirect_rdma", "node")].verdict == Verdict.PASS
     assert results[("iommu_mode", "node")].verdict == Verdict.PASS
     assert results[("pcie_acs", "0000:18:00.0")].verdict == Verdict.PASS
     acs = results[("pcie_acs", "0000:17:01.0")]
@@ -134,3 +139,55 @@ def test_container_and_single_disk_layout(tree: Path) -> None:
     assert "container" in results[("nvidia_module", "node")].evidence["reason"]
     assert not any(check == "nvme_array" for check, _ in results)
     assert results[("nvme_mount", "/raid")].verdict == Verdict.PASS
+
+
+@pytest.mark.parametrize(("cmdline", "mode"), [
+    ("intel_iommu=on iommu=pt", "pt"),
+    ("iommu=pt intel_iommu=on", "pt"),             # issue 16: order must not matter
+    ("amd_iommu=on iommu=pt", "pt"),
+    ("iommu=pt amd_iommu=on", "pt"),
+    ("iommu.passthrough=1 intel_iommu=on", "pt"),
+    ("intel_iommu=on", "on"),
+    ("amd_iommu=on", "on"),
+    ("intel_iommu=on,sm_on", "on"),
+    ("iommu=pt iommu=nopt intel_iommu=on", "on"),  # a later iommu= overrides an earlier one
+    ("intel_iommu=on intel_iommu=off iommu=pt", "off"),
+    ("intel_iommu=off intel_iommu=on iommu=pt", "pt"),
+    ("iommu=off intel_iommu=on", "off"),
+    ("ro quiet", "default"),
+])
+def test_iommu_mode_follows_kernel_parsing(tree: Path, cmdline: str, mode: str) -> None:
+    (tree / "proc/cmdline").write_text(f"BOOT_IMAGE=/vmlinuz root=UUID=x {cmdline}\n")
+    probe = FakeSystemd(tree, services={}, packages={})
+    results = {r.check: r for r in judge_host(probe, resolve_profile("xe9680-h100"), [])}
+    iommu = results["iommu_mode"]
+    assert iommu.measured == mode
+    assert iommu.verdict == (Verdict.PASS if mode == "pt" else Verdict.FAIL)
+
+
+def test_acs_unreadable_config_space_is_an_error(tree: Path) -> None:
+    """A non-root reader sees 64 bytes of config space: ACS unknown, never "no ACS"."""
+    bridge = tree / "sys/devices/pci0000:17/0000:17:01.0"
+    (bridge / "config").write_bytes(_config_space(0x0000)[:64])
+    probe = FakeSystemd(tree, services={}, packages={})
+    results = {(r.check, r.entity): r for r in judge_host(
+        probe, resolve_profile("xe9680-h100"), ["00000000:19:00.0"])}
+    unreadable = results[("pcie_acs", "0000:17:01.0")]
+    assert unreadable.verdict == Verdict.ERROR
+    assert "64 bytes" in unreadable.evidence["reason"]
+    assert results[("pcie_acs", "0000:18:00.0")].verdict == Verdict.PASS
+    (bridge / "config").unlink()                     # gone: the read itself fails
+    again = {(r.check, r.entity): r for r in judge_host(
+        probe, resolve_profile("xe9680-h100"), ["00000000:19:00.0"])}
+    assert again[("pcie_acs", "0000:17:01.0")].verdict == Verdict.ERROR
+
+
+def test_acs_without_the_capability_is_not_judged_but_a_missing_gpu_is(tree: Path) -> None:
+    bridge = tree / "sys/devices/pci0000:17/0000:17:01.0"
+    (bridge / "config").write_bytes(_config_space(0x0000)[:256])  # no extended space: no ACS
+    probe = FakeSystemd(tree, services={}, packages={})
+    results = {(r.check, r.entity): r for r in judge_host(
+        probe, resolve_profile("xe9680-h100"), ["00000000:19:00.0", "00000000:9a:00.0"])}
+    assert ("pcie_acs", "0000:17:01.0") not in results
+    missing = results[("pcie_acs", "0000:9a:00.0")]
+    assert missing.verdict == Verdict.ERROR and "not found" in missing.evidence["reason"]

@@ -28,6 +28,6 @@ def test_fabricmanager_service(result: CheckResult) -> None:
     assert_verdict(result)
 
 
-@pytest.mark.check("peermem_module")
-def test_peermem_module(result: CheckResult) -> None:
+@pytest.mark.check("gpudirect_rdma")
+def test_gpudirect_rdma(result: CheckResult) -> None:
     assert_verdict(result)

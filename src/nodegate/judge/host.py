@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nodegate.judge.common import expect, make
-from nodegate.probes.host import ACS_P2P_BREAKING_BITS, HostProbe
+from nodegate.probes.host import ACS_P2P_BREAKING_BITS, AcsUnreadable, HostProbe
 from nodegate.probes.nvml import normalize_bus_id
 from nodegate.profiles import Profile
+from nodegate.profiles.gpudirect import gpudirect
 from nodegate.results import CheckResult, Severity, Verdict
 from nodegate.versions import Version
 
@@ -29,12 +32,7 @@ def judge_host(probe: HostProbe, profile: Profile, gpu_bus_ids: list[str]) -> li
     if data["driver"]["fabricmanager"]:
         out.append(_service("fabricmanager_service", probe, "nvidia-fabricmanager",
                             _fabricmanager_package(data["driver"]["branch"]), pin))
-    if data["host"]["infiniband"]:
-        loaded = "nvidia_peermem" in modules
-        out.append(make("peermem_module", "node", Verdict.PASS if loaded else Verdict.FAIL,
-                        measured="loaded" if loaded else "not loaded", threshold="loaded",
-                        severity=CRIT, hint=None if loaded else "GPUDirect RDMA needs "
-                        "nvidia-peermem on InfiniBand nodes"))
+    out.append(_gpudirect(probe, modules, data))
     out.append(_iommu(probe, data["host"]["iommu"]))
     if data["host"]["acs_disabled"]:
         out += _acs(probe, gpu_bus_ids)
@@ -85,12 +83,79 @@ def _service(check: str, probe: HostProbe, unit: str, package: str | None,
                 hint=None if same else "fabric manager must match the driver exactly")
 
 
-def _iommu(probe: HostProbe, expected: str) -> CheckResult:
-    cmdline = probe.kernel_cmdline()
-    mode = "default"
+def _gpudirect(probe: HostProbe, modules: set[str], data: dict[str, object]) -> CheckResult:
+    """GPUDirect RDMA as the profile declares it: the peermem module loaded, or what DMA-BUF
+    needs (the open kernel modules and a kernel built with DMA-BUF)."""
+    declared = gpudirect(data)
+    extra: dict[str, Any] = {"mode": declared.mode, "mode_source": declared.source}
+    if declared.mode == "none":
+        return make("gpudirect_rdma", "node", Verdict.SKIP, threshold="none",
+                    reason="the profile declares no GPUDirect RDMA (host.gpudirect.mode: none)",
+                    **extra)
+    if declared.mode == "peermem":
+        loaded = "nvidia_peermem" in modules
+        return make("gpudirect_rdma", "node", Verdict.PASS if loaded else Verdict.FAIL,
+                    measured="nvidia_peermem loaded" if loaded else "nvidia_peermem not loaded",
+                    threshold="nvidia_peermem loaded", severity=CRIT,
+                    hint=None if loaded else "modprobe nvidia-peermem, and list it in "
+                    "/etc/modules-load.d (the nvidia_driver role does both)", **extra)
+    threshold = "open kernel modules, CONFIG_DMA_SHARED_BUFFER"
+    flavour = probe.nvidia_module_flavour()
+    config = probe.kernel_config()
+    unknown = []
+    if flavour is None:
+        unknown.append("nvidia module flavour (no /proc/driver/nvidia/version, no modinfo)")
+    if config is None:
+        unknown.append(f"kernel config (no /boot/config-{probe.kernel_release() or '?'}, "
+                       "no /proc/config.gz)")
+    dma_buf = config.options.get("CONFIG_DMA_SHARED_BUFFER") if config else None
+    measured = f"{flavour or '?'} modules, CONFIG_DMA_SHARED_BUFFER=" \
+               f"{dma_buf or ('unset' if config else '?')}"
+    if flavour == "proprietary" or (config is not None and dma_buf not in ("y", "m")):
+        why = ("the proprietary kernel modules do not export DMA-BUF: install the open ones "
+               "or declare peermem" if flavour == "proprietary"
+               else f"the kernel has no DMA-BUF ({config.path if config else '?'})")
+        return make("gpudirect_rdma", "node", Verdict.FAIL, measured=measured,
+                    threshold=threshold, severity=CRIT, hint=why,
+                    kernel_config=config.path if config else None, **extra)
+    if unknown:
+        return make("gpudirect_rdma", "node", Verdict.ERROR, measured=measured,
+                    threshold=threshold, severity=CRIT,
+                    reason="could not read " + "; ".join(unknown), **extra)
+    return make("gpudirect_rdma", "node", Verdict.PASS, measured=measured, threshold=threshold,
+                kernel_config=config.path if config else None, **extra)
+
+
+def iommu_mode(cmdline: list[str]) -> str:
+    """The IOMMU mode the kernel command line asks for: pt, on, off or default.
+
+    As the kernel parses it: each parameter is its own switch (``intel_iommu=on`` or
+    ``amd_iommu=on`` turns translation on, ``iommu=pt`` / ``iommu.passthrough=1`` makes it
+    passthrough, ``iommu=off`` turns it off), so their order does not matter; only a later
+    occurrence of the same parameter overrides an earlier one."""
+    last: dict[str, str] = {}
     for arg in cmdline:
-        if arg.startswith("iommu=") or arg in ("intel_iommu=on", "amd_iommu=on"):
-            mode = arg.split("=", 1)[1] if arg.startswith("iommu=") else "on"
+        key, sep, value = arg.partition("=")
+        if sep and key in ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough"):
+            last[key] = value
+    vendor = [set(last[k].split(",")) for k in ("intel_iommu", "amd_iommu") if k in last]
+    vendor_on = any(v & {"on", "force_enable"} for v in vendor)
+    vendor_off = any("off" in v for v in vendor) and not vendor_on
+    generic = last.get("iommu", "")
+    if generic == "off" or vendor_off:
+        return "off"
+    passthrough = {"pt": True, "nopt": False}.get(generic)
+    if "iommu.passthrough" in last:
+        passthrough = last["iommu.passthrough"] in ("1", "y", "Y", "on")
+    if passthrough:
+        return "pt"
+    if vendor_on or generic in ("on", "force"):
+        return "on"
+    return "default"
+
+
+def _iommu(probe: HostProbe, expected: str) -> CheckResult:
+    mode = iommu_mode(probe.kernel_cmdline())
     if expected == "any":
         return make("iommu_mode", "node", Verdict.PASS, measured=mode, threshold="any")
     return expect("iommu_mode", "node", mode, expected, severity=Severity.WARNING,
@@ -101,11 +166,23 @@ def _acs(probe: HostProbe, gpu_bus_ids: list[str]) -> list[CheckResult]:
     out = []
     seen: set[str] = set()
     for bus in gpu_bus_ids:
-        for bridge in probe.pci_bridges_above(f"{normalize_bus_id(bus)}.0"):
+        function = f"{normalize_bus_id(bus)}.0"
+        bridges = probe.pci_bridges_above(function)
+        if not bridges:
+            out.append(make("pcie_acs", function, Verdict.ERROR, threshold="0x0000 (disabled)",
+                            severity=CRIT, reason=f"GPU {function} not found in "
+                            "/sys/bus/pci/devices: the bridges above it are unknown"))
+        for bridge in bridges:
             if bridge in seen:
                 continue
             seen.add(bridge)
-            control = probe.acs_control(bridge)
+            try:
+                control = probe.acs_control(bridge)
+            except AcsUnreadable as exc:
+                out.append(make("pcie_acs", bridge, Verdict.ERROR,
+                                threshold="0x0000 (disabled)", severity=CRIT,
+                                reason=f"ACS control unreadable: {exc} (run as root)"))
+                continue
             if control is None:
                 continue  # no ACS capability on this bridge: nothing to disable
             bad = control & ACS_P2P_BREAKING_BITS

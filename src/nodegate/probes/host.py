@@ -8,6 +8,7 @@ answers are what an operator would see.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,6 +19,18 @@ PCI_EXT_CAP_ACS = 0x000D
 #: source validation, translation blocking, P2P request redirect, completion redirect,
 #: upstream forwarding, egress control.
 ACS_P2P_BREAKING_BITS = 0x003F
+
+
+class AcsUnreadable(Exception):
+    """A bridge's extended config space could not be read, so ACS is unknown, not absent."""
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The running kernel's build options and the file they came from."""
+
+    path: str
+    options: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,43 @@ class HostProbe:
 
     def kernel_cmdline(self) -> list[str]:
         return (self._read("/proc/cmdline") or "").split()
+
+    def kernel_release(self) -> str | None:
+        """``uname -r`` of the running kernel (the name of its /boot/config file)."""
+        text = self._read("/proc/sys/kernel/osrelease")
+        return text.strip() or None if text is not None else None
+
+    def kernel_config(self) -> KernelConfig | None:
+        """The running kernel's .config: /boot/config-$(uname -r), else /proc/config.gz.
+
+        None when neither can be read (the answer is unknown, not "unsupported")."""
+        release = self.kernel_release()
+        if release:
+            text = self._read(f"/boot/config-{release}")
+            if text is not None:
+                return KernelConfig(f"/boot/config-{release}", _parse_config(text))
+        try:
+            raw = (self.root / "proc/config.gz").read_bytes()
+            text = gzip.decompress(raw).decode(errors="replace")
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return None
+        return KernelConfig("/proc/config.gz", _parse_config(text))
+
+    def nvidia_module_flavour(self) -> str | None:
+        """"open" or "proprietary" for the loaded nvidia module; None when unknown.
+
+        The loaded module names itself in /proc/driver/nvidia/version ("NVIDIA UNIX Open
+        Kernel Module for x86_64 ..." for the open modules); the module on disk says so in
+        its license (``modinfo``: "Dual MIT/GPL" open, "NVIDIA" proprietary)."""
+        text = self._read("/proc/driver/nvidia/version")
+        if text and "NVRM version" in text:
+            return "open" if "Open Kernel Module" in text else "proprietary"
+        license_ = self._command(["modinfo", "-F", "license", "nvidia"])
+        if license_ == "Dual MIT/GPL":
+            return "open"
+        if license_ == "NVIDIA":
+            return "proprietary"
+        return None
 
     def _command(self, argv: list[str], timeout_s: float = 10.0) -> str | None:
         if not self.run_commands:
@@ -147,20 +197,44 @@ class HostProbe:
         return bridges
 
     def acs_control(self, bdf: str) -> int | None:
-        """The ACS control register of a PCIe function, read from its config space."""
+        """The ACS control register of a PCIe function, read from its config space; None
+        when the function has no ACS capability.
+
+        Raises AcsUnreadable when the extended config space cannot be seen: sysfs gives
+        non-root readers only the first 64 bytes, and a function that stopped answering reads
+        all ones. Either way ACS is unknown, which must not look like "no ACS"."""
         path = self.root / "sys/bus/pci/devices" / bdf / "config"
         try:
             config = path.read_bytes()
-        except OSError:
-            return None
+        except OSError as exc:
+            raise AcsUnreadable(f"{path.relative_to(self.root)}: {exc.strerror or exc}") \
+                from exc
+        if len(config) <= 64:
+            raise AcsUnreadable(f"only {len(config)} bytes of config space readable "
+                                "(extended capabilities need root)")
+        if len(config) <= 0x100:
+            return None  # conventional config space only: no extended capabilities, no ACS
         offset = 0x100
         seen = 0
         while offset >= 0x100 and offset + 8 <= len(config) and seen < 64:
             header = int.from_bytes(config[offset:offset + 4], "little")
-            if header in (0, 0xFFFFFFFF):
+            if header == 0xFFFFFFFF:
+                raise AcsUnreadable("extended config space reads all ones "
+                                    "(function not answering)")
+            if header == 0:
                 return None
             if header & 0xFFFF == PCI_EXT_CAP_ACS:
                 return int.from_bytes(config[offset + 6:offset + 8], "little")
             offset = (header >> 20) & 0xFFC
             seen += 1
         return None
+
+
+def _parse_config(text: str) -> dict[str, str]:
+    """``CONFIG_X=y`` lines; "# CONFIG_X is not set" lines are simply absent."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("CONFIG_") and "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out

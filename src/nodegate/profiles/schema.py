@@ -96,6 +96,13 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "acs_disabled": _BOOL,
             "infiniband": _BOOL,
             "nccl_conf_keys": {"type": "array", "items": _STR},
+            # how GPUDirect RDMA is provided (nodegate.profiles.gpudirect: default when absent)
+            "gpudirect": {
+                "type": "object", "additionalProperties": False,
+                "properties": {"mode": {"enum": ["dmabuf", "peermem", "none"]},
+                               "source": {"type": "string", "pattern": SOURCE_PATTERN}},
+                "required": ["mode", "source"],
+            },
         },
         ["iommu", "acs_disabled", "infiniband"],
     ),
