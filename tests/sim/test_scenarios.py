@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pynvml
 import pytest
 
 from nodegate.sim import build, runtime, scenario
@@ -134,7 +135,10 @@ def test_readback_matches_yaml(name: str, nvml: NvmlRun) -> None:
         if links:
             assert len(g["links"]) == links
             assert g["beyond_last_link"] == "NVMLError_InvalidArgument"
-            assert all(link[:3] == [1, want["nvlink"]["version"], 2] for link in g["links"])
+            # the scenario names a generation; NVML answers with nvml.h's nvmlNvlinkVersion_t
+            enum = {3: pynvml.NVML_NVLINK_VERSION_3_0,
+                    4: pynvml.NVML_NVLINK_VERSION_4_0}[want["nvlink"]["version"]]
+            assert all(link[:3] == [1, enum, 2] for link in g["links"])
             assert all(link[4] == 1 for link in g["links"])
             switches = {link[3] for link in g["links"]}
             assert len(switches) == len(board["topology"]["nvswitch_bus_ids"])

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from nodegate.judge.common import against, expect, make
+from nodegate.probes import nvml_codes
 from nodegate.probes.nvml import BoardSnapshot, GpuState
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult, Severity, Verdict
@@ -13,22 +14,13 @@ from nodegate.results import CheckResult, Severity, Verdict
 HW = Severity.HARDWARE
 CRIT = Severity.CRITICAL
 
-# nvmlClocksEventReason* bits (nvml.h); the HW ones mean the board itself is in trouble.
-CLOCK_EVENT_BITS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-CLOCK_EVENTS_FATAL = 0x8 | 0x40 | 0x80
-COMPUTE_MODES = {0: "default", 2: "prohibited", 3: "exclusive_process"}
-FABRIC_STATE_COMPLETED = 3
-FABRIC_STATE_NAMES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+# NVML encodings (clock event reason bits, compute modes, fabric states) come from
+# nvidia-ml-py's constants in one place; the HW clock event reasons mean the board is in trouble.
+CLOCK_EVENT_BITS = nvml_codes.CLOCK_EVENT_BITS
+CLOCK_EVENTS_FATAL = nvml_codes.CLOCK_EVENTS_FATAL
+COMPUTE_MODES = nvml_codes.COMPUTE_MODES
+FABRIC_STATE_COMPLETED = nvml_codes.FABRIC_STATE_COMPLETED
+FABRIC_STATE_NAMES = nvml_codes.FABRIC_STATE_NAMES
 #: Above this utilization a GPU is not idle and its idle temperature is not judged.
 IDLE_UTILIZATION_PCT = 5
 
@@ -268,8 +260,10 @@ def _fabric(gpu: GpuState, profile: Profile) -> CheckResult:
 
 
 def _nvlinks(gpu: GpuState, profile: Profile) -> list[CheckResult]:
+    """Each expected link active at the profile's NVLink generation (not NVML's version enum)."""
     expected_links = profile.data["nvlink"]["links_per_gpu"]
     generation = profile.data["nvlink"]["generation"]
+    wanted = f"active, NVLink {generation}"
     th = profile.threshold
     by_link = {link.link: link for link in gpu.nvlinks}
     out = []
@@ -278,17 +272,24 @@ def _nvlinks(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         link = by_link.get(index)
         if link is None:
             out.append(make("nvlink_state", entity, Verdict.FAIL, measured="absent",
-                            threshold=f"active v{generation}", severity=HW))
+                            threshold=wanted, severity=HW))
             continue
         if not link.active:
             out.append(make("nvlink_state", entity, Verdict.FAIL, measured="inactive",
-                            threshold=f"active v{generation}", severity=HW,
-                            remote=link.remote_bus_id))
+                            threshold=wanted, severity=HW, remote=link.remote_bus_id))
             continue
-        version_ok = link.version is None or link.version == generation
-        out.append(make("nvlink_state", entity, Verdict.PASS if version_ok else Verdict.FAIL,
-                        measured=f"active v{link.version}", threshold=f"active v{generation}",
-                        severity=HW, remote=link.remote_bus_id))
+        if link.generation is None:
+            out.append(make("nvlink_state", entity, Verdict.ERROR, threshold=wanted,
+                            severity=HW, remote=link.remote_bus_id,
+                            nvml_version_enum=link.version_enum,
+                            reason="NVLink version unreadable or an nvmlNvlinkVersion_t value "
+                                   "this nvidia-ml-py does not know"))
+        else:
+            ok = link.generation == generation
+            out.append(make("nvlink_state", entity, Verdict.PASS if ok else Verdict.FAIL,
+                            measured=f"active, NVLink {link.generation}", threshold=wanted,
+                            severity=HW, remote=link.remote_bus_id,
+                            nvml_version_enum=link.version_enum))
         out.append(against("nvlink_crc_errors", entity, link.crc_errors,
                            th("nvlink_crc_errors_max"), fail=Verdict.WARN,
                            severity=Severity.WARNING, flit=link.crc_flit, data=link.crc_data))

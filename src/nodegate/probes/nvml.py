@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from nodegate.errors import CannotRunError
+from nodegate.probes.nvml_codes import nvlink_generation
 
 T = TypeVar("T")
 
@@ -24,7 +25,10 @@ MAX_LINKS_PROBED = 18
 class NvLinkState:
     link: int
     active: bool
-    version: int | None = None
+    #: nvmlNvlinkVersion_t as NVML returned it (NVML_NVLINK_VERSION_4_0 is 6), for evidence.
+    version_enum: int | None = None
+    #: The NVLink generation (4 on H100), converted by ``nvml_codes.nvlink_generation``.
+    generation: int | None = None
     remote_bus_id: str | None = None
     crc_flit: int | None = None
     crc_data: int | None = None
@@ -354,7 +358,9 @@ def _read_nvlinks(nvml: Any, r: _Reader, h: Any, *, with_counters: bool) -> None
                 return
             continue  # link not present on this board (NOT_SUPPORTED / INVALID_ARGUMENT)
         entry = NvLinkState(link=link, active=bool(state))
-        entry.version = r.read(f"nvlink{link}.version", nvml.nvmlDeviceGetNvLinkVersion, h, link)
+        entry.version_enum = r.read(f"nvlink{link}.version", nvml.nvmlDeviceGetNvLinkVersion,
+                                    h, link)
+        entry.generation = nvlink_generation(entry.version_enum)
         remote = r.read(f"nvlink{link}.remote", nvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
         if remote is not None:
             entry.remote_bus_id = _text(remote.busId)

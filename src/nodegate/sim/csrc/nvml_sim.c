@@ -195,7 +195,7 @@ typedef struct {
 
 typedef struct {
     unsigned int state;   /* 1 active, 0 inactive */
-    unsigned int version; /* NVLink version number (3 Ampere, 4 Hopper) */
+    unsigned int version; /* NVLink generation (3 Ampere, 4 Hopper); see nvlink_version_enum */
     unsigned int remote_type; /* 0 GPU, 2 NVSwitch */
     char remote_bus[32];
     unsigned int remote_device_id;
@@ -1458,13 +1458,28 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(void *h, unsigned int link, unsigne
     return NVML_SUCCESS;
 }
 
+/* The state file names an NVLink generation; NVML reports nvml.h's nvmlNvlinkVersion_t, whose
+ * values are not generations: NVML_NVLINK_VERSION_INVALID 0, _1_0 1, _2_0 2, _2_2 3, _3_0 4,
+ * _3_1 5, _4_0 6, _5_0 7, _6_0 8. A100 reports 3.0, H100/H200 4.0, B200 5.0. */
+static unsigned int nvlink_version_enum(unsigned int generation) {
+    switch (generation) {
+    case 1: return 1; /* NVML_NVLINK_VERSION_1_0 */
+    case 2: return 2; /* NVML_NVLINK_VERSION_2_0 */
+    case 3: return 4; /* NVML_NVLINK_VERSION_3_0 */
+    case 4: return 6; /* NVML_NVLINK_VERSION_4_0 */
+    case 5: return 7; /* NVML_NVLINK_VERSION_5_0 */
+    case 6: return 8; /* NVML_NVLINK_VERSION_6_0 */
+    default: return 0; /* NVML_NVLINK_VERSION_INVALID */
+    }
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(void *h, unsigned int link, unsigned int *v) {
     GPU_OR_RETURN(h);
     if (!v) return NVML_ERROR_INVALID_ARGUMENT;
     sim_link *l;
     nvmlReturn_t rc = get_link(g, link, &l);
     if (rc != NVML_SUCCESS) return rc;
-    *v = l->version;
+    *v = nvlink_version_enum(l->version);
     return NVML_SUCCESS;
 }
 
@@ -1766,7 +1781,7 @@ static void field_value(sim_gpu *g, nvmlFieldValue_t *f) {
     case 166:
         if (g->nvlink_count == 0) return;
         if (scope >= g->nvlink_count) { f->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT; return; }
-        fv_u(f, g->links[scope].version, 0);
+        fv_u(f, nvlink_version_enum(g->links[scope].version), 0);
         return;
     case 185: case 186: t = telemetry(g); fv_u(f, (unsigned long long)lround(t.power), 0); return;
     case 187: fv_u(f, g->power_min_limit, 0); return;
