@@ -169,15 +169,31 @@ def _retired(gpu: GpuState) -> int | None:
 
 
 def _pcie_link(gpu: GpuState, profile: Profile) -> CheckResult:
-    expected = f"Gen{profile.data['pcie']['gen']} x{profile.data['pcie']['width']}"
-    if gpu.pcie_gen is None or gpu.pcie_width is None:
-        return make("pcie_link", gpu.entity, Verdict.SKIP, threshold=expected,
-                    reason="PCIe link state not reported")
-    measured = f"Gen{gpu.pcie_gen} x{gpu.pcie_width}"
-    return make("pcie_link", gpu.entity, Verdict.PASS if measured == expected else Verdict.FAIL,
-                measured=measured, threshold=expected, severity=HW,
-                max_link=f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}",
-                hint=None if measured == expected else "downtrained link: reseat or check riser")
+    """The link the GPU is able to train (NVML's link max generation, the lower of the GPU's
+    and the slot's) against ``pcie.gen``, and the current width against ``pcie.width``. The
+    current generation is evidence only: an idle GPU trains it down to save power (Gen1 on
+    a healthy H100), so it is judged under load (``pcie_gen_under_load``)."""
+    want_gen, want_width = int(profile.data["pcie"]["gen"]), int(profile.data["pcie"]["width"])
+    expected = f"Gen{want_gen} x{want_width}"
+    missing = [name for name, value in (("max link generation", gpu.pcie_gen_max),
+                                        ("current link width", gpu.pcie_width))
+               if value is None]
+    if gpu.pcie_gen_max is None or gpu.pcie_width is None:
+        return make("pcie_link", gpu.entity, Verdict.ERROR, threshold=expected, severity=HW,
+                    reason=f"NVML did not report the {' and '.join(missing)}",
+                    current_gen=gpu.pcie_gen, gpu_max_gen=gpu.pcie_gen_gpu_max,
+                    max_width=gpu.pcie_width_max)
+    measured = f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width}"
+    ok = gpu.pcie_gen_max >= want_gen and gpu.pcie_width >= want_width
+    hint = None
+    if not ok:
+        hint = "link trains below the profile: reseat the GPU or check the riser/retimer"
+        if gpu.pcie_gen_gpu_max is not None and gpu.pcie_gen_gpu_max >= want_gen > gpu.pcie_gen_max:
+            hint = "the GPU can train the profile's gen but the link cannot: check slot/riser"
+    return make("pcie_link", gpu.entity, Verdict.PASS if ok else Verdict.FAIL,
+                measured=measured, threshold=expected, severity=HW, hint=hint,
+                current_gen=gpu.pcie_gen, gpu_max_gen=gpu.pcie_gen_gpu_max,
+                max_width=gpu.pcie_width_max)
 
 
 def _clock_events(gpu: GpuState) -> CheckResult:

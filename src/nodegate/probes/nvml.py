@@ -73,8 +73,9 @@ class GpuState:
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
     clock_event_reasons: int | None = None
-    pcie_gen: int | None = None
-    pcie_gen_max: int | None = None
+    pcie_gen: int | None = None  # current: trains down when idle, judged only under load
+    pcie_gen_max: int | None = None  # the link's max (the GPU's and the slot's, the lower)
+    pcie_gen_gpu_max: int | None = None  # the GPU's own max, whatever the slot
     pcie_width: int | None = None
     pcie_width_max: int | None = None
     pcie_replays: int | None = None
@@ -271,6 +272,8 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     g.clock_event_reasons = r.read("clock_event_reasons", reasons_fn, h)
     g.pcie_gen = r.read("pcie_gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
     g.pcie_gen_max = r.read("pcie_gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    g.pcie_gen_gpu_max = r.read("pcie_gen_gpu_max", nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration,
+                                h)
     g.pcie_width = r.read("pcie_width", nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
     g.pcie_width_max = r.read("pcie_width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
     g.pcie_replays = r.read("pcie_replays", nvml.nvmlDeviceGetPcieReplayCounter, h)

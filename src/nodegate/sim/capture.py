@@ -200,9 +200,18 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int) -> dict[str, Any]:
 
     link = "pci/pci_gpu_link_info"
     pcie: dict[str, Any] = {}
-    _put(pcie, "gen", _int(node, f"{link}/pcie_gen/current_link_gen"))
-    _put(pcie, "max_gen", _first(_int(node, f"{link}/pcie_gen/max_device_link_gen"),
-                                 _int(node, f"{link}/pcie_gen/max_link_gen")))
+    # max_link_gen is NVML's link max (the lower of GPU and host), max_device_link_gen the
+    # GPU's own. The captured current gen is what the board read then: kept as its reading
+    # when idle; when the capture was idle, the link is taken to train to its max when busy.
+    current = _int(node, f"{link}/pcie_gen/current_link_gen")
+    link_max = _first(_int(node, f"{link}/pcie_gen/max_link_gen"),
+                      _int(node, f"{link}/pcie_gen/max_device_link_gen"))
+    busy = bool(gpu.get("utilization_pct"))
+    _put(pcie, "gen", current if busy or link_max is None else link_max)
+    _put(pcie, "idle_gen", current)
+    _put(pcie, "max_gen", link_max)
+    _put(pcie, "gpu_max_gen", _first(_int(node, f"{link}/pcie_gen/max_device_link_gen"),
+                                     link_max))
     _put(pcie, "width", _int(node, f"{link}/link_widths/current_link_width"))
     _put(pcie, "max_width", _int(node, f"{link}/link_widths/max_link_width"))
     _put(pcie, "replay_counter", _int(node, "pci/replay_counter"))

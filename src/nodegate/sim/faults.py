@@ -173,9 +173,20 @@ def retired_pages(board: Board, t: Target) -> None:
 
 
 def pcie_downtrain(board: Board, t: Target) -> None:
+    """A link that cannot train what the GPU can (a bad riser or slot): the link's max
+    generation one below the GPU's, so the GPU never runs faster, idle or busy, and half
+    the lanes. The GPU's own max and the max width stay: they say what it should be."""
     pcie = _gpu(board, t)["pcie"]
-    pcie["gen"] = max(1, pcie["max_gen"] - 1)
+    pcie["max_gen"] = max(1, pcie["gpu_max_gen"] - 1)
+    pcie["gen"] = min(pcie["gen"], pcie["max_gen"])
     pcie["width"] = max(1, pcie["max_width"] // 2)
+
+
+def pcie_slow_under_load(board: Board, t: Target) -> None:
+    """A link whose max reads right but that only trains two generations below it when the
+    GPU is busy (marginal signal integrity): invisible at idle, seen only under load."""
+    pcie = _gpu(board, t)["pcie"]
+    pcie["gen"] = max(1, pcie["max_gen"] - 2)
 
 
 def pcie_replays(board: Board, t: Target) -> None:
@@ -303,8 +314,10 @@ CATALOG: dict[str, Fault] = {
               remap_failure),
         Fault("retired-pages", "gpu", "pages retired for SBE and DBE, retirement pending",
               retired_pages),
-        Fault("pcie-downtrain", "gpu", "PCIe link trained below max gen and width",
+        Fault("pcie-downtrain", "gpu", "PCIe link max gen below the GPU's, half the lanes",
               pcie_downtrain),
+        Fault("pcie-slow-under-load", "gpu", "PCIe max gen right, but two gens below it "
+              "under load", pcie_slow_under_load),
         Fault("pcie-replays", "gpu", "PCIe replay counter high and rising", pcie_replays),
         Fault("thermal-slowdown", "gpu", "hot at idle, thermal slowdown reasons asserted",
               thermal_slowdown),

@@ -49,7 +49,9 @@ GPU_DEFAULTS: Gpu = {
     "clocks": {"graphics_idle_mhz": 345, "video_idle_mhz": 765, "cap_mhz": 0},
     "clocks_event_reasons": [],
     "utilization_pct": 0,
-    "pcie": {"replay_counter": 0, "replay_rate_per_s": 0},
+    # idle_gen: the current generation of an idle GPU, which trains its link down to save
+    # power (NVML: the current gen "may be reduced when the GPU is not in use")
+    "pcie": {"replay_counter": 0, "replay_rate_per_s": 0, "idle_gen": 1},
     "nvlink": {"links": 0, "version": 4, "speed_mbps": 26562, "inactive": [], "errors": []},
     "ecc": {
         "enabled": True,
@@ -214,6 +216,7 @@ def _fill_identity(board: Board, gpu: Gpu, slot: int) -> None:
     clocks.setdefault("default_applications_memory_mhz", clocks["applications_memory_mhz"])
     pcie = gpu["pcie"]
     pcie.setdefault("max_gen", pcie["gen"])
+    pcie.setdefault("gpu_max_gen", pcie["max_gen"])
     pcie.setdefault("max_width", pcie["width"])
     ecc = gpu["ecc"]
     ecc.setdefault("pending", ecc["enabled"])

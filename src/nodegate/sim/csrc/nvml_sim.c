@@ -236,7 +236,9 @@ typedef struct sim_gpu {
     unsigned long long static_reasons;
     unsigned int util_base;
     /* PCIe */
+    /* pcie_gen: the generation the link trains to when busy; pcie_idle_gen: when idle */
     unsigned int pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, pcie_gpu_max_gen;
+    unsigned int pcie_idle_gen;
     counter_t pcie_replay;
     /* ECC */
     unsigned int ecc_current, ecc_pending, ecc_default;
@@ -316,6 +318,7 @@ static const field_t gpu_fields[] = {
     FL("static_reasons", static_reasons), FU("util_base", util_base),
     FU("pcie_gen", pcie_gen), FU("pcie_width", pcie_width), FU("pcie_max_gen", pcie_max_gen),
     FU("pcie_max_width", pcie_max_width), FU("pcie_gpu_max_gen", pcie_gpu_max_gen),
+    FU("pcie_idle_gen", pcie_idle_gen),
     FC("pcie_replay", pcie_replay), FU("ecc_current", ecc_current),
     FU("ecc_pending", ecc_pending), FU("ecc_default", ecc_default), FC("sbe_vol", sbe_vol),
     FC("dbe_vol", dbe_vol), FC("sbe_agg", sbe_agg), FC("dbe_agg", dbe_agg),
@@ -1147,7 +1150,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long l
 SIMPLE_U32_GETTER(nvmlDeviceGetPowerManagementLimit, power_limit)
 SIMPLE_U32_GETTER(nvmlDeviceGetEnforcedPowerLimit, power_limit)
 SIMPLE_U32_GETTER(nvmlDeviceGetPowerManagementDefaultLimit, power_default_limit)
-SIMPLE_U32_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, pcie_gen)
 SIMPLE_U32_GETTER(nvmlDeviceGetCurrPcieLinkWidth, pcie_width)
 SIMPLE_U32_GETTER(nvmlDeviceGetMaxPcieLinkGeneration, pcie_max_gen)
 SIMPLE_U32_GETTER(nvmlDeviceGetMaxPcieLinkWidth, pcie_max_width)
@@ -1311,6 +1313,26 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(void *h, unsigned int *v) {
     return NVML_SUCCESS;
 }
 
+/*
+ * Current link generation. nvml.h: it "may be reduced when the GPU is not in use": an idle
+ * GPU trains its link down (Gen1 on real H100s) and back up when work arrives, never above
+ * the link's max. A state without pcie_idle_gen keeps the busy generation.
+ */
+static unsigned int pcie_gen_now(const sim_gpu *g) {
+    telemetry_t t = telemetry(g);
+    unsigned int busy = g->pcie_max_gen && g->pcie_gen > g->pcie_max_gen ? g->pcie_max_gen
+                                                                        : g->pcie_gen;
+    if (util_now(g, &t) > 0 || g->pcie_idle_gen == 0) return busy;
+    return g->pcie_idle_gen < busy ? g->pcie_idle_gen : busy;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(void *h, unsigned int *v) {
+    GPU_OR_RETURN(h);
+    if (!v) return NVML_ERROR_INVALID_ARGUMENT;
+    *v = pcie_gen_now(g);
+    return NVML_SUCCESS;
+}
+
 static unsigned int gen_speed_mbps(unsigned int gen) {
     static const unsigned int s[] = {0, 2500, 5000, 8000, 16000, 32000, 64000};
     return gen < 7 ? s[gen] : 0;
@@ -1326,7 +1348,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieLinkMaxSpeed(void *h, unsigned int *v) {
 EXPORT nvmlReturn_t nvmlDeviceGetPcieSpeed(void *h, unsigned int *v) {
     GPU_OR_RETURN(h);
     if (!v) return NVML_ERROR_INVALID_ARGUMENT;
-    *v = gen_speed_mbps(g->pcie_gen);
+    *v = gen_speed_mbps(pcie_gen_now(g));
     return NVML_SUCCESS;
 }
 
