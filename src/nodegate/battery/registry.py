@@ -36,7 +36,7 @@ CHECKS: dict[str, CheckInfo] = {
     "remap_failure": CheckInfo("gpu", "quick", "row remap failed"),
     "remap_uncorrectable": CheckInfo("gpu", "quick", "rows remapped for uncorrectable errors"),
     "retired_pages": CheckInfo("gpu", "quick", "retired memory pages"),
-    "pcie_link": CheckInfo("gpu", "quick", "PCIe link at the expected gen and width"),
+    "pcie_link": CheckInfo("gpu", "quick", "PCIe link max gen and current width as the profile"),
     "pcie_replays": CheckInfo("gpu", "quick", "PCIe replay counter"),
     "clock_events": CheckInfo("gpu", "quick", "no HW slowdown, HW thermal or power brake"),
     "power_limit": CheckInfo("gpu", "quick", "enforced power limit as the profile says"),
@@ -123,6 +123,8 @@ CHECKS: dict[str, CheckInfo] = {
                         'power under GEMM as a fraction of the enforced limit'),
     "clock_floor": CheckInfo("load", "acceptance",
                         'SM clock held under load (median of samples)'),
+    "pcie_gen_under_load": CheckInfo("load", "standard",
+                        "PCIe link trains to the profile's gen under load (max of samples)"),
     # power (BMC / PDU): PSUs and inlet at any level, draw under load at acceptance
     "psu_count": CheckInfo("power", "quick", "healthy PSUs as the profile says"),
     "psu_redundancy": CheckInfo("power", "quick", "node survives losing a PSU"),

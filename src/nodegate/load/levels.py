@@ -274,6 +274,9 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     results, matrices = name_gpus(run_.results, run_.matrices, gpus)
     results += verdicts.telemetry(tel, run_.th, [verdicts.gpu(i) for i in gpus],
                                   power_settle_s=cfg.power_settle_s)
+    gen = (profile.get("pcie") or {}).get("gen")
+    results += verdicts.pcie_under_load(tel, [verdicts.gpu(i) for i in gpus],
+                                        None if gen is None else int(gen))
     shown.line(f"load: {level} done in {time.monotonic() - started:.1f} s")
     return LoadOutcome(
         results=results, series=_series(tel), matrices=matrices,

@@ -1,10 +1,11 @@
 """Telemetry under load: a thread reading NVML for every GPU while the load phases run.
 
-It records per GPU: core and memory temperature, power, SM clock and the clock event
-reasons bitmask, each as ``[t, value]`` pairs (seconds since the run started), plus the
-static figures the judge needs (slowdown temperature, enforced power limit). It also marks
-each simulated GPU as loaded/idle (``nodegate.sim.runtime``) so a simulated board heats up
-under our load exactly like a real one; both are no-ops on real hardware.
+It records per GPU: core and memory temperature, power, SM clock, the clock event
+reasons bitmask and the current PCIe generation, each as ``[t, value]`` pairs (seconds
+since the run started), plus the static figures the judge needs (slowdown temperature,
+enforced power limit). It also marks each simulated GPU as loaded/idle
+(``nodegate.sim.runtime``) so a simulated board heats up under our load exactly like a real
+one; both are no-ops on real hardware.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-SERIES = ("temp_c", "mem_temp_c", "power_w", "sm_clock_mhz", "clock_event_reasons")
+SERIES = ("temp_c", "mem_temp_c", "power_w", "sm_clock_mhz", "clock_event_reasons", "pcie_gen")
 #: NVML field id of the HBM temperature (NVML_FI_DEV_MEMORY_TEMP).
 FI_DEV_MEMORY_TEMP = 82
 
@@ -53,6 +54,9 @@ class Telemetry:
     series: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
     static: dict[str, GpuStatic] = field(default_factory=dict)
     windows: list[tuple[str, float, float]] = field(default_factory=list)  # phase, t0, t1
+    # (t0, t1) from marking the GPUs busy to marking them idle: the sampler's own view of the
+    # load, which holds at least one sample per phase however short the phase
+    loaded: list[tuple[float, float]] = field(default_factory=list)
 
     def samples(self, entity: str, name: str, phases: tuple[str, ...] | None = None
                 ) -> list[float]:
@@ -62,6 +66,11 @@ class Telemetry:
             return [v for _, v in points]
         spans = [(a, b) for p, a, b in self.windows if p in phases]
         return [v for t, v in points if any(a <= t <= b for a, b in spans)]
+
+    def samples_loaded(self, entity: str, name: str) -> list[float]:
+        """Values of one series sampled while the GPUs were marked busy."""
+        points = self.series.get(entity, {}).get(name, [])
+        return [v for t, v in points if any(a <= t <= b for a, b in self.loaded)]
 
 
 class Sampler:
@@ -76,6 +85,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
         self._handles: dict[int, Any] = {}
+        self._busy_since: float | None = None
 
     def start(self) -> Telemetry:
         try:
@@ -111,6 +121,7 @@ class Sampler:
 
     def begin_phase(self, indices: list[int], pct: int = 100) -> None:
         mark_load(indices, pct)
+        self._busy_since = self.now()
 
     def add_window(self, name: str, start_wall: float, end_wall: float) -> None:
         """The span every GPU was busy in a phase (stamped by the workers themselves)."""
@@ -118,9 +129,12 @@ class Sampler:
             self.telemetry.windows.append((name, start_wall - self.t0, end_wall - self.t0))
 
     def end_phase(self, indices: list[int]) -> None:
-        mark_load(indices, 0)
         if self.telemetry.available:
-            self.sample()  # the last point of a phase is its hottest in a short run
+            self.sample()  # still busy: the last point of a phase is its hottest in a short run
+        if self._busy_since is not None:
+            self.telemetry.loaded.append((self._busy_since, self.now()))
+            self._busy_since = None
+        mark_load(indices, 0)
 
     def stop(self) -> Telemetry:
         self._stop.set()
@@ -155,6 +169,7 @@ class Sampler:
             "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
             "clock_event_reasons": lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(handle),
             "mem_temp_c": lambda: _memory_temp(nv, handle),
+            "pcie_gen": lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(handle),
         }
         for name, read in readers.items():
             with contextlib.suppress(Exception):

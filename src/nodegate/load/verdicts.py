@@ -55,6 +55,7 @@ CHECKS: dict[str, str] = {
     "thermal_events": "no HW slowdown, thermal or power-brake event under load",
     "power_under_load": "power under GEMM as a fraction of the enforced limit",
     "clock_floor": "SM clock held under load (median of samples)",
+    "pcie_gen_under_load": "PCIe link trains to the profile's gen under load (max of samples)",
 }
 
 #: nvmlClocksEventReason bits that mean the board itself is in trouble.
@@ -360,4 +361,34 @@ def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str], *,
                            formulas.median(clocks) if clocks else None,
                            th.get("clock_floor_mhz_min"),
                            minimum_mhz=min(clocks) if clocks else None, samples=len(clocks)))
+    return out
+
+
+def pcie_under_load(tel: Telemetry, entities: list[str], gen: int | None) -> list[CheckResult]:
+    """The current PCIe generation under load against the profile's ``pcie.gen``, judged
+    by the highest generation sampled while the GPUs were busy: an idle GPU trains its link
+    down to save power, so only a link that never reaches the profile's gen under load is
+    slow. Unsampled is ERROR: a link not seen under load has not been shown to train."""
+    check = "pcie_gen_under_load"
+    if gen is None:
+        return [r for e in entities for r in skipped([check], "no pcie.gen in the profile", e)]
+    expected = f">= Gen{gen}"
+    if not tel.available:
+        return [make(check, e, Verdict.ERROR, threshold=expected, severity=HW,
+                     reason=f"PCIe generation not sampled under load: {tel.reason}")
+                for e in entities]
+    out: list[CheckResult] = []
+    for entity in entities:
+        gens = [int(g) for g in tel.samples_loaded(entity, "pcie_gen")]
+        if not gens:
+            out.append(make(check, entity, Verdict.ERROR, threshold=expected, severity=HW,
+                            reason="no PCIe generation sampled while the GPU was busy"))
+            continue
+        peak = max(gens)
+        ok = peak >= gen
+        out.append(make(check, entity, Verdict.PASS if ok else Verdict.FAIL,
+                        measured=f"Gen{peak}", threshold=expected, severity=HW,
+                        lowest=f"Gen{min(gens)}", samples=len(gens),
+                        hint=None if ok else "the link never trained to the profile's gen "
+                                             "under load: reseat the GPU or check the riser"))
     return out
