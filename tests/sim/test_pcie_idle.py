@@ -12,6 +12,7 @@ busy) passes quick and fails under load.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,33 @@ def test_unsampled_is_error_and_missing_gen_skips() -> None:
         Verdict.ERROR]
     assert [r.verdict for r in verdicts.pcie_under_load(idle_only, ["gpu0"], None)] == [
         Verdict.SKIP]
+
+
+STANDARD = """
+import json
+import sys
+from nodegate.load import levels
+if __name__ == "__main__":
+    prof = {"gpu": {"count": 3}, "pcie": {"gen": 5, "width": 16},
+            "load": {"dtypes": ["bf16"], "gemm_size": 64, "gemm_seconds": 0.3,
+                     "hbm_bytes": 65536, "copy_bytes": 65536, "p2p_bytes": 16384,
+                     "allreduce_max_bytes": 16384, "allreduce_steps": 1, "copy_iters": 1,
+                     "sample_hz": 4, "collective_timeout_s": 20, "min_phase_seconds": 0.3}}
+    out = levels.run(prof, "standard", workers=3, duration_scale=0.02)
+    print("RESULT " + json.dumps({r.entity: [r.verdict.value, r.measured] for r in out.results
+                                  if r.check == "pcie_gen_under_load"}))
+"""
+
+
+@pytest.mark.torch
+def test_standard_level_fails_a_link_slow_under_load(tmp_path: Path) -> None:
+    """The whole standard level on CPU workers against the simulated board (about 3 s)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "run.py"
+    script.write_text(STANDARD)
+    result = run_cli("sim", "run", "h100-hgx+pcie-slow-under-load@gpu1", "--", sys.executable,
+                     str(script), timeout=240)
+    line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, result.stdout[-2000:] + result.stderr[-4000:]
+    got = json.loads(line[len("RESULT "):])
+    assert got == {"gpu0": ["PASS", "Gen5"], "gpu1": ["FAIL", "Gen3"], "gpu2": ["PASS", "Gen5"]}
