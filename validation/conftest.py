@@ -3,6 +3,7 @@
     pytest validation/ --nodegate-profile xe9680-h100 [--nodegate-level quick] \
         [--nodegate-checks gpu,log] [--nodegate-report-dir DIR]
 
-The plugin (``nodegate.battery.plugin``) measures once, judges against the profile and
-parametrizes each test below with one result per entity.
+The plugin (``nodegate.battery.plugin``) runs the same battery as ``nodegate validate`` once
+per session, under the battery lock, and hands each test its check's results on every entity.
+Group and level of each check come from ``nodegate.battery.registry``, not from these files.
 """

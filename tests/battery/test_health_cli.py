@@ -96,8 +96,9 @@ def test_pytest_battery_reads_like_the_issue(tmp_path: Path) -> None:
         "--nodegate-profile", "xe9680-h100", "--nodegate-checks", "gpu,log",
         "--nodegate-report-dir", str(tmp_path), env=_env(tmp_path), timeout=300)
     assert result.returncode == 1, result.stdout[-2000:]
-    assert "FAILED validation/gpu/test_nvlink.py::test_nvlink_state[gpu3.link5]" in result.stdout
-    assert "1 failed, 774 passed" in result.stdout
+    assert "FAILED validation/gpu/test_nvlink.py::test_nvlink_state" in result.stdout
+    assert "nvlink_state[gpu3.link5]: FAIL measured='inactive'" in result.stdout
+    assert "\n1 failed, 31 passed" in result.stdout and " error" not in result.stdout
     report = json.loads((tmp_path / "battery-quick.json").read_text())
     assert report["verdict"] == "FAIL"
 

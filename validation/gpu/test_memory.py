@@ -2,47 +2,45 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.gpu, pytest.mark.quick]
 
 
 @pytest.mark.check("ecc_dbe_volatile")
-def test_ecc_dbe_volatile(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_ecc_dbe_volatile(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("ecc_dbe_aggregate")
-def test_ecc_dbe_aggregate(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_ecc_dbe_aggregate(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("ecc_sbe_volatile")
-def test_ecc_sbe_volatile(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_ecc_sbe_volatile(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("ecc_sbe_aggregate")
-def test_ecc_sbe_aggregate(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_ecc_sbe_aggregate(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("remap_pending")
-def test_remap_pending(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_remap_pending(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("remap_failure")
-def test_remap_failure(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_remap_failure(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("remap_uncorrectable")
-def test_remap_uncorrectable(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_remap_uncorrectable(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("retired_pages")
-def test_retired_pages(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_retired_pages(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -2,32 +2,30 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.gpu, pytest.mark.quick]
 
 
 @pytest.mark.check("persistence_mode")
-def test_persistence_mode(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_persistence_mode(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("mig_mode")
-def test_mig_mode(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_mig_mode(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("compute_mode")
-def test_compute_mode(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_compute_mode(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("ecc_mode")
-def test_ecc_mode(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_ecc_mode(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("power_limit")
-def test_power_limit(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_power_limit(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

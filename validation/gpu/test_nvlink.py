@@ -2,32 +2,30 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.gpu, pytest.mark.quick]
 
 
 @pytest.mark.check("fabric_state")
-def test_fabric_state(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_fabric_state(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nvlink_state")
-def test_nvlink_state(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvlink_state(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nvlink_crc_errors")
-def test_nvlink_crc_errors(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvlink_crc_errors(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nvlink_replay_errors")
-def test_nvlink_replay_errors(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvlink_replay_errors(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nvlink_recovery_errors")
-def test_nvlink_recovery_errors(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvlink_recovery_errors(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -2,17 +2,15 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.gpu, pytest.mark.quick]
 
 
 @pytest.mark.check("pcie_link")
-def test_pcie_link(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_pcie_link(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("pcie_replays")
-def test_pcie_replays(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_pcie_replays(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

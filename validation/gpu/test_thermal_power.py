@@ -2,22 +2,20 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.gpu, pytest.mark.quick]
 
 
 @pytest.mark.check("clock_events")
-def test_clock_events(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_clock_events(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("idle_temperature")
-def test_idle_temperature(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_idle_temperature(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("foreign_processes")
-def test_foreign_processes(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_foreign_processes(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

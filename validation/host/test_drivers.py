@@ -2,32 +2,30 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.host, pytest.mark.quick]
 
 
 @pytest.mark.check("nouveau_absent")
-def test_nouveau_absent(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nouveau_absent(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nvidia_module")
-def test_nvidia_module(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvidia_module(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("persistenced_service")
-def test_persistenced_service(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_persistenced_service(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("fabricmanager_service")
-def test_fabricmanager_service(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_fabricmanager_service(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("gpudirect_rdma")
-def test_gpudirect_rdma(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_gpudirect_rdma(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -2,17 +2,15 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.host, pytest.mark.quick]
 
 
 @pytest.mark.check("nvme_array")
-def test_nvme_array(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvme_array(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nvme_mount")
-def test_nvme_mount(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nvme_mount(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -2,22 +2,20 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.host, pytest.mark.quick]
 
 
 @pytest.mark.check("iommu_mode")
-def test_iommu_mode(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_iommu_mode(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("pcie_acs")
-def test_pcie_acs(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_pcie_acs(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("nccl_conf")
-def test_nccl_conf(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_nccl_conf(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

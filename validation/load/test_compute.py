@@ -1,28 +1,26 @@
-"""Battery: load group, standard level. GEMM throughput and silent data corruption."""
+"""Battery: load group. GEMM throughput and silent data corruption."""
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.load, pytest.mark.standard]
 
 
 @pytest.mark.check("gemm_completed")
-def test_gemm_completed(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_gemm_completed(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("gemm_tflops")
-def test_gemm_tflops(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_gemm_tflops(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("gemm_consistency")
-def test_gemm_consistency(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_gemm_consistency(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("gemm_tflops_outlier")
-def test_gemm_tflops_outlier(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_gemm_tflops_outlier(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -1,38 +1,36 @@
-"""Battery: load group, acceptance level. Thermal and power under load."""
+"""Battery: load group. Thermal and power under load."""
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.load, pytest.mark.acceptance]
 
 
 @pytest.mark.check("soak_completed")
-def test_soak_completed(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_soak_completed(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("thermal_peak")
-def test_thermal_peak(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_thermal_peak(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("mem_temp_peak")
-def test_mem_temp_peak(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_mem_temp_peak(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("thermal_events")
-def test_thermal_events(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_thermal_events(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("power_under_load")
-def test_power_under_load(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_power_under_load(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
 @pytest.mark.check("clock_floor")
-def test_clock_floor(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_clock_floor(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -2,12 +2,10 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
-
-pytestmark = [pytest.mark.log, pytest.mark.quick]
 
 
 @pytest.mark.check("xid_events")
-def test_xid_events(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_xid_events(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

@@ -2,25 +2,35 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdict
+from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
 
-pytestmark = [pytest.mark.power]
 
-
-@pytest.mark.quick
 @pytest.mark.check("psu_count")
-def test_psu_count(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_psu_count(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
-@pytest.mark.quick
 @pytest.mark.check("psu_redundancy")
-def test_psu_redundancy(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_psu_redundancy(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
 
 
-@pytest.mark.quick
 @pytest.mark.check("inlet_temp")
-def test_inlet_temp(result: CheckResult) -> None:
-    assert_verdict(result)
+def test_inlet_temp(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("psu_budget")
+def test_psu_budget(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("circuit_load")
+def test_circuit_load(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("bmc_gpu_power")
+def test_bmc_gpu_power(results: list[CheckResult]) -> None:
+    assert_verdicts(results)

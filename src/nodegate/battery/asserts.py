@@ -32,14 +32,18 @@ def describe(result: CheckResult) -> str:
     return text
 
 
-def assert_verdict(result: CheckResult) -> None:
-    if result.verdict == Verdict.PASS:
-        return
-    if result.verdict == Verdict.WARN:
-        warnings.warn(describe(result), NodegateWarning, stacklevel=2)
-        return
-    if result.verdict == Verdict.SKIP:
-        pytest.skip(str(result.evidence.get("reason", describe(result))))
-    if result.verdict == Verdict.ERROR:
-        raise CheckError(describe(result))
-    pytest.fail(describe(result), pytrace=False)
+def assert_verdicts(results: list[CheckResult]) -> None:
+    """One check's results on every entity: FAIL lists each failing entity; WARN warns; a
+    check that does not apply to any entity (all SKIP) is a pytest skip."""
+    for result in results:
+        if result.verdict == Verdict.WARN:
+            warnings.warn(describe(result), NodegateWarning, stacklevel=2)
+    errors = [r for r in results if r.verdict == Verdict.ERROR]
+    if errors:
+        raise CheckError("\n".join(describe(r) for r in errors))
+    failed = [r for r in results if r.verdict == Verdict.FAIL]
+    if failed:
+        pytest.fail("\n".join(describe(r) for r in failed), pytrace=False)
+    if results and all(r.verdict == Verdict.SKIP for r in results):
+        pytest.skip("; ".join(sorted({str(r.evidence.get("reason", describe(r)))
+                                      for r in results})))

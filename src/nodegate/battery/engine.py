@@ -15,7 +15,6 @@ from nodegate.probes.nvml import BoardSnapshot
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult
 
-LEVELS = ("quick", "standard", "acceptance")
 QUICK_GROUPS = ("gpu", "log", "host", "power")
 LOAD_GROUPS = ("load",)
 ALL_GROUPS = QUICK_GROUPS + LOAD_GROUPS
@@ -37,13 +36,18 @@ class QuickOutcome:
 
 
 def parse_groups(text: str | None, allowed: tuple[str, ...] = ALL_GROUPS) -> tuple[str, ...]:
-    if not text:
+    """The groups ``--checks`` names; absent means all. ``--checks ""`` names none, which is
+    bad input: running everything instead would pass off a typo'd selection as a full run."""
+    if text is None:
         return allowed
     groups = tuple(g.strip() for g in text.split(",") if g.strip())
+    if not groups:
+        raise ConfigError(f"no check group given; choose from {', '.join(allowed)} "
+                          "(or leave --checks out to run them all)", key="--checks")
     unknown = [g for g in groups if g not in allowed]
-    if unknown or not groups:
+    if unknown:
         raise ConfigError(
-            f"unknown check group {', '.join(unknown) or '(empty)'}; "
+            f"unknown check group {', '.join(unknown)}; "
             f"choose from {', '.join(allowed)}", key="--checks",
         )
     return groups

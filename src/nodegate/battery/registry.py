@@ -21,9 +21,12 @@ CHECKS: dict[str, CheckInfo] = {
     "gpu_reachable": CheckInfo("gpu", "quick", "NVML can talk to the GPU (not lost)"),
     "gpu_model": CheckInfo("gpu", "quick", "GPU name as the profile says"),
     "gpu_pci_device_id": CheckInfo("gpu", "quick", "PCI device id as the profile says"),
+    "gpu_memory": CheckInfo("gpu", "quick", "total memory as the profile's gpu.memory_mib"),
     "driver_version": CheckInfo("gpu", "quick", "driver version equals the pin"),
-    "vbios_uniform": CheckInfo("gpu", "quick", "VBIOS identical across GPUs of one model"),
-    "inforom_uniform": CheckInfo("gpu", "quick", "InfoROM identical across GPUs of one model"),
+    "vbios_uniform": CheckInfo("gpu", "quick",
+                               "VBIOS as pinned, else identical across GPUs of one model"),
+    "inforom_uniform": CheckInfo("gpu", "quick",
+                                 "InfoROM valid; as pinned, else identical across one model"),
     "persistence_mode": CheckInfo("gpu", "quick", "persistence mode as the profile says"),
     "mig_mode": CheckInfo("gpu", "quick", "MIG mode as the profile says"),
     "compute_mode": CheckInfo("gpu", "quick", "compute mode as the profile says"),
@@ -113,15 +116,15 @@ CHECKS: dict[str, CheckInfo] = {
                         'parameters bit-identical across ranks after training'),
     "soak_completed": CheckInfo("load", "acceptance",
                         'every rank finished the thermal/power soak'),
-    "thermal_peak": CheckInfo("load", "acceptance",
+    "thermal_peak": CheckInfo("load", "standard",
                         'slowdown threshold minus peak temperature under load'),
-    "mem_temp_peak": CheckInfo("load", "acceptance",
+    "mem_temp_peak": CheckInfo("load", "standard",
                         'peak HBM temperature under load'),
-    "thermal_events": CheckInfo("load", "acceptance",
+    "thermal_events": CheckInfo("load", "standard",
                         'no HW slowdown, thermal or power-brake event under load'),
-    "power_under_load": CheckInfo("load", "acceptance",
+    "power_under_load": CheckInfo("load", "standard",
                         'power under GEMM as a fraction of the enforced limit'),
-    "clock_floor": CheckInfo("load", "acceptance",
+    "clock_floor": CheckInfo("load", "standard",
                         'SM clock held under load (median of samples)'),
     "pcie_gen_under_load": CheckInfo("load", "standard",
                         "PCIe link trains to the profile's gen under load (max of samples)"),
@@ -133,6 +136,17 @@ CHECKS: dict[str, CheckInfo] = {
     "circuit_load": CheckInfo("power", "acceptance", "draw under load within 80% of circuits"),
     "bmc_gpu_power": CheckInfo("power", "acceptance", "BMC node power >= NVML GPU sum"),
 }
+
+
+#: Levels in order; a check runs at its own level and every level above it.
+LEVELS = ("quick", "standard", "acceptance")
+LEVEL_RANK = {level: rank for rank, level in enumerate(LEVELS)}
+
+
+def level_of(check: str) -> str:
+    """The lowest level that judges ``check`` (both front ends read it from here)."""
+    info = CHECKS.get(check)
+    return info.level if info is not None else "quick"
 
 
 def group_of(check: str) -> str:

@@ -72,6 +72,11 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
     from nodegate.battery.outputs import default_report_dir, default_textfile_dir, write_outputs
     from nodegate.report import exit_code_for, render_summary, to_json
 
+    if not report.results:
+        # a report of nothing would read as PASS; no check ran, so nothing was judged (exit 2)
+        raise ConfigError(f"no check ran at level {report.level.value} with these groups "
+                          f"({report.labels.get('groups') or 'none'}); no report written",
+                          key="--checks")
     textfile = None if args.no_textfile else (args.textfile_dir or default_textfile_dir())
     # the cron health path skips re-validating (time budget); load levels validate
     files = write_outputs(report, report_dir=args.report_dir or default_report_dir(),

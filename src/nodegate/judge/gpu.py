@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from nodegate.judge.common import against, expect, make
 from nodegate.probes import nvml_codes
@@ -42,8 +42,11 @@ def judge_board(board: BoardSnapshot, profile: Profile) -> list[CheckResult]:
         results.append(make("gpu_reachable", gpu.entity, Verdict.PASS, measured="reachable",
                             threshold="reachable"))
         reachable.append(gpu)
-    results += _uniform(reachable, "vbios_uniform", lambda g: g.vbios)
-    results += _uniform(reachable, "inforom_uniform", _inforom_signature)
+    p_gpu = profile.data["gpu"]
+    results += _firmware(reachable, "vbios_uniform", "VBIOS", "vbios", read=_vbios,
+                         pin=p_gpu.get("vbios"))
+    results += _firmware(reachable, "inforom_uniform", "InfoROM", "inforom",
+                         read=_inforom(profile), pin=p_gpu.get("inforom"))
     for gpu in reachable:
         results += judge_gpu(gpu, profile)
     return results
@@ -69,35 +72,99 @@ def _driver(board: BoardSnapshot, profile: Profile) -> CheckResult:
                 nvml_version=board.nvml_version, cuda_driver_version=board.cuda_driver_version)
 
 
-def _uniform(gpus: list[GpuState], check: str,
-             field: Callable[[GpuState], str | None]) -> list[CheckResult]:
-    """Firmware must match across GPUs of one model; the odd ones out fail."""
-    out = []
-    by_model: dict[str | None, list[GpuState]] = {}
+def _firmware(gpus: list[GpuState], check: str, what: str, key: str, *,
+              read: Callable[[GpuState], Reading],
+              pin: dict[str, Any] | None) -> list[CheckResult]:
+    """Firmware judged per GPU against a pin, or, without one, by agreement: never by vote.
+
+    ``read`` gives the value or why there is none. A pin judges every GPU on its own, so a
+    board whose GPUs all carry the same wrong flash fails, and so does a single-GPU board.
+    Without a pin a split among GPUs of one model cannot say which side is right: it fails the
+    node with every GPU's version listed. A GPU that does not answer is ERROR, never a vote
+    for anyone.
+    """
+    out: list[CheckResult] = []
+    readable: dict[str | None, list[tuple[GpuState, str]]] = {}
     for gpu in gpus:
-        by_model.setdefault(gpu.name, []).append(gpu)
-    for members in by_model.values():
-        values = Counter(field(g) for g in members if field(g) is not None)
-        if not values:
-            continue
-        majority, _ = values.most_common(1)[0]
-        for gpu in members:
-            value = field(gpu)
-            verdict = Verdict.PASS if value == majority else Verdict.FAIL
+        value, problem, verdict = read(gpu)
+        if value is None:
             out.append(make(check, gpu.entity, verdict,
-                            measured=value if value is not None else "unreadable",
-                            threshold=majority, severity=CRIT,
-                            versions={str(k): v for k, v in values.items()}))
+                            measured="corrupted" if verdict is Verdict.FAIL else "unreadable",
+                            threshold=_pin_repr(pin), severity=CRIT,
+                            reason=problem or f"NVML did not report the {what}"))
+        else:
+            readable.setdefault(gpu.name, []).append((gpu, value))
+    if pin is not None:
+        allowed = [str(v) for v in pin["versions"]]
+        for members in readable.values():
+            for gpu, value in members:
+                ok = value in allowed
+                out.append(make(check, gpu.entity, Verdict.PASS if ok else Verdict.FAIL,
+                                measured=value, threshold=_pin_repr(pin), severity=CRIT,
+                                hint=None if ok else f"flash the pinned {what}"))
+        return out
+    for model, members in readable.items():
+        versions = {gpu.entity: value for gpu, value in members}
+        distinct = sorted(set(versions.values()))
+        if len(distinct) == 1:
+            out += [make(check, gpu.entity, Verdict.PASS, measured=value,
+                         threshold="same on every GPU of the model") for gpu, value in members]
+            continue
+        out.append(make(check, "node", Verdict.FAIL,
+                        measured=f"{len(distinct)} {what} versions", severity=CRIT,
+                        threshold="same on every GPU of the model (no pin in the profile)",
+                        model=model, versions=versions,
+                        hint=f"GPUs disagree and the profile pins no {what}: flash one "
+                             f"version and pin it (profile key gpu.{key})"))
     return out
 
 
-def _inforom_signature(gpu: GpuState) -> str | None:
-    """Image version plus the ECC object's version: a corrupt InfoROM loses the latter."""
+def _pin_repr(pin: dict[str, Any] | None) -> dict[str, Any] | str:
+    if pin is None:
+        return "same on every GPU of the model"
+    return {"one_of": list(pin["versions"]), "source": pin["source"]}
+
+
+class Reading(NamedTuple):
+    """One GPU's firmware version, or why there is none (ERROR: unread; FAIL: NVML says bad)."""
+
+    value: str | None
+    problem: str | None = None
+    verdict: Verdict = Verdict.ERROR
+
+
+def _vbios(gpu: GpuState) -> Reading:
+    return Reading(gpu.vbios)
+
+
+def _inforom(profile: Profile) -> Callable[[GpuState], Reading]:
+    """The InfoROM as judged: the image version, with the ECC object's version when the
+    board runs ECC (a corrupt InfoROM loses its objects; NVML then reports none)."""
+    need_ecc = bool(profile.data["gpu"].get("ecc"))
+    pinned = profile.data["gpu"].get("inforom") is not None
+
+    def read(gpu: GpuState) -> Reading:
+        if gpu.inforom_valid is False:
+            return Reading(None, "nvmlDeviceValidateInforom: NVML_ERROR_CORRUPTED_INFOROM",
+                           Verdict.FAIL)
+        if gpu.inforom_image is None:
+            return Reading(None, "NVML did not report the InfoROM image version")
+        if need_ecc and gpu.inforom_ecc is None:
+            return Reading(None, "InfoROM ECC object unreadable on an ECC board: a corrupt "
+                                 "InfoROM loses its objects")
+        # a pin names image versions; agreement compares the whole signature
+        return Reading(_inforom_signature(gpu, with_ecc=not pinned))
+
+    return read
+
+
+def _inforom_signature(gpu: GpuState, *, with_ecc: bool = True) -> str | None:
+    """Image version, plus the ECC object's version when GPUs are compared with each other."""
     if gpu.inforom_image is None:
         return None
-    if gpu.inforom_valid is False:
-        return f"{gpu.inforom_image} (corrupted)"
-    return f"{gpu.inforom_image} ecc={gpu.inforom_ecc or 'unreadable'}"
+    if not with_ecc or gpu.inforom_ecc is None:
+        return gpu.inforom_image
+    return f"{gpu.inforom_image} ecc={gpu.inforom_ecc}"
 
 
 def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
@@ -109,6 +176,7 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         expect("gpu_pci_device_id", e,
                f"0x{gpu.pci_device_id:04X}" if gpu.pci_device_id is not None else None,
                f"0x{p_gpu['pci_device_id']:04X}", severity=CRIT),
+        _memory(gpu, profile),
         expect("persistence_mode", e, gpu.persistence, p_gpu["persistence"], severity=CRIT),
         expect("mig_mode", e, None if gpu.mig_enabled is None else
                ("enabled" if gpu.mig_enabled else "disabled"), p_gpu["mig"], severity=CRIT),
@@ -147,6 +215,27 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         out.append(_fabric(gpu, profile))
     out += _nvlinks(gpu, profile)
     return out
+
+
+def _memory(gpu: GpuState, profile: Profile) -> CheckResult:
+    """Total memory as NVML reports it (bytes, probed as MiB) against ``gpu.memory_mib``:
+    a board exposing a fraction of its HBM (a stack lost, a wrong SKU) must not pass."""
+    expected = int(profile.data["gpu"]["memory_mib"])
+    tolerance = profile.threshold("gpu_memory_deviation_pct_max")
+    if tolerance is None:
+        return make("gpu_memory", gpu.entity, Verdict.SKIP, threshold=expected, unit="MiB",
+                    reason="the profile sets no gpu_memory_deviation_pct_max")
+    bound = {"mib": expected, "deviation_pct_max": tolerance.value, "source": tolerance.source}
+    if gpu.memory_total_mib is None:
+        return make("gpu_memory", gpu.entity, Verdict.ERROR, threshold=bound, unit="MiB",
+                    severity=HW, reason="nvmlDeviceGetMemoryInfo did not answer")
+    deviation = abs(gpu.memory_total_mib - expected) / expected * 100.0
+    ok = deviation <= tolerance.value
+    return make("gpu_memory", gpu.entity, Verdict.PASS if ok else Verdict.FAIL,
+                measured=gpu.memory_total_mib, threshold=bound, unit="MiB", severity=HW,
+                deviation_pct=round(deviation, 3),
+                hint=None if ok else "total memory is not this model's: a lost HBM stack or "
+                                     "another SKU than the profile's")
 
 
 def _retired_pages(gpu: GpuState, profile: Profile) -> CheckResult:

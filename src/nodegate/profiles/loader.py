@@ -15,6 +15,7 @@ host is touched.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -71,9 +72,32 @@ def profiles_dir() -> Path:
     return paths.data_dir("profiles")
 
 
+def _non_finite(node: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The path of the first NaN or infinity in ``node``: YAML's ``.nan``/``.inf`` and JSON's
+    ``NaN``/``Infinity`` are numbers to JSON Schema, yet ``max: .inf`` disables a check and
+    ``.nan`` fails every comparison, so neither may reach a judge."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return path
+    items: Iterable[tuple[str | int, Any]] = ()
+    if isinstance(node, Mapping):
+        items = ((str(k), v) for k, v in node.items())
+    elif isinstance(node, list):
+        items = enumerate(node)
+    for key, value in items:
+        found = _non_finite(value, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
 def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None = None) -> None:
     import jsonschema
 
+    bad = _non_finite(data)
+    if bad is not None:
+        raise ConfigError("not a finite number (NaN and infinities are refused: a bound of "
+                          ".inf disables a check, .nan fails every comparison)",
+                          file=file, host=host, key=json_path(bad))
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), str(e.path)))
     if not errors:

@@ -31,18 +31,34 @@ def _section(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
+#: Every threshold catalogued is a count, temperature, rate, ratio or margin: below zero it
+#: means nothing (NaN and infinities are refused for every number by the loader).
+_BOUND = {"type": "number", "minimum": 0}
+
 _THRESHOLD = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "min": _NUM,
-        "max": _NUM,
+        "min": _BOUND,
+        "max": _BOUND,
         "unit": _STR,
         "source": {"type": "string", "pattern": SOURCE_PATTERN},
         "note": _STR,
     },
     "required": ["unit", "source"],
     "oneOf": [{"required": ["min"]}, {"required": ["max"]}],
+}
+
+#: A firmware pin: the versions this fleet accepts (several while a flash rolls out) and where
+#: they come from. With a pin each GPU is judged against it; without, GPUs must agree.
+_FIRMWARE_PIN = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "versions": {"type": "array", "items": _STR, "minItems": 1, "uniqueItems": True},
+        "source": {"type": "string", "pattern": SOURCE_PATTERN},
+    },
+    "required": ["versions", "source"],
 }
 
 SECTIONS: dict[str, dict[str, Any]] = {
@@ -59,10 +75,12 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "ecc": _BOOL,
             "power_limit_w": {"type": "number", "minimum": 1},
             "tdp_w": {"type": "number", "minimum": 1},
-            "idle_temp_margin_c": _NUM,
+            "idle_temp_margin_c": {"type": "number", "minimum": 0},
+            "vbios": _FIRMWARE_PIN,  # nvmlDeviceGetVbiosVersion
+            "inforom": _FIRMWARE_PIN,  # nvmlDeviceGetInforomImageVersion
         },
-        ["model", "pci_device_id", "count", "architecture", "mig", "compute_mode",
-         "persistence", "ecc", "power_limit_w", "tdp_w"],
+        ["model", "pci_device_id", "count", "architecture", "memory_mib", "mig",
+         "compute_mode", "persistence", "ecc", "power_limit_w", "tdp_w"],
     ),
     "nvlink": _section(
         {

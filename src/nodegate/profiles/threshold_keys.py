@@ -20,6 +20,8 @@ class ThresholdKey(NamedTuple):
 THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     # --- quick level: state read from NVML ---------------------------------------------------
     "gpu_temp_idle_max_c": ThresholdKey("max", "C", "GPU core temperature at idle"),
+    "gpu_memory_deviation_pct_max": ThresholdKey(
+        "max", "%", "NVML total memory away from gpu.memory_mib, either way"),
     "ecc_dbe_volatile_max": ThresholdKey("max", "count", "volatile double-bit ECC errors"),
     "ecc_dbe_aggregate_max": ThresholdKey("max", "count", "lifetime double-bit ECC errors"),
     "ecc_sbe_volatile_max": ThresholdKey("max", "count", "volatile single-bit ECC errors"),

@@ -287,8 +287,9 @@ def foreign_process(board: Board, t: Target) -> None:
 
 
 def inforom_corrupt(board: Board, t: Target) -> None:
-    # A corrupted InfoROM loses its objects; nvidia-smi then prints N/A for them.
-    _gpu(board, t)["inforom"].update(oem=None, ecc=None, power=None)
+    # A corrupted InfoROM fails nvmlDeviceValidateInforom's checksum and loses its objects;
+    # nvidia-smi then prints N/A for them.
+    _gpu(board, t)["inforom"].update(oem=None, ecc=None, power=None, corrupted=True)
 
 
 CATALOG: dict[str, Fault] = {

@@ -34,7 +34,7 @@ GPU_DEFAULTS: Gpu = {
     "pci_subsystem_id": 0,
     "board_part_number": "",
     "numa_node": -1,
-    "inforom": {"image": None, "oem": None, "ecc": None, "power": None},
+    "inforom": {"image": None, "oem": None, "ecc": None, "power": None, "corrupted": False},
     "memory": {"reserved_mib": 0, "used_mib": 0, "bar1_mib": 131072, "bus_width": 5120},
     "cuda_cores": 0,
     "temperature": {

@@ -84,6 +84,7 @@ def _gpu_lines(board: Board, gpu: Gpu, index: int) -> list[str]:
         "inforom_oem": inforom["oem"] or "",
         "inforom_ecc": inforom["ecc"] or "",
         "inforom_power": inforom["power"] or "",
+        "inforom_corrupted": int(inforom.get("corrupted", False)),
         "bus_id": f"{dom:08X}:{bus:02X}:{dev:02X}.{fn}",
         "domain": dom,
         "bus": bus,

@@ -214,6 +214,7 @@ typedef struct sim_gpu {
     unsigned int lost;
     char name[96], uuid[96], serial[32], part_number[80], vbios[32];
     char inforom_image[16], inforom_oem[16], inforom_ecc[16], inforom_power[16];
+    unsigned int inforom_corrupted; /* nvmlDeviceValidateInforom's checksum verdict */
     char bus_id[32];
     unsigned int domain, bus, device, function;
     unsigned int pci_device_id, pci_subsystem_id;
@@ -294,7 +295,8 @@ static const field_t gpu_fields[] = {
     FU("lost", lost), FS("name", name), FS("uuid", uuid), FS("serial", serial),
     FS("part_number", part_number), FS("vbios", vbios), FS("inforom_image", inforom_image),
     FS("inforom_oem", inforom_oem), FS("inforom_ecc", inforom_ecc),
-    FS("inforom_power", inforom_power), FS("bus_id", bus_id), FU("domain", domain),
+    FS("inforom_power", inforom_power), FU("inforom_corrupted", inforom_corrupted),
+    FS("bus_id", bus_id), FU("domain", domain),
     FU("bus", bus), FU("device", device), FU("function", function),
     FU("pci_device_id", pci_device_id), FU("pci_subsystem_id", pci_subsystem_id),
     FU("architecture", architecture), FU("cc_major", cc_major), FU("cc_minor", cc_minor),
@@ -902,9 +904,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(void *h, int object, char *v, un
 }
 
 EXPORT nvmlReturn_t nvmlDeviceValidateInforom(void *h) {
+    /* nvml.h: reads the InfoROM from flash and verifies its checksums;
+     * NVML_ERROR_CORRUPTED_INFOROM when they do not match */
     GPU_OR_RETURN(h);
-    (void)g;
-    return NVML_SUCCESS;
+    return g->inforom_corrupted ? NVML_ERROR_CORRUPTED_INFOROM : NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(void *h, nvmlPciInfo_t *pci) {

@@ -1,0 +1,101 @@
+"""One battery run: quick checks, then the load level, under the node's battery lock.
+
+``nodegate validate`` and the pytest plugin both call ``run_battery``, so the two front ends
+measure the same things in the same order and can only differ in how they show the results.
+Which checks belong to which level comes from ``nodegate.battery.registry`` alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodegate.battery.engine import QUICK_GROUPS, QuickOptions, run_quick
+from nodegate.battery.lock import BatteryLock
+from nodegate.battery.registry import LEVEL_RANK, level_of
+from nodegate.profiles import Profile
+from nodegate.progress import Progress
+from nodegate.results import CheckResult
+
+
+@dataclass
+class BatteryRun:
+    """What one run measured and judged, with what a report needs besides the results."""
+
+    results: list[CheckResult]
+    started_at: float
+    duration_s: float
+    notes: list[str] = field(default_factory=list)
+    boot_id: str | None = None
+    series: dict[str, Any] = field(default_factory=dict)
+    matrices: dict[str, Any] = field(default_factory=dict)
+    backend: str = "nvml"
+
+
+def _power_sampler(level: str, groups: tuple[str, ...]) -> Any:
+    """A power sampler for the load phase, when this node has power wiring installed."""
+    if level != "acceptance" or "power" not in groups:
+        return None
+    from nodegate.battery.power import PowerSampler, load_wiring
+
+    wiring = load_wiring()
+    if wiring is None:
+        return None
+    return PowerSampler(wiring).start()
+
+
+def above_level(results: list[CheckResult], level: str) -> list[str]:
+    """Checks in ``results`` that the registry places above ``level`` (a wiring defect)."""
+    rank = LEVEL_RANK[level]
+    return sorted({r.check for r in results if LEVEL_RANK[level_of(r.check)] > rank})
+
+
+def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
+                xid_window_s: float | None = None, duration_scale: float = 1.0,
+                workers: int | None = None, progress: Progress | None = None) -> BatteryRun:
+    """Run ``groups`` at ``level`` on this node; raises CannotRunError if another run holds
+    the battery lock."""
+    quick = tuple(g for g in groups if g in QUICK_GROUPS)
+    with BatteryLock():
+        started = time.time()
+        t0 = time.monotonic()
+        run = BatteryRun(results=[], started_at=started, duration_s=0.0)
+        if quick:
+            if progress is not None:
+                progress.line(f"quick checks: {','.join(quick)}")
+            outcome = run_quick(profile, QuickOptions(groups=quick, xid_window_s=xid_window_s))
+            run.results += outcome.results
+            run.notes += outcome.notes
+            run.boot_id = outcome.boot_id
+        if level != "quick" and "load" in groups:
+            _run_load(run, profile, level, groups, duration_scale=duration_scale,
+                      workers=workers, progress=progress)
+        run.duration_s = time.monotonic() - t0
+    wrong = above_level(run.results, level)
+    if wrong:  # the registry and the engine disagree: say so rather than judge silently
+        run.notes.append(f"checks above level {level} per the registry: {', '.join(wrong)}")
+    return run
+
+
+def _run_load(run: BatteryRun, profile: Profile, level: str, groups: tuple[str, ...], *,
+              duration_scale: float, workers: int | None, progress: Progress | None) -> None:
+    from nodegate.battery.load import run_load_group
+
+    if progress is not None:
+        progress.line(f"load checks, level {level}, duration scale {duration_scale}")
+    sampler = _power_sampler(level, groups)
+    try:
+        load = run_load_group(profile, level, duration_scale, workers=workers,
+                              progress=progress)
+    finally:
+        if progress is not None:
+            progress.clear()
+        if sampler is not None:
+            sampler.stop()
+    run.results += load.results
+    if sampler is not None:
+        from nodegate.battery.power import judge_under_load
+
+        run.results += judge_under_load(sampler, profile)
+    run.series, run.matrices, run.backend = load.series, load.matrices, load.backend
