@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -30,11 +31,23 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+#: Optional packages and the extra that brings each (a missing one is exit 3, never a crash).
+OPTIONAL_EXTRAS: dict[str, str] = {
+    "torch": "torch",
+    "pysnmp": "power",
+    "redfish": "power",
+    "prometheus_client": "power",
+}
+ISSUES_URL = "the nodegate issue tracker"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nodegate",
         description="Provision and gate 8-GPU NVIDIA servers.",
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an unexpected error (also: NODEGATE_DEBUG=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for module_name in COMMAND_MODULES:
@@ -43,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every way out is a documented exit code (docs/exit-codes.md)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(args.debug) or os.environ.get("NODEGATE_DEBUG", "") not in ("", "0")
     try:
         code = int(args.func(args))
     except NodegateError as exc:
@@ -57,7 +72,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nodegate: interrupted", file=sys.stderr)
         return int(ExitCode.CANNOT_RUN)
+    except ModuleNotFoundError as exc:
+        extra = OPTIONAL_EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            return _unexpected(exc, debug)
+        print(f"nodegate: error: {args.command} needs the optional package {exc.name}: "
+              f"pip install 'nodegate[{extra}]'", file=sys.stderr)
+        return int(ExitCode.CANNOT_RUN)
+    except Exception as exc:  # the last line of defence: one line and exit 3, no traceback
+        return _unexpected(exc, debug)
     return code
+
+
+def _unexpected(exc: BaseException, debug: bool) -> int:
+    """A defect of ours (or an environment we did not foresee): say what failed in one line,
+    keep the traceback in a file (or print it with --debug), exit 3 ("could not run")."""
+    import tempfile
+    import traceback
+
+    from nodegate.yamlio import shorten
+
+    what = f"{type(exc).__name__}: {shorten(str(exc))}"
+    text = "".join(traceback.format_exception(exc))
+    if debug:
+        sys.stderr.write(text)
+        print(f"nodegate: internal error: {what}", file=sys.stderr)
+        return int(ExitCode.CANNOT_RUN)
+    where = "rerun with --debug to see it"
+    try:
+        fd, path = tempfile.mkstemp(prefix="nodegate-error-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        where = f"traceback in {path}"
+    except OSError:
+        pass
+    print(f"nodegate: internal error: {what} ({where}); please report it to {ISSUES_URL} "
+          "with that traceback", file=sys.stderr)
+    return int(ExitCode.CANNOT_RUN)
 
 
 if __name__ == "__main__":

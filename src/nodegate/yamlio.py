@@ -1,7 +1,10 @@
-"""YAML loading that names the file on every error and rejects duplicate keys.
+"""YAML loading that names the file on every error, rejects duplicate keys and bounds input.
 
 PyYAML silently keeps the last of two equal keys; in a profile or site file that hides a
-typo'd override, so duplicates are an error here.
+typo'd override, so duplicates are an error here. Input is bounded before anything walks it:
+a size cap, strict UTF-8 (the byte offset of the first bad byte in the error), and a cap on
+aliases, since a few lines of nested aliases (a "billion laughs") expand into a value that
+exhausts memory as soon as a schema check or an error message walks it.
 """
 
 from __future__ import annotations
@@ -13,9 +16,24 @@ import yaml
 
 from nodegate.errors import ConfigError
 
+#: Largest YAML file read: profiles, site files and scenarios are a few KiB to a few hundred.
+MAX_BYTES = 4 * 1024 * 1024
+#: Aliases allowed in one document: anchors for shared blocks are fine, nesting bombs are not.
+MAX_ALIASES = 128
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    pass
+    aliases_seen = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases_seen += 1
+            if self.aliases_seen > MAX_ALIASES:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise ConfigError(f"more than {MAX_ALIASES} YAML aliases (line {mark.line + 1}); "
+                                  "nested aliases can expand without bound",
+                                  file=str(getattr(self, "name", None) or ""))
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -38,15 +56,29 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def load_yaml(path: Path) -> Any:
-    """Parse one YAML file; any problem becomes a ConfigError naming the file."""
+def read_text_bounded(path: Path, *, limit: int = MAX_BYTES) -> str:
+    """A text file's content: at most ``limit`` bytes, strict UTF-8; else a ConfigError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path)) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not a file", file=str(path)) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    return load_yaml_text(text, source=str(path))
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    if len(data) > limit:
+        raise ConfigError(f"larger than {limit // (1024 * 1024)} MiB; not read", file=str(path))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}",
+                          file=str(path)) from None
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse one YAML file; any problem becomes a ConfigError naming the file."""
+    return load_yaml_text(read_text_bounded(path), source=str(path))
 
 
 def load_yaml_text(text: str, *, source: str) -> Any:
@@ -64,6 +96,12 @@ def load_yaml_text(text: str, *, source: str) -> Any:
         raise ConfigError(f"invalid YAML{where}: {problem}", file=source) from None
     finally:
         loader.dispose()
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """A value as an error message may quote it: one line, at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def json_path(parts: Any) -> str:

@@ -216,13 +216,14 @@ def test_atomic_write_crash_keeps_old_file_and_leaves_no_temp(
         raise OSError("power lost")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="power lost"):
+    # a write that fails is an error naming the file (exit 2), never a traceback
+    with pytest.raises(ConfigError, match="cannot write: power lost"):
         report.write(target)
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
     monkeypatch.setattr(os, "fsync", crash)  # crash while the temp file is half written
-    with pytest.raises(OSError, match="power lost"):
+    with pytest.raises(ConfigError, match="power lost"):
         report.write(tmp_path / "new.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 

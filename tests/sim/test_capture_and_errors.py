@@ -150,7 +150,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False).stderr
     bad_yaml = tmp_path / "broken.yaml"
     bad_yaml.write_text("name: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="invalid YAML"):
         scenario.load(str(bad_yaml))
 
 

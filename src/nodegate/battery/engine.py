@@ -53,18 +53,22 @@ def parse_groups(text: str | None, allowed: tuple[str, ...] = ALL_GROUPS) -> tup
     return groups
 
 
-def parse_duration(text: str | None) -> float | None:
-    """``90s``, ``15m``, ``6h``, ``2d`` or ``boot`` (None) for the Xid window."""
+def parse_duration(text: str | None, *, key: str = "--xid-window") -> float | None:
+    """``90s``, ``15m``, ``6h``, ``2d`` or ``boot`` (None), for the Xid window or an age."""
     if text is None or text == "boot":
         return None
+    from nodegate.bounds import parse_number
+
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    scale = units.get(text[-1:], 1)
+    number = text[:-1] if text[-1:] in units else text
     try:
-        if text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except (ValueError, IndexError):
-        raise ConfigError(f"bad duration {text!r} (use 90s, 15m, 6h, 2d or boot)",
-                          key="--xid-window") from None
+        # a window of NaN, infinity, zero or less would read no log or all of it silently
+        return parse_number(number, float, low=0, high=366 * 86400 / scale, low_open=True,
+                            key=key) * scale
+    except ConfigError:
+        raise ConfigError(f"bad duration {text!r}: a positive window of at most 366 days "
+                          "(90s, 15m, 6h, 2d) or boot", key=key) from None
 
 
 def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:

@@ -31,8 +31,13 @@ class BatteryLock:
         self._fd: int | None = None
 
     def __enter__(self) -> BatteryLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CannotRunError(f"cannot create the battery lock {self.path}: "
+                                 f"{exc.strerror or exc} (set NODEGATE_LOCK_FILE to a writable "
+                                 "path)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

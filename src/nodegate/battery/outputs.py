@@ -29,13 +29,39 @@ def default_textfile_dir() -> Path:
     return Path(os.environ.get("NODEGATE_TEXTFILE_DIR", str(DEFAULT_TEXTFILE_DIR)))
 
 
-def _ensure_dir(path: Path, option: str) -> None:
+def preflight(report_dir: Path, textfile_dir: Path | None) -> None:
+    """Refuse unusable output folders before anything is measured or written, creating none:
+    a run writes its whole report set, or exits 2 having written nothing."""
+    for path, option in ((report_dir, "--report-dir"), (textfile_dir, "--textfile-dir")):
+        if path is None:
+            continue
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(f"cannot create {path}: {existing} is not a directory", key=option)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"cannot create or write {path}: {existing} is not writable",
+                              key=option)
+
+
+def _ensure_dirs(wanted: list[tuple[Path, str]]) -> None:
+    """Create every output folder, or none: a failure removes what this call created."""
+    created: list[Path] = []
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create {path}: {exc.strerror}", key=option) from None
-    if not os.access(path, os.W_OK):
-        raise ConfigError(f"{path} is not writable", key=option)
+        for path, option in wanted:
+            missing = [p for p in (path, *path.parents) if not p.exists()]
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create {path}: {exc.strerror}", key=option) from None
+            created += reversed(missing)
+            if not os.access(path, os.W_OK):
+                raise ConfigError(f"{path} is not writable", key=option)
+    except ConfigError:
+        for path in reversed(created):
+            path.rmdir()
+        raise
 
 
 def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | None,
@@ -47,7 +73,9 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     from nodegate.report._atomic import atomic_write_text
     from nodegate.report.model import format_timestamp
 
-    _ensure_dir(report_dir, "--report-dir")
+    preflight(report_dir, textfile_dir)
+    _ensure_dirs([(report_dir, "--report-dir")]
+                 + ([(textfile_dir, "--textfile-dir")] if textfile_dir is not None else []))
     level = name or report.to_dict()["level"]
     stamp = format_timestamp(report.started_at).replace(":", "").replace("-", "")
     # serialized once; not re-validated on this path (the builder is schema-tested), which
@@ -62,7 +90,6 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     junit_path = write_junit([report], report_dir / f"{level}-latest.xml") if junit else None
     prom = None
     if textfile_dir is not None:
-        _ensure_dir(textfile_dir, "--textfile-dir")
         prom = write_prometheus(report, textfile_dir / f"nodegate_{level}.prom")
     prune(report_dir, level, keep=KEEP_REPORTS)
     return WrittenFiles(json=dated, latest=latest, junit=junit_path, prometheus=prom)

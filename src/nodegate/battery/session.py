@@ -67,9 +67,24 @@ def _profile_from_json(path: Path) -> Profile:
     return Profile(name=str(data["name"]), data=data, layers=[str(path)])
 
 
+def output_dirs(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Where this run's report set goes: (report folder, textfile folder or None)."""
+    from nodegate.battery.outputs import default_report_dir, default_textfile_dir
+
+    textfile = None if args.no_textfile else (args.textfile_dir or default_textfile_dir())
+    return Path(args.report_dir or default_report_dir()), textfile
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Exit 2 on an unusable output folder before the battery starts (nothing measured)."""
+    from nodegate.battery.outputs import preflight
+
+    preflight(*output_dirs(args))
+
+
 def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
          name: str | None = None) -> int:
-    from nodegate.battery.outputs import default_report_dir, default_textfile_dir, write_outputs
+    from nodegate.battery.outputs import write_outputs
     from nodegate.report import exit_code_for, render_summary, to_json
 
     if not report.results:
@@ -77,10 +92,10 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
         raise ConfigError(f"no check ran at level {report.level.value} with these groups "
                           f"({report.labels.get('groups') or 'none'}); no report written",
                           key="--checks")
-    textfile = None if args.no_textfile else (args.textfile_dir or default_textfile_dir())
+    report_dir, textfile = output_dirs(args)
     # the cron health path skips re-validating (time budget); load levels validate
-    files = write_outputs(report, report_dir=args.report_dir or default_report_dir(),
-                          textfile_dir=textfile, validate=level != "health", name=name)
+    files = write_outputs(report, report_dir=report_dir, textfile_dir=textfile,
+                          validate=level != "health", name=name)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     if args.json:
         print(to_json(report))

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodegate.bounds import arg_number
+
 if TYPE_CHECKING:
     from nodegate.report.model import NodeReport
 
@@ -43,7 +45,7 @@ def register(subparsers: Any) -> None:
                         "$NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
     parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients "
                         "(default $SLURM_CONF or Slurm's own)")
-    parser.add_argument("--retries", type=int, default=3,
+    parser.add_argument("--retries", type=arg_number(int, 1, 100), default=3,
                         help="tries when the controller is unreachable (default %(default)s)")
     parser.add_argument("--run-health", action="store_true",
                         help="run 'nodegate health' first (its exit 1 is not an error here)")
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     report_dir: Path = args.report_dir or default_report_dir()
     if args.run_health:
         _run_health(report_dir)
-    max_age = parse_duration(args.max_age) if args.max_age else None
+    max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
     node_hint = args.node or os.environ.get("SLURMD_NODENAME")
     reports = node_reports(report_dir, node_hint)
     if not reports:

@@ -26,12 +26,13 @@ def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import QUICK_GROUPS, QuickOptions, parse_duration, parse_groups
     from nodegate.battery.lock import BatteryLock
-    from nodegate.battery.session import emit, node_name, select_profile
+    from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.report import build
 
     groups = parse_groups(args.checks, QUICK_GROUPS)
     window = parse_duration(args.xid_window)
     profile = select_profile(args.profile)
+    check_outputs(args)
     from nodegate.battery.engine import run_quick
 
     with BatteryLock():

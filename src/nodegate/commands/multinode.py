@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from nodegate.bounds import arg_number
+
 SUITE = "multinode"
 
 
@@ -37,10 +39,11 @@ def register(subparsers: Any) -> None:
                         "(default: torchrun's lookup of the hostname)")
     parser.add_argument("--ifname", help="interface for gloo/NCCL sockets (default: "
                         "NCCL_SOCKET_IFNAME from /etc/nccl.conf)")
-    parser.add_argument("--ranks-per-node", type=int,
+    parser.add_argument("--ranks-per-node", type=arg_number(int, 1, 1024),
                         help="ranks on each node (default: the profile's GPU count)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--join-timeout", type=float, default=120.0,
+    parser.add_argument("--join-timeout", type=arg_number(float, 0, 86400, low_open=True),
+                        default=120.0,
                         help="seconds to wait for the other node (default %(default)s)")
     parser.add_argument("--profile", help="profile name or resolved profile JSON "
                         "(default: $NODEGATE_PROFILE, then /etc/nodegate/profile.json)")

@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from nodegate.bounds import arg_number
+
 
 def register(subparsers: Any) -> None:
     from nodegate.battery.session import add_common_arguments
@@ -20,9 +22,11 @@ def register(subparsers: Any) -> None:
                     "Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run.")
     parser.add_argument("--level", choices=("quick", "standard", "acceptance"),
                         default="standard")
-    parser.add_argument("--duration-scale", type=float, default=1.0,
+    parser.add_argument("--duration-scale", type=arg_number(float, 0, 100, low_open=True),
+                        default=1.0,
                         help="multiply every load duration (tests use 0.02)")
-    parser.add_argument("--workers", type=int, help="load workers (default: the GPU count)")
+    parser.add_argument("--workers", type=arg_number(int, 1, 1024),
+                        help="load workers (default: the GPU count)")
     add_common_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -31,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import ALL_GROUPS, parse_duration, parse_groups
     from nodegate.battery.run import run_battery
-    from nodegate.battery.session import emit, node_name, select_profile
+    from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.errors import ConfigError
     from nodegate.progress import for_stream
     from nodegate.report import build
@@ -41,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     groups = parse_groups(args.checks, ALL_GROUPS)
     window = parse_duration(args.xid_window)
     profile = select_profile(args.profile)
+    check_outputs(args)
     progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     ran = run_battery(profile, args.level, groups, xid_window_s=window,
                       duration_scale=args.duration_scale, workers=args.workers,

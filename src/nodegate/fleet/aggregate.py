@@ -37,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from nodegate.errors import ConfigError
@@ -64,6 +65,8 @@ BULK = frozenset({"series", "matrices"})
 #: How much of each file the fast path reads. A writer's head (metadata, labels, counts,
 #: digest) is 2-4 KB; big labels or an odd key order fall back to the slow path, not fail.
 PREFIX_BYTES = 16384
+#: A report is a few KiB to a few MiB (series included); anything far larger is not one.
+MAX_REPORT_BYTES = 256 * 1024 * 1024
 
 Summary = dict[str, Any]
 
@@ -383,6 +386,28 @@ class FleetView:
         return out
 
 
+#: Stamps of what is listed but never opened: a broken link or loop, a FIFO or device (opening
+#: a FIFO blocks for ever), a file too large to be a report.
+UNREADABLE: dict[int, str] = {
+    -1: "cannot be read (a broken or looping symbolic link)",
+    -2: "not a regular file",
+    -3: f"larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB: not a report",
+}
+
+
+def _stamp(entry: os.DirEntry[str]) -> tuple[int, int, int]:
+    """(size, mtime, inode) of a report file, or an UNREADABLE code in the size slot."""
+    try:
+        stat = entry.stat()  # follows a link: a loop raises ELOOP here
+    except OSError:
+        return (-1, 0, 0)
+    if not S_ISREG(stat.st_mode):
+        return (-2, 0, 0)
+    if stat.st_size > MAX_REPORT_BYTES:
+        return (-3, 0, 0)
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
 def scan(root: Path) -> list[tuple[str, tuple[int, int, int]]]:
     """Every ``*.json`` below ``root`` (hidden names skipped) with its (size, mtime, inode)."""
     found: list[tuple[str, tuple[int, int, int]]] = []
@@ -401,9 +426,8 @@ def scan(root: Path) -> list[tuple[str, tuple[int, int, int]]]:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
-            elif name.endswith(".json") and entry.is_file():
-                stat = entry.stat()
-                found.append((entry.path[cut:], (stat.st_size, stat.st_mtime_ns, stat.st_ino)))
+            elif name.endswith(".json"):
+                found.append((entry.path[cut:], _stamp(entry)))
     found.sort()
     return found
 
@@ -468,6 +492,9 @@ def summaries(root: Path, *, cache: Path | bool | None = True, jobs: int | None 
     todo: list[str] = []
     stamps: dict[str, list[int]] = {}
     for rel, stamp in files:
+        if stamp[0] < 0:  # listed, never opened
+            out[rel] = {"v": SUMMARY_VERSION, "path": rel, "error": UNREADABLE[stamp[0]]}
+            continue
         stamps[rel] = list(stamp)
         entry = cached.get(rel)
         if entry is not None and entry[0] == stamps[rel]:
@@ -502,7 +529,7 @@ def summaries(root: Path, *, cache: Path | bool | None = True, jobs: int | None 
     else:
         for summary in _slow_batch(str(root), slow, strict):
             out[summary["path"]] = summary
-    if todo or len(cached) != len(files):
+    if todo or len(cached) != len(stamps):
         _save_cache(cache_file, {rel: [stamps[rel], out[rel]] for rel in stamps})
     return [out[rel] for rel, _ in files], len(todo)
 

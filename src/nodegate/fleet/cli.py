@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nodegate.bounds import arg_number
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -22,17 +24,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("dir", type=Path, metavar="DIR")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report with plots")
-    parser.add_argument("--margin", type=float, default=10.0, metavar="PCT",
+    parser.add_argument("--margin", type=arg_number(float, 0, 1000, low_open=True),
+                        default=10.0, metavar="PCT",
                         help="outlier margin in percent of the fleet median (default "
                              "%(default)s)")
-    parser.add_argument("--plots", type=int, default=50, metavar="N",
+    parser.add_argument("--plots", type=arg_number(int, 0, 10000), default=50, metavar="N",
                         help="nodes with per-node plots in the HTML (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the view as JSON")
     parser.add_argument("--strict", action="store_true",
                         help="validate every report against the full schema (slow)")
     parser.add_argument("--no-cache", action="store_true",
                         help="do not read or write the per-file summary cache")
-    parser.add_argument("--jobs", type=int, help="parser processes (default: up to 4)")
+    parser.add_argument("--jobs", type=arg_number(int, 1, 64),
+                        help="parser processes (default: up to 4)")
     parser.set_defaults(func=run)
 
 

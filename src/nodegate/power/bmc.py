@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from nodegate.errors import ConfigError
 from nodegate.power.credentials import SecretRef, parse_ref, redact
 from nodegate.power.readings import DeviceReading
+from nodegate.power.urls import split_url
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_RETRIES = 1
@@ -68,7 +69,7 @@ def parse_bmc_url(
     key: str | None = None, file: str | None = None,
 ) -> BmcTarget:
     """``https://USER@HOST:PORT`` (or ``redfish://`` = https); the password comes by reference."""
-    parts = urlsplit(url)
+    parts = split_url(url, what="BMC", key=key, file=file)
     scheme = {"redfish": "https"}.get(parts.scheme, parts.scheme)
     if scheme not in ("https", "http") or not parts.hostname:
         raise ConfigError("BMC URL must be https://USER@HOST[:PORT]", key=key, file=file)
@@ -82,7 +83,10 @@ def parse_bmc_url(
                           key=key, file=file)
     if max_sessions < 1:
         raise ConfigError("max_sessions must be >= 1", key=key, file=file)
-    port = f":{parts.port}" if parts.port else ""
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        raise ConfigError("BMC URL has a bad port", key=key, file=file) from None
     return BmcTarget(
         url=f"{scheme}://{parts.hostname}{port}", username=parts.username,
         password=parse_ref(password, key=key, file=file), ca_bundle=ca_bundle,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nodegate.bounds import arg_number
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("power", help="read PDUs/BMCs; run the power poller")
@@ -25,8 +27,9 @@ def register(subparsers: Any) -> None:
     read.add_argument("--ca-bundle", help="CA bundle to verify BMC certificates with")
     read.add_argument("--insecure", action="store_true",
                       help="do not verify BMC TLS certificates (lab only)")
-    read.add_argument("--timeout", type=float, default=2.0, help="seconds per request")
-    read.add_argument("--retries", type=int, default=1)
+    read.add_argument("--timeout", type=arg_number(float, 0, 30, low_open=True),
+                      default=2.0, help="seconds per request")
+    read.add_argument("--retries", type=arg_number(int, 0, 5), default=1)
     read.add_argument("--json", action="store_true", help="print JSON instead of a table")
     read.set_defaults(func=run_read)
 

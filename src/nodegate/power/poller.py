@@ -58,21 +58,17 @@ class PollerConfig:
 
 def load_config(path: Path) -> PollerConfig:
     """Parse and validate the poller YAML; every mistake is a ConfigError naming file and key."""
-    import yaml
+    from nodegate.yamlio import load_yaml
 
     f = str(path)
     try:
         info = path.stat()
-        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read poller config: {exc.strerror}", file=f) from exc
     if stat.S_IMODE(info.st_mode) & 0o022:
         raise ConfigError(f"mode {stat.S_IMODE(info.st_mode):04o}: group/others may write it; "
                           "chmod 644 (or 600)", file=f)
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", file=f) from exc
+    data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError("top level must be a mapping", file=f)
     unknown = set(data) - KNOWN_KEYS

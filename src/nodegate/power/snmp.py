@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
+from nodegate.bounds import parse_number
 from nodegate.errors import ConfigError
 from nodegate.power.credentials import SecretRef, parse_ref, remember_secret
+from nodegate.power.urls import split_url
 
 DEFAULT_PORT = 161
 DEFAULT_TIMEOUT_S = 2.0
@@ -62,7 +64,7 @@ def parse_snmp_url(
     file: str | None = None,
 ) -> SnmpTarget:
     """Parse a PDU URL; a literal community is accepted only where the caller allows it."""
-    parts = urlsplit(url)
+    parts = split_url(url, what="PDU", key=key, file=file)
     if parts.scheme not in ("snmp", "snmpv3"):
         raise ConfigError(f"PDU URL must start with snmp:// or snmpv3://, got {parts.scheme}://",
                           key=key, file=file)
@@ -78,10 +80,10 @@ def parse_snmp_url(
     if unknown:
         raise ConfigError(f"unknown PDU URL parameter(s): {', '.join(sorted(unknown))}",
                           key=key, file=file)
-    timeout = float(query.get("timeout", DEFAULT_TIMEOUT_S))
-    retries = int(query.get("retries", DEFAULT_RETRIES))
-    if not 0 < timeout <= 30 or not 0 <= retries <= 5:
-        raise ConfigError("timeout must be in (0, 30] s and retries in [0, 5]", key=key, file=file)
+    timeout = parse_number(query.get("timeout", str(DEFAULT_TIMEOUT_S)), float, low=0, high=30,
+                           low_open=True, key=f"{key or 'url'} timeout", file=file)
+    retries = int(parse_number(query.get("retries", str(DEFAULT_RETRIES)), int, low=0, high=5,
+                               key=f"{key or 'url'} retries", file=file))
     if parts.password is not None:
         raise ConfigError("PDU URL must not carry a password (user:password@)", key=key, file=file)
     if parts.scheme == "snmp":

@@ -25,7 +25,7 @@ from typing import Any
 from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
-from nodegate.yamlio import json_path, load_yaml
+from nodegate.yamlio import json_path, load_yaml, shorten
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
         return
     err = errors[0]
     key = json_path(err.absolute_path)
-    message = err.message
+    message = shorten(err.message)
     if err.validator == "additionalProperties":
         message = f"unknown key ({err.message})"
         extra = _unknown_keys(err.instance, err.schema)
@@ -115,7 +115,7 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
         message = "a threshold needs exactly one of 'min' or 'max'"
     elif err.validator == "pattern" and "source" in key:
         message = (
-            f"{err.instance!r}: a source must start with 'datasheet:', 'peer-tool:', "
+            f"{shorten(repr(err.instance))}: a source must start with 'datasheet:', 'peer-tool:', "
             "'measured:' or 'policy:'"
         )
     raise ConfigError(message, file=file, host=host, key=key)

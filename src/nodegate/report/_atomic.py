@@ -10,7 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
+
+from nodegate.errors import ConfigError
+
+#: A temp file this old was left by a writer that was killed (SIGKILL, power loss); removed.
+STALE_TMP_S = 600.0
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644) -> Path:
@@ -22,8 +28,15 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
     collector running as another user.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        _remove_stale(target)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                        suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
@@ -31,12 +44,23 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
         os.replace(tmp_name, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
+        if isinstance(exc, OSError):
+            raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
         raise
     _fsync_dir(target.parent)
     return target
+
+
+def _remove_stale(target: Path) -> None:
+    """Temp files of this target left by a killed writer: nothing else will ever remove them."""
+    cutoff = time.time() - STALE_TMP_S
+    for leftover in target.parent.glob(f".{target.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if leftover.stat().st_mtime < cutoff:
+                leftover.unlink()
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -16,10 +16,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nodegate.errors import ConfigError
 from nodegate.mapping import deep_merge
+from nodegate.yamlio import load_yaml, shorten
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 SCHEMA_PATH = Path(__file__).resolve().parent / "scenario.schema.json"
@@ -132,19 +131,12 @@ def validate(data: Any, *, source: str) -> None:
             if extra:
                 path.append(extra[0])
                 raise ConfigError("unknown scenario key", file=source, key=_key_of(path))
-        raise ConfigError(err.message, file=source, key=_key_of(path))
+        raise ConfigError(shorten(err.message), file=source, key=_key_of(path))
 
 
 def load_file(path: Path) -> Board:
     """Parse and schema-check one scenario file."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read scenario: {exc.strerror}", file=str(path)) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", file=str(path)) from exc
+    data = load_yaml(path)  # bounded, strict UTF-8, duplicate keys refused
     validate(data, source=str(path))
     board: Board = data
     return board

@@ -18,7 +18,7 @@ from nodegate.profiles import resolve_profile
 from nodegate.site.model import CONTROLLER_GROUP, Site, SiteHost
 from nodegate.site.schema import SITE_SCHEMA
 from nodegate.site.secrets import reject_literal_secrets
-from nodegate.yamlio import json_path, load_yaml
+from nodegate.yamlio import json_path, load_yaml, shorten
 
 NO_PROFILE = "none"
 #: Host keys that refine the defaults' mapping instead of replacing it.
@@ -45,7 +45,7 @@ def _validate(data: Any, file: str) -> None:
         err = errors[0]
         parts = list(err.absolute_path)
         host = str(parts[1]) if len(parts) >= 2 and parts[0] == "hosts" else None
-        message = err.message
+        message = shorten(err.message)
         if err.validator == "additionalProperties":
             allowed = set(err.schema.get("properties", {}))
             extra = sorted(k for k in err.instance if k not in allowed)

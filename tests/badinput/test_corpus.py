@@ -1,0 +1,382 @@
+"""The bad-input corpus: every case ends in its documented exit code, names what is wrong,
+writes nothing and prints no traceback (docs/exit-codes.md).
+
+Most cases call ``nodegate.cli.main`` in this process (fast: argparse, loaders and writers
+are the code under test); the ones that need a simulated board or the real process boundary
+run the CLI in a subprocess under ``nodegate sim run``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from nodegate import cli
+from tests.conftest import run_cli
+
+HEADER = "schema: nodegate.profile/1\nlayer: profile\nextends: [gpu/h100-sxm5-80gb]\n"
+SIM = ("sim", "run", "h100-hgx", "--", "nodegate")
+PDU = "snmp://127.0.0.1?community=env:NODEGATE_TEST_COMMUNITY"
+
+
+def _bomb(levels: int = 9) -> str:
+    """Nested aliases: 9 levels of 9 make 9**9 leaves from ~90 lines' worth of aliases."""
+    lines = ['l0: &l0 ["x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, levels + 1):
+        lines.append(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 20) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Case:
+    """One bad input: argv (``{d}`` is the case's folder), files to create there, the exit
+    code, and words the message must contain (the file, key or option it names)."""
+
+    id: str
+    argv: tuple[str, ...]
+    code: int
+    names: tuple[str, ...]
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    subprocess: bool = False
+    setup: Callable[[Path], None] | None = None
+
+
+def _profile(body: str) -> dict[str, bytes | str]:
+    return {"p.yaml": HEADER + body}
+
+
+def _loop(d: Path) -> None:
+    (d / "r").mkdir()
+    os.symlink("b", d / "r" / "a.json")
+    os.symlink("a.json", d / "r" / "b")
+
+
+def _fifo(d: Path) -> None:
+    (d / "r").mkdir()
+    os.mkfifo(d / "r" / "pipe.json")
+
+
+def _huge(d: Path) -> None:
+    (d / "r").mkdir()
+    with (d / "r" / "huge.json").open("wb") as handle:
+        handle.truncate(300 * 1024 * 1024)  # sparse: no disk used
+
+
+PROFILE_CASES = [
+    Case("profile-not-utf8", ("profiles", "check", "{d}/p.yaml"), 2, ("p.yaml", "offset"),
+         {"p.yaml": b"schema: nodegate.profile/1\nlayer: \xff\xfe\n"}),
+    Case("profile-alias-bomb", ("profiles", "check", "{d}/p.yaml"), 2, ("p.yaml", "aliases"),
+         {"p.yaml": _bomb()}),
+    Case("profile-is-directory", ("profiles", "check", "{d}/sub"), 2, ("sub", "directory"),
+         setup=lambda d: (d / "sub").mkdir()),
+    Case("profile-missing", ("profiles", "check", "{d}/none.yaml"), 2, ("none.yaml", "not found")),
+    Case("profile-oversize", ("profiles", "check", "{d}/p.yaml"), 2, ("p.yaml", "MiB"),
+         {"p.yaml": "# " + "x" * (5 * 1024 * 1024) + "\n"}),
+    Case("profile-duplicate-key", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("p.yaml", "duplicate key", "count"), _profile("gpu:\n  count: 8\n  count: 4\n")),
+    Case("profile-invalid-yaml", ("profiles", "check", "{d}/p.yaml"), 2, ("p.yaml", "line"),
+         _profile("gpu: [unclosed\n")),
+    Case("profile-nan-threshold", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("p.yaml", "thresholds.gpu_temp_idle_max_c.max", "finite"),
+         _profile("thresholds:\n  gpu_temp_idle_max_c: {max: .nan, unit: C, "
+                  "source: 'policy: x'}\n")),
+    Case("profile-inf-threshold", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("thresholds.gpu_temp_idle_max_c.max", "finite"),
+         _profile("thresholds:\n  gpu_temp_idle_max_c: {max: .inf, unit: C, "
+                  "source: 'policy: x'}\n")),
+    Case("profile-negative-threshold", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("thresholds.gpu_temp_idle_max_c.max", "minimum"),
+         _profile("thresholds:\n  gpu_temp_idle_max_c: {max: -5, unit: C, "
+                  "source: 'policy: x'}\n")),
+    Case("profile-unknown-key", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("gpu.colour", "unknown key"), _profile("gpu:\n  colour: green\n")),
+    Case("profile-unsourced-threshold", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("thresholds.gpu_temp_idle_max_c.source",),
+         _profile("thresholds:\n  gpu_temp_idle_max_c: {max: 50, unit: C, "
+                  "source: 'somebody said'}\n")),
+    Case("profile-top-level-list", ("profiles", "check", "{d}/p.yaml"), 2, ("p.yaml",),
+         {"p.yaml": "- a\n- b\n"}),
+    Case("profile-firmware-pin-without-source", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("gpu.vbios",), _profile("gpu:\n  vbios: {versions: [96.00.A5.00.01]}\n")),
+    Case("profile-unknown-name", ("profiles", "show", "no-such-profile"), 2,
+         ("no-such-profile", "profile")),
+]
+
+OPTION_CASES = [
+    Case("validate-duration-scale-nan", ("validate", "--duration-scale", "nan"), 2,
+         ("--duration-scale", "finite")),
+    Case("validate-duration-scale-zero", ("validate", "--duration-scale", "0"), 2,
+         ("--duration-scale", "(0, 100]")),
+    Case("validate-duration-scale-huge", ("validate", "--duration-scale", "1e9"), 2,
+         ("--duration-scale",)),
+    Case("validate-workers-zero", ("validate", "--workers", "0"), 2, ("--workers",)),
+    Case("validate-workers-text", ("validate", "--workers", "eight"), 2, ("--workers",)),
+    Case("validate-level-unknown", ("validate", "--level", "thorough"), 2, ("--level",)),
+    Case("health-checks-empty", ("health", "--checks", "", "--profile", "sim-h100-hgx"), 2,
+         ("--checks", "no check group")),
+    Case("health-checks-unknown", ("health", "--checks", "gpu,bogus",
+                                   "--profile", "sim-h100-hgx"), 2, ("--checks", "bogus")),
+    Case("health-xid-window-nan", ("health", "--xid-window", "nan",
+                                   "--profile", "sim-h100-hgx"), 2, ("--xid-window",)),
+    Case("health-xid-window-inf", ("health", "--xid-window", "inf",
+                                   "--profile", "sim-h100-hgx"), 2, ("--xid-window",)),
+    Case("health-xid-window-negative", ("health", "--xid-window=-5m",
+                                        "--profile", "sim-h100-hgx"), 2, ("--xid-window",)),
+    Case("health-xid-window-zero", ("health", "--xid-window", "0s",
+                                    "--profile", "sim-h100-hgx"), 2, ("--xid-window",)),
+    Case("health-xid-window-text", ("health", "--xid-window", "a week",
+                                    "--profile", "sim-h100-hgx"), 2, ("--xid-window",)),
+    Case("health-xid-window-400d", ("health", "--xid-window", "400d",
+                                    "--profile", "sim-h100-hgx"), 2, ("--xid-window", "366")),
+    Case("health-profile-file-missing", ("health", "--profile", "{d}/nope.json"), 2,
+         ("nope.json",)),
+    Case("validate-nothing-selected", ("validate", "--level", "quick", "--checks", "load",
+                                       "--profile", "sim-h100-hgx", "--report-dir", "{d}/out"),
+         2, ("--checks", "no check ran")),
+    Case("gate-retries-zero", ("gate", "--retries", "0"), 2, ("--retries",)),
+    Case("gate-report-dir-missing", ("gate", "--dry-run", "--node", "n1",
+                                     "--report-dir", "{d}/none"), 2, ("none", "not found")),
+    Case("multinode-join-timeout-nan", ("multinode", "--join-timeout", "nan"), 2,
+         ("--join-timeout",)),
+    Case("health-profile-json-garbage", ("health", "--profile", "{d}/p.json"), 2,
+         ("p.json",), {"p.json": "{not json"}),
+    Case("gate-max-age-text", ("gate", "--dry-run", "--node", "n1", "--report-dir", "{d}",
+                               "--max-age", "soon"), 2, ("--max-age",)),
+]
+
+REPORT_CASES = [
+    Case("report-dir-missing", ("report", "{d}/none"), 2, ("none", "not found")),
+    Case("report-dir-is-file", ("report", "{d}/f"), 2, ("f",), {"f": "x"}),
+    Case("report-jobs-zero", ("report", "{d}", "--jobs", "0"), 2, ("--jobs",)),
+    Case("report-margin-nan", ("report", "{d}", "--margin", "nan"), 2, ("--margin",)),
+    Case("report-plots-negative", ("report", "{d}", "--plots", "-1"), 2, ("--plots",)),
+    Case("report-html-is-directory", ("report", "{d}/r", "--html", "{d}/sub"), 2,
+         ("sub", "cannot write"), {"r/x.json": "{}"}, setup=lambda d: (d / "sub").mkdir()),
+    Case("report-html-unwritable", ("report", "{d}/r", "--html", "/proc/nodegate.html"), 2,
+         ("/proc/nodegate.html", "cannot write"), {"r/x.json": "{}"}),
+]
+
+POWER_CASES = [
+    Case("power-nothing-to-read", ("power", "read"), 2, ("nothing to read",)),
+    Case("power-pdu-ipv6-broken", ("power", "read", "--pdu", "snmp://[::1",
+                                   "--model", "apc-rpdu2"), 2, ("--pdu", "malformed")),
+    Case("power-bmc-ipv6-broken", ("power", "read", "--bmc", "https://root@[::1"), 2,
+         ("--bmc", "malformed")),
+    Case("power-bmc-port-range", ("power", "read", "--bmc", "https://root@bmc:99999"), 2,
+         ("--bmc", "Port")),
+    Case("power-pdu-port-text", ("power", "read", "--pdu", "snmp://pdu:abc?community=env:X",
+                                 "--model", "apc-rpdu2"), 2, ("--pdu",)),
+    Case("power-pdu-timeout-text", ("power", "read", "--pdu", PDU + "&timeout=abc",
+                                    "--model", "apc-rpdu2"), 2, ("--pdu timeout", "(0, 30]")),
+    Case("power-pdu-timeout-nan", ("power", "read", "--pdu", PDU + "&timeout=nan",
+                                   "--model", "apc-rpdu2"), 2, ("--pdu timeout", "finite")),
+    Case("power-pdu-retries-fraction", ("power", "read", "--pdu", PDU + "&retries=1.5",
+                                        "--model", "apc-rpdu2"), 2, ("--pdu retries",)),
+    Case("power-pdu-retries-huge", ("power", "read", "--pdu", PDU + "&retries=100000",
+                                    "--model", "apc-rpdu2"), 2, ("--pdu retries", "[0, 5]")),
+    Case("power-timeout-nan", ("power", "read", "--pdu", PDU, "--model", "apc-rpdu2",
+                               "--timeout", "nan"), 2, ("--timeout", "finite")),
+    Case("power-timeout-huge", ("power", "read", "--pdu", PDU, "--model", "apc-rpdu2",
+                                "--timeout", "1e9"), 2, ("--timeout",)),
+    Case("power-retries-negative", ("power", "read", "--pdu", PDU, "--model", "apc-rpdu2",
+                                    "--retries", "-1"), 2, ("--retries",)),
+    Case("power-retries-huge", ("power", "read", "--pdu", PDU, "--model", "apc-rpdu2",
+                                "--retries", "100000"), 2, ("--retries",)),
+    Case("power-literal-community-query", ("power", "read", "--pdu",
+                                           "snmp://pdu?community=public", "--model",
+                                           "apc-rpdu2"), 2, ("--pdu", "reference")),
+    Case("power-bmc-password-in-url", ("power", "read", "--bmc", "https://root:pw@bmc"), 2,
+         ("--bmc", "password")),
+    Case("power-pdu-unknown-parameter", ("power", "read", "--pdu", PDU + "&colour=red",
+                                         "--model", "apc-rpdu2"), 2, ("--pdu", "colour")),
+    Case("power-pdu-bad-scheme", ("power", "read", "--pdu", "http://pdu", "--model",
+                                  "apc-rpdu2"), 2, ("--pdu", "snmp://")),
+    Case("power-unknown-model", ("power", "read", "--pdu", PDU, "--model", "acme-9000"), 2,
+         ("--model", "acme-9000")),
+    Case("power-community-env-unset", ("power", "read", "--pdu",
+                                       "snmp://pdu?community=env:NODEGATE_UNSET_VARIABLE",
+                                       "--model", "apc-rpdu2"), 2,
+         ("--pdu", "NODEGATE_UNSET_VARIABLE")),
+    Case("power-models-mismatch", ("power", "read", "--pdu", PDU, "--pdu", PDU, "--pdu", PDU,
+                                   "--model", "apc-rpdu2", "--model", "apc-rpdu2"), 2,
+         ("--model",)),
+    Case("power-poll-config-missing", ("power", "poll", "--config", "{d}/none.yaml"), 2,
+         ("none.yaml",)),
+    Case("power-poll-config-not-utf8", ("power", "poll", "--config", "{d}/p.yaml"), 2,
+         ("p.yaml", "UTF-8"), {"p.yaml": b"interval_s: 30\nname: \xc3\x28\n"}),
+]
+
+SIM_CASES = [
+    Case("sim-unknown-scenario", ("sim", "run", "no-such-board", "--", "true"), 2,
+         ("no-such-board",)),
+    Case("sim-unknown-fault", ("sim", "run", "h100-hgx+melted@gpu1", "--", "true"), 2,
+         ("melted",)),
+    Case("sim-fault-target-out-of-range", ("sim", "run", "h100-hgx+ecc-dbe@gpu99", "--", "true"),
+         2, ("gpu99",)),
+    Case("sim-scenario-not-utf8", ("sim", "run", "{d}/s.yaml", "--", "true"), 2,
+         ("s.yaml", "UTF-8"), {"s.yaml": b"name: \xff\n"}),
+    Case("sim-scenario-alias-bomb", ("sim", "run", "{d}/s.yaml", "--", "true"), 2,
+         ("s.yaml", "aliases"), {"s.yaml": _bomb()}),
+    Case("sim-scenario-unknown-key", ("sim", "run", "{d}/s.yaml", "--", "true"), 2,
+         ("s.yaml",), {"s.yaml": "name: x\ncolour: green\n"}),
+    Case("sim-import-missing", ("sim", "import", "{d}/none.xml", "-o", "{d}/out.yaml"), 2,
+         ("none.xml",)),
+    Case("sim-import-not-xml", ("sim", "import", "{d}/c.xml", "-o", "{d}/out.yaml"), 2,
+         ("c.xml",), {"c.xml": "this is not XML"}),
+    Case("sim-command-missing", ("sim", "run", "h100-hgx", "--", "no-such-command-here"), 2,
+         ("no-such-command-here",)),
+]
+
+# through the real process boundary, on a simulated board: write targets and the lock
+PROCESS_CASES = [
+    Case("health-report-dir-is-file", (*SIM, "health", "--checks", "log", "--profile",
+                                       "sim-h100-hgx", "--report-dir", "{d}/f"), 2,
+         ("--report-dir",), {"f": "x"}, subprocess=True),
+    Case("health-textfile-dir-unwritable", (*SIM, "health", "--checks", "log", "--profile",
+                                            "sim-h100-hgx", "--report-dir", "{d}/out",
+                                            "--textfile-dir", "/proc/nodegate"), 2,
+         ("--textfile-dir",), subprocess=True),
+    Case("health-report-dir-unwritable", (*SIM, "health", "--checks", "log", "--profile",
+                                          "sim-h100-hgx", "--report-dir", "/proc/nodegate"), 2,
+         ("--report-dir",), subprocess=True),
+]
+
+CASES = PROFILE_CASES + OPTION_CASES + REPORT_CASES + POWER_CASES + SIM_CASES + PROCESS_CASES
+
+# listed, never fatal: unreadable report files are named, the view still prints (exit 0)
+LISTED = [
+    Case("report-symlink-loop", ("report", "{d}/r", "--no-cache"), 0, ("a.json", "link"),
+         setup=_loop),
+    Case("report-fifo", ("report", "{d}/r", "--no-cache"), 0, ("pipe.json", "regular"),
+         setup=_fifo),
+    Case("report-huge-file", ("report", "{d}/r", "--no-cache"), 0, ("huge.json", "MiB"),
+         setup=_huge),
+]
+
+
+def _prepare(case: Case, tmp_path: Path) -> tuple[list[str], set[Path]]:
+    for name, content in case.files.items():
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+    if case.setup is not None:
+        case.setup(tmp_path)
+    argv = [a.replace("{d}", str(tmp_path)) for a in case.argv]
+    return argv, set(tmp_path.rglob("*"))
+
+
+def _run(argv: list[str], case: Case, capsys: pytest.CaptureFixture[str],
+         tmp_path: Path) -> tuple[int, str]:
+    if case.subprocess:
+        done = run_cli(*argv, env={"NODEGATE_LOCK_FILE": str(tmp_path / ".lock"),
+                                   "NODEGATE_TEST_COMMUNITY": "public"}, timeout=120)
+        return done.returncode, done.stdout + done.stderr
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse's own exit 2 names the option
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                 ) -> None:
+    monkeypatch.setenv("NODEGATE_LOCK_FILE", str(tmp_path_factory.mktemp("lock") / "lock"))
+    monkeypatch.setenv("NODEGATE_TEST_COMMUNITY", "public")
+    monkeypatch.delenv("NODEGATE_DEBUG", raising=False)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_the_corpus_is_large_and_unique() -> None:
+    ids = [c.id for c in CASES + LISTED]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 80
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_exits_naming_it(case: Case, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    argv, before = _prepare(case, tmp_path)
+    code, text = _run(argv, case, capsys, tmp_path)
+    assert code == case.code, text
+    assert "Traceback" not in text
+    for word in case.names:
+        assert word in text, (word, text)
+    after = {p for p in tmp_path.rglob("*") if p.name != ".lock"}
+    assert after == before, sorted(map(str, after - before))
+
+
+@pytest.mark.parametrize("case", LISTED, ids=[c.id for c in LISTED])
+def test_unreadable_report_files_are_listed_not_fatal(case: Case, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    argv, _ = _prepare(case, tmp_path)
+    code, text = _run(argv, case, capsys, tmp_path)
+    assert code == case.code, text
+    assert "Traceback" not in text
+    for word in case.names:
+        assert word in text, (word, text)
+
+
+def _crash(_args: object) -> int:
+    raise RuntimeError("a defect of ours")
+
+
+def _needs(name: str) -> Callable[[object], int]:
+    def handler(_args: object) -> int:
+        raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+
+    return handler
+
+
+def _patch_version(monkeypatch: pytest.MonkeyPatch, handler: Callable[[object], int]) -> None:
+    """Make ``nodegate version`` fail the way a defect or a missing extra would."""
+    from nodegate.commands import version
+
+    monkeypatch.setattr(version, "run", handler)
+
+
+def test_an_unexpected_error_is_one_line_and_exit_3(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _patch_version(monkeypatch, _crash)
+    assert cli.main(["version"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and "internal error: RuntimeError: a defect of ours" in err
+    log = Path(err.split("traceback in ")[1].split(" ")[0].rstrip(");"))
+    assert "Traceback" in log.read_text() and "a defect of ours" in log.read_text()
+    log.unlink()
+
+
+def test_debug_prints_the_traceback(monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _patch_version(monkeypatch, _crash)
+    assert cli.main(["--debug", "version"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: a defect of ours" in err
+
+
+@pytest.mark.parametrize(("module", "extra"), [("torch", "torch"), ("pysnmp.hlapi", "power"),
+                                               ("redfish", "power")])
+def test_a_missing_optional_package_names_its_extra(module: str, extra: str,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _patch_version(monkeypatch, _needs(module))
+    assert cli.main(["version"]) == 3
+    err = capsys.readouterr().err
+    assert f"pip install 'nodegate[{extra}]'" in err and "Traceback" not in err
+
+
+def test_a_missing_required_module_is_an_internal_error(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    _patch_version(monkeypatch, _needs("nodegate.nothing_here"))
+    assert cli.main(["version"]) == 3
+    assert "internal error: ModuleNotFoundError" in capsys.readouterr().err
