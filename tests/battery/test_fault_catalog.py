@@ -21,7 +21,11 @@ CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
     "gpu-missing@gpu2": {("gpu_count", "node", "FAIL", H)},
     "xid79@gpu6": {("gpu_reachable", "gpu6", "FAIL", H), ("xid_events", "gpu6", "FAIL", H)},
     "xid@gpu1:13": {("xid_events", "gpu1", "WARN", W)},
-    "xid@gpu1:94": {("xid_events", "gpu1", "FAIL", H)},
+    # NVIDIA's catalogue: 94 (contained ECC error) is RESTART_APP, so WARN, not FAIL
+    "xid@gpu1:94": {("xid_events", "gpu1", "WARN", W)},
+    "xid@gpu2:154": {("xid_events", "gpu2", "FAIL", H)},  # recovery action: GPU reset
+    "xid@gpu3:109": {("xid_events", "gpu3", "FAIL", H)},  # RESET_GPU
+    "xid@gpu4:145": {("xid_events", "gpu4", "FAIL", H)},  # NVLink5 workflow
     "nvlink-down@gpu3.link5": {("nvlink_state", "gpu3.link5", "FAIL", H)},
     "nvlink-errors@gpu4.link7": {("nvlink_recovery_errors", "gpu4.link7", "FAIL", H),
                                  ("nvlink_crc_errors", "gpu4.link7", "WARN", W),
@@ -30,11 +34,11 @@ CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
     "fabric-degraded@gpu3": {("fabric_state", "gpu3", "FAIL", C)},
     "ecc-dbe@gpu5": {("ecc_dbe_volatile", "gpu5", "FAIL", H), ("xid_events", "gpu5", "FAIL", H),
                      ("ecc_dbe_aggregate", "gpu5", "WARN", W)},
+    # Xid 92 and 63 are IGNORE in NVIDIA's catalogue: the memory checks judge the counters
     "ecc-sbe-storm@gpu2": {("ecc_sbe_volatile", "gpu2", "FAIL", H),
-                           ("xid_events", "gpu2", "FAIL", H),
                            ("ecc_sbe_aggregate", "gpu2", "WARN", W)},
     "ecc-off@gpu1": {("ecc_mode", "gpu1", "FAIL", C)},
-    "remap-pending@gpu0": {("remap_pending", "gpu0", "FAIL", C), ("xid_events", "gpu0", "FAIL", H)},
+    "remap-pending@gpu0": {("remap_pending", "gpu0", "FAIL", C)},
     "remap-failure@gpu1": {("remap_failure", "gpu1", "FAIL", H), ("xid_events", "gpu1", "FAIL", H)},
     "retired-pages@gpu3": {("retired_pages", "gpu3", "FAIL", C)},
     "pcie-downtrain@gpu2": {("pcie_link", "gpu2", "FAIL", H)},

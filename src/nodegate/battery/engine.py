@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nodegate.errors import CannotRunError, ConfigError
 from nodegate.probes.nvml import BoardSnapshot
@@ -25,6 +26,7 @@ class QuickOptions:
     groups: tuple[str, ...] = QUICK_GROUPS
     xid_window_s: float | None = None  # None: since boot
     host_root: Path = Path("/")
+    report_dir: Path | None = None  # earlier reports, for recurring Xids (None: the default)
 
 
 @dataclass
@@ -71,6 +73,38 @@ def parse_duration(text: str | None, *, key: str = "--xid-window") -> float | No
                           "(90s, 15m, 6h, 2d) or boot", key=key) from None
 
 
+def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
+               unknown: list[str]) -> list[CheckResult]:
+    """Xid and NVSwitch SXid lines of this boot; earlier reports are read only when a
+    hardware event needs its recurrence checked."""
+    from nodegate.judge.xid import HISTORY_REPORTS, judge_sxids, judge_xids, profile_overrides
+    from nodegate.probes.kernel_log import parse_sxids, parse_xids, read_kernel_log, within_window
+
+    log = read_kernel_log()
+    window = "boot" if options.xid_window_s is None else f"{options.xid_window_s:g}s"
+
+    read: list[list[dict[str, Any]]] = []
+
+    def history() -> list[dict[str, Any]]:  # read once, and only when asked
+        from nodegate.battery.outputs import default_report_dir
+        from nodegate.report.history import recent_reports
+
+        if not read:
+            read.append(recent_reports(options.report_dir or default_report_dir(),
+                                       HISTORY_REPORTS))
+        return read[0]
+
+    events = within_window(parse_xids(log.lines), options.xid_window_s, log.uptime_s)
+    sxids = within_window(parse_sxids(log.lines), options.xid_window_s, log.uptime_s)
+    return [
+        *judge_xids(events, bus_ids, boot_id=log.boot_id, source=log.source, window=window,
+                    unknown_bus_gpus=unknown, overrides=profile_overrides(profile.section("xid")),
+                    history=history),
+        *judge_sxids(sxids, boot_id=log.boot_id, source=log.source, window=window,
+                     history=history),
+    ]
+
+
 def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
     from nodegate.probes.kernel_log import read_boot_id
 
@@ -92,15 +126,8 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
             notes.append(f"no NVML for GPU bus ids: {exc}")
     bus_ids = {g.entity: g.bus_id for g in board.gpus if g.bus_id} if board else {}
     if "log" in options.groups:
-        from nodegate.judge.xid import judge_xids
-        from nodegate.probes.kernel_log import parse_xids, read_kernel_log, within_window
-
-        log = read_kernel_log()
-        events = within_window(parse_xids(log.lines), options.xid_window_s, log.uptime_s)
-        window = "boot" if options.xid_window_s is None else f"{options.xid_window_s:g}s"
-        unknown = [g.entity for g in board.gpus if not g.bus_id] if board else []
-        results += judge_xids(events, bus_ids, boot_id=log.boot_id, source=log.source,
-                              window=window, unknown_bus_gpus=unknown)
+        results += _judge_log(profile, options, bus_ids,
+                              [g.entity for g in board.gpus if not g.bus_id] if board else [])
     if "host" in options.groups:
         from nodegate.judge.host import judge_host
         from nodegate.probes.host import HostProbe

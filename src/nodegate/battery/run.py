@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nodegate.battery.engine import QUICK_GROUPS, QuickOptions, run_quick
@@ -53,7 +54,8 @@ def above_level(results: list[CheckResult], level: str) -> list[str]:
 
 def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
                 xid_window_s: float | None = None, duration_scale: float = 1.0,
-                workers: int | None = None, progress: Progress | None = None) -> BatteryRun:
+                workers: int | None = None, progress: Progress | None = None,
+                report_dir: Path | None = None) -> BatteryRun:
     """Run ``groups`` at ``level`` on this node; raises CannotRunError if another run holds
     the battery lock."""
     quick = tuple(g for g in groups if g in QUICK_GROUPS)
@@ -64,7 +66,8 @@ def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
         if quick:
             if progress is not None:
                 progress.line(f"quick checks: {','.join(quick)}")
-            outcome = run_quick(profile, QuickOptions(groups=quick, xid_window_s=xid_window_s))
+            outcome = run_quick(profile, QuickOptions(groups=quick, xid_window_s=xid_window_s,
+                                                       report_dir=report_dir))
             run.results += outcome.results
             run.notes += outcome.notes
             run.boot_id = outcome.boot_id

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     with BatteryLock():
         started = time.time()
         t0 = time.monotonic()
-        outcome = run_quick(profile, QuickOptions(groups=groups, xid_window_s=window))
+        outcome = run_quick(profile, QuickOptions(groups=groups, xid_window_s=window,
+                                                   report_dir=args.report_dir))
         report = build(
             outcome.results, node=node_name(args), profile=profile.name, level="quick",
             started_at=started, duration_s=time.monotonic() - t0, backend="nvml",

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     ran = run_battery(profile, args.level, groups, xid_window_s=window,
                       duration_scale=args.duration_scale, workers=args.workers,
-                      progress=progress)
+                      progress=progress, report_dir=args.report_dir)
     report = build(
         ran.results, node=node_name(args), profile=profile.name, level=args.level,
         started_at=ran.started_at, duration_s=ran.duration_s, backend=ran.backend,

@@ -1,8 +1,11 @@
-"""Read the kernel log of the current boot and extract NVIDIA Xid events.
+"""Read the kernel log of the current boot and extract NVIDIA Xid and NVSwitch SXid events.
 
 Sources, first that applies: ``NODEGATE_KERNEL_LOG`` (a file in dmesg format, used by the
 simulator and for replaying a saved log), ``journalctl -k -b 0 -o short-monotonic``, then
-``dmesg``. All carry ``[seconds.micros]`` since boot, which the window filter uses.
+``dmesg``. Those carry ``[seconds.micros]`` since boot, which the window filter uses. Saved
+logs in other real formats parse too: ``dmesg --ctime`` (``[Tue Mar  5 10:00:00 2024]``) and
+``journalctl -o short-iso`` (``2024-03-05T10:00:00+0000 host kernel: ...``) keep their
+wall-clock stamp as text (no seconds since boot, so the window keeps them).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 # NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 # NVRM: Xid (0000:3b:00): 13, Graphics SM Warp Exception on (GPC 0, TPC 1)
@@ -22,6 +26,18 @@ XID_RE = re.compile(
     r" (?P<xid>\d+),\s*(?P<rest>.*)$"
 )
 TIME_RE = re.compile(r"^\[\s*(?P<t>\d+\.\d+)\]")
+# dmesg --ctime: [Tue Mar  5 10:00:00 2024]; journalctl short-iso: 2024-03-05T10:00:00+0000
+STAMP_RE = re.compile(
+    r"^(?:\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]"
+    r"|(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?))"
+)
+# nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error
+# nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): 20034, Data {0x50610002, 0x10100030}
+SXID_RE = re.compile(
+    r"nvidia-nvswitch(?P<switch>\d+): SXid \((?:PCI:)?(?P<bus>[0-9a-fA-F:.]+)\):"
+    r" (?P<sxid>\d+),\s*(?P<rest>.*)$"
+)
+SEVERITY_RE = re.compile(r"^(?P<sev>Fatal|Non-fatal),\s*", re.IGNORECASE)
 PID_RE = re.compile(r"pid=(?P<pid>'?<?\w+>?'?)")
 NAME_RE = re.compile(r"name=(?P<name>[^,]*)")
 
@@ -35,6 +51,22 @@ class XidEvent:
     process: str | None
     message: str
     line: str
+    stamp: str | None = None  # wall-clock text where the log format carries one
+
+
+@dataclass(frozen=True)
+class SXidEvent:
+    """One NVSwitch SXid line; ``severity`` is what the driver printed (``fatal`` or
+    ``non-fatal``), None on its follow-up ``Data {...}`` lines that state none."""
+
+    switch: int
+    bus_id: str
+    sxid: int
+    severity: str | None
+    seconds: float | None
+    message: str
+    line: str
+    stamp: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,13 +117,21 @@ def read_kernel_log(timeout_s: float = 20.0) -> KernelLog:
     return KernelLog("none", [], boot_id, _uptime())
 
 
+def _times(line: str) -> tuple[float | None, str | None]:
+    """Seconds since boot (``[ 12.34]``) and/or the wall-clock stamp text of a log line."""
+    time = TIME_RE.search(line)
+    stamp = STAMP_RE.search(line)
+    text = (stamp.group("ctime") or stamp.group("iso")) if stamp else None
+    return (float(time.group("t")) if time else None), text
+
+
 def parse_xids(lines: list[str]) -> list[XidEvent]:
     events = []
     for line in lines:
         match = XID_RE.search(line)
         if match is None:
             continue
-        time = TIME_RE.search(line)
+        seconds, stamp = _times(line)
         rest = match.group("rest")
         pid = PID_RE.search(rest)
         name = NAME_RE.search(rest)
@@ -102,17 +142,43 @@ def parse_xids(lines: list[str]) -> list[XidEvent]:
         events.append(XidEvent(
             bus_id=match.group("bus"),
             xid=int(match.group("xid")),
-            seconds=float(time.group("t")) if time else None,
+            seconds=seconds,
             pid=pid.group("pid") if pid else None,
             process=name.group("name").strip() if name else None,
             message=message.strip(),
             line=line.strip(),
+            stamp=stamp,
         ))
     return events
 
 
-def within_window(events: list[XidEvent], window_s: float | None,
-                  now_s: float | None) -> list[XidEvent]:
+def parse_sxids(lines: list[str]) -> list[SXidEvent]:
+    """NVSwitch SXid lines, with the severity the driver printed in them."""
+    events = []
+    for line in lines:
+        match = SXID_RE.search(line)
+        if match is None:
+            continue
+        seconds, stamp = _times(line)
+        rest = match.group("rest")
+        sev = SEVERITY_RE.match(rest)
+        events.append(SXidEvent(
+            switch=int(match.group("switch")),
+            bus_id=match.group("bus"),
+            sxid=int(match.group("sxid")),
+            severity=sev.group("sev").lower() if sev else None,
+            seconds=seconds,
+            message=(rest[sev.end():] if sev else rest).strip(),
+            line=line.strip(),
+            stamp=stamp,
+        ))
+    return events
+
+
+_E = TypeVar("_E", XidEvent, SXidEvent)
+
+
+def within_window(events: list[_E], window_s: float | None, now_s: float | None) -> list[_E]:
     """Events in the last ``window_s`` seconds of this boot (all of it when None)."""
     if window_s is None or now_s is None:
         return events

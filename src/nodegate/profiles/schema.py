@@ -183,7 +183,21 @@ SECTIONS: dict[str, dict[str, Any]] = {
         "properties": {name: _THRESHOLD for name in THRESHOLD_KEYS},
         "x-required": [],
     },
+    # per-code exceptions to NVIDIA's Xid catalogue: {13: ignore, 31: escalate}
+    "xid": _section(
+        {
+            "overrides": {
+                "type": "object",
+                "propertyNames": {"pattern": r"^[0-9]+$"},
+                "additionalProperties": {"enum": ["ignore", "escalate"]},
+            },
+        },
+        [],
+    ),
 }
+
+#: Sections a resolved profile may leave out (the judge has a default for them).
+OPTIONAL_SECTIONS = ("xid",)
 
 #: Keys allowed at the top of a profile file besides the sections.
 META = {
@@ -242,6 +256,6 @@ def resolved_schema() -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "properties": props,
-        "required": ["name", *SECTIONS],
+        "required": ["name", *(s for s in SECTIONS if s not in OPTIONAL_SECTIONS)],
     }
     return dict(_strip_markers(schema, resolved=True))

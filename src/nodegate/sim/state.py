@@ -54,8 +54,11 @@ XID_TEXT: dict[int, str] = {
     92: "High single-bit ECC error rate",
     94: "Contained: SM (0x1). RST: No, D-RST: No",
     95: "Uncontained: LTC TAG (0x2,0x0). RST: Yes, D-RST: No",
+    109: "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005",
     119: "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
     "(GSP_RM_CONTROL) (0x20800a4c 0x4).",
+    # the driver names the new action, nvml.h nvmlDeviceGpuRecoveryAction_t value and name
+    154: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
 }
 
 
