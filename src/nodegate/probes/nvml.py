@@ -60,6 +60,7 @@ class GpuState:
     bus_id: str | None = None
     pci_device_id: int | None = None  # the PCI device id alone (0x2330), vendor stripped
     vbios: str | None = None
+    board_part_number: str | None = None
     inforom_image: str | None = None
     inforom_ecc: str | None = None  # the ECC object's version; unreadable on a corrupt InfoROM
     inforom_valid: bool | None = None
@@ -107,6 +108,14 @@ class GpuState:
     def entity(self) -> str:
         return f"gpu{self.index}"
 
+    def identity(self) -> dict[str, str]:
+        """Which physical card this is (report field names), only what NVML gave: a field
+        the board does not support is absent, never an empty or invented value."""
+        found = {"serial": self.serial, "uuid": self.uuid, "pci_bus_id": self.bus_id,
+                 "vbios": self.vbios, "board_part_number": self.board_part_number}
+        return {key: value.strip() for key, value in found.items()
+                if value is not None and value.strip()}
+
 
 @dataclass
 class BoardSnapshot:
@@ -115,6 +124,10 @@ class BoardSnapshot:
     cuda_driver_version: int | None
     device_count: int
     gpus: list[GpuState]
+
+    def identities(self) -> dict[str, dict[str, str]]:
+        """Entity -> identity for every GPU that has one, for the report's ``gpus`` map."""
+        return {gpu.entity: ident for gpu in self.gpus if (ident := gpu.identity())}
 
     def gpu_by_bus(self, bus_id: str) -> GpuState | None:
         want = normalize_bus_id(bus_id)
@@ -236,6 +249,8 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
         g.pci_device_id = (int(pci.pciDeviceId) >> 16) & 0xFFFF
     vbios = r.read("vbios", nvml.nvmlDeviceGetVbiosVersion, h)
     g.vbios = _text(vbios) if vbios is not None else None
+    part = r.read("board_part_number", nvml.nvmlDeviceGetBoardPartNumber, h)
+    g.board_part_number = _text(part) if part is not None else None
     inforom = r.read("inforom", nvml.nvmlDeviceGetInforomImageVersion, h)
     g.inforom_image = _text(inforom) if inforom is not None else None
     ecc_object = r.read("inforom_ecc", nvml.nvmlDeviceGetInforomVersion, h, nvml.NVML_INFOROM_ECC)

@@ -869,6 +869,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(void *h, char *uuid, unsigned int length) 
 
 EXPORT nvmlReturn_t nvmlDeviceGetSerial(void *h, char *serial, unsigned int length) {
     GPU_OR_RETURN(h);
+    /* nvml.h: "For all products with an inforom"; a board without one has no serial */
+    if (!g->serial[0]) return NVML_ERROR_NOT_SUPPORTED;
     return copy_str(serial, length, g->serial);
 }
 
