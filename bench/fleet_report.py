@@ -34,7 +34,7 @@ from nodegate.fleet.synthetic import synthetic_report
 from nodegate.report import to_json
 
 TEMPLATES = 40
-VERSION = 3  # bump when the generated files change: a kept --dir is then regenerated
+VERSION = 4  # bump when the generated files change: a kept --dir is then regenerated
 
 
 def node_name(index: int) -> str:

@@ -174,7 +174,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                    level=level, started_at=ran.started_at, duration_s=ran.duration_s,
                    backend=ran.backend, boot_id=ran.boot_id, nodegate_version=__version__,
                    series=ran.series or None, matrices=ran.matrices or None,
-                   labels={"runner": "pytest", "groups": ",".join(_groups(config))})
+                   labels={"runner": "pytest", "groups": ",".join(_groups(config))},
+                   gpus=ran.gpus)
     write(report, Path(report_dir) / f"battery-{level}.json")
 
 

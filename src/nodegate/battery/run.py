@@ -32,6 +32,8 @@ class BatteryRun:
     series: dict[str, Any] = field(default_factory=dict)
     matrices: dict[str, Any] = field(default_factory=dict)
     backend: str = "nvml"
+    #: entity -> identity of each GPU read by the quick checks (the report's ``gpus``)
+    gpus: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _power_sampler(level: str, groups: tuple[str, ...]) -> Any:
@@ -71,6 +73,7 @@ def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
             run.results += outcome.results
             run.notes += outcome.notes
             run.boot_id = outcome.boot_id
+            run.gpus = outcome.board.identities() if outcome.board is not None else {}
         if level != "quick" and "load" in groups:
             _run_load(run, profile, level, groups, duration_scale=duration_scale,
                       workers=workers, progress=progress)

@@ -45,5 +45,6 @@ def run(args: argparse.Namespace) -> int:
             started_at=started, duration_s=time.monotonic() - t0, backend="nvml",
             boot_id=outcome.boot_id, nodegate_version=__version__,
             labels={"groups": ",".join(groups)},
+            gpus=outcome.board.identities() if outcome.board is not None else None,
         )
         return emit(report, args, "health", outcome.notes)

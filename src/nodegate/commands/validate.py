@@ -55,5 +55,6 @@ def run(args: argparse.Namespace) -> int:
         started_at=ran.started_at, duration_s=ran.duration_s, backend=ran.backend,
         boot_id=ran.boot_id, nodegate_version=__version__, series=ran.series or None,
         matrices=ran.matrices or None, labels={"groups": ",".join(groups)},
+        gpus=ran.gpus,
     )
     return emit(report, args, "validate", ran.notes)

@@ -46,13 +46,13 @@ from nodegate.report.digest import FAILING, direction, entity_kind
 from nodegate.report.model import SCHEMA_ID, parse_timestamp
 
 __all__ = [
-    "FleetView", "MetricView", "NodeView", "Outlier", "aggregate", "build_view", "direction",
-    "entity_kind", "fast_summary", "read_head", "scan", "slow_summary", "split_head",
+    "FleetView", "MetricView", "NodeView", "Outlier", "Swap", "aggregate", "build_view",
+    "direction", "entity_kind", "fast_summary", "read_head", "scan", "slow_summary", "split_head",
     "summaries", "summarize", "summarize_file", "summary_from_prefix",
 ]
 
 #: Bump when the summary shape changes: old cache entries are then ignored.
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 
 #: Top-level keys a summary needs; ``series`` and ``matrices`` are not among them.
 NEEDED = frozenset({
@@ -151,7 +151,17 @@ def _head_fields(data: Mapping[str, Any], *, path: str) -> Summary:
         "finished": parse_timestamp(data["finished_at"]).timestamp(),
         "verdict": str(data["verdict"]),
         "counts": dict(data["counts"]),
+        "gpus": _identities(data.get("gpus")),
     }
+
+
+def _identities(raw: Any) -> dict[str, dict[str, str]]:
+    """The head's ``gpus`` map, string fields only: a malformed map costs the identities of
+    that report (no swap is claimed from it), never the report's verdict."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(entity): {str(k): v for k, v in ident.items() if isinstance(v, str) and v}
+            for entity, ident in raw.items() if isinstance(ident, Mapping)}
 
 
 def _with_digest(summary: Summary, digest: Mapping[str, Any]) -> Summary:
@@ -298,6 +308,20 @@ def _save_cache(path: Path | None, entries: dict[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
+class Swap:
+    """A GPU slot whose card changed between two reports of one node."""
+
+    entity: str  # the GPU's entity in the newer report
+    slot: str  # PCI bus id when both reports give it, else the entity name
+    field: str  # what changed: ``serial``, or ``uuid`` where the board gives no serial
+    before: str
+    after: str
+    since: str  # finished_at of the older report
+    until: str  # finished_at of the newer report
+    report: str  # the newer report's path
+
+
+@dataclass(frozen=True)
 class Outlier:
     node: str
     entity: str
@@ -360,6 +384,65 @@ class NodeView:
                 prefix = "" if summary is self.latest else f"{summary['level']}: "
                 shown.extend(prefix + item for item in summary["failing"])
         return shown, total
+
+    def gpus(self) -> dict[str, dict[str, str]]:
+        """Entity -> identity of the node's cards as its newest report with them says."""
+        for summary in reversed(self.history):
+            if summary.get("gpus"):
+                return dict(summary["gpus"])
+        return {}
+
+    def failing_cards(self) -> list[tuple[str, dict[str, str], list[str]]]:
+        """(GPU entity, its identity, failing test ids) for each physical card with a failing
+        check in the current reports: which card to pull. GPUs without identity are left out."""
+        cards: dict[str, tuple[dict[str, str], list[str]]] = {}
+        for summary in self.current():
+            if summary["verdict"] not in FAILING:
+                continue
+            gpus = summary.get("gpus") or {}
+            for item in summary["failing"]:
+                entity = item[item.find("[") + 1 : -1] if item.endswith("]") else ""
+                gpu = entity.split(".", 1)[0]
+                if gpu in gpus:
+                    cards.setdefault(gpu, (gpus[gpu], []))[1].append(item)
+        return [(gpu, ident, items) for gpu, (ident, items) in sorted(cards.items())]
+
+    def swaps(self) -> list[Swap]:
+        """Every card change between consecutive reports that carry identities (a report
+        without them, from an older nodegate or a run without NVML, is stepped over)."""
+        found: list[Swap] = []
+        previous: Summary | None = None
+        for summary in self.history:
+            if not summary.get("gpus"):
+                continue
+            if previous is not None:
+                found.extend(_swaps_between(previous, summary))
+            previous = summary
+        return found
+
+
+def _slots(gpus: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, Mapping[str, str]]]:
+    """Slot -> (entity, identity): the PCI bus id names the slot (an index shifts when a card
+    drops off the bus), the entity where the bus id is unknown."""
+    return {(ident.get("pci_bus_id") or entity).lower(): (entity, ident)
+            for entity, ident in gpus.items()}
+
+
+def _swaps_between(older: Summary, newer: Summary) -> list[Swap]:
+    before = _slots(older["gpus"])
+    out = []
+    for slot, (entity, ident) in sorted(_slots(newer["gpus"]).items()):
+        if slot not in before:
+            continue
+        old = before[slot][1]
+        for key in ("serial", "uuid"):  # serial first: it is what is printed on the card
+            if key in old and key in ident:
+                if old[key] != ident[key]:
+                    out.append(Swap(entity, ident.get("pci_bus_id") or entity, key, old[key],
+                                    ident[key], older["finished_at"], newer["finished_at"],
+                                    newer["path"]))
+                break
+    return out
 
 
 def _level_rank(level: str) -> int:

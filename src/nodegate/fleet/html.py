@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.fleet.aggregate import FleetView, MetricView, NodeView
-from nodegate.fleet.render import failing_text
+from nodegate.fleet.render import card_text, failing_text, swap_text
 
 VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
                   "ERROR": "#8250df", "SKIP": "#6e7781"}
@@ -337,6 +337,19 @@ def render_html(view: FleetView, *, plots: int = 50, history: int = 20) -> str:
                    f"<td>{escape(latest['level'])}</td><td>{escape(latest['finished_at'])}</td>"
                    f"<td>{escape(failing)}</td><td>{dots}</td></tr>")
     out.append("</tbody></table>")
+    cards = [(node, card) for node in ordered for card in node.failing_cards()]
+    swaps = [(node, swap) for node in view.nodes for swap in node.swaps()]
+    if cards or swaps:
+        out.append("<h2>Cards</h2><table><thead><tr><th>node</th><th>GPU</th><th>what</th>"
+                   "</tr></thead><tbody>")
+        for node, (entity, identity, items) in cards:
+            out.append(f"<tr><td>{escape(node.node)}</td><td>{escape(entity)}</td><td>failing "
+                       f"({escape(card_text(identity))}): {escape(', '.join(items[:5]))}"
+                       "</td></tr>")
+        for node, swap in swaps:
+            out.append(f"<tr><td>{escape(node.node)}</td><td>{escape(swap.entity)}</td>"
+                       f"<td>{escape(swap_text(swap))}</td></tr>")
+        out.append("</tbody></table>")
     if view.metrics:
         out.append(f"<h2>Fleet distributions</h2><p class=\"muted\">Each node's worst entity "
                    f"per metric; outliers are worse than the fleet median by more than "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from nodegate.fleet.aggregate import FleetView, NodeView
+from nodegate.fleet.aggregate import FleetView, NodeView, Swap
 
 FAILING = ("FAIL", "ERROR")
 
@@ -15,6 +15,18 @@ def failing_text(node: NodeView, limit: int = 3) -> str:
     shown = items[:limit]
     more = total - len(shown)
     return ", ".join(shown) + (f", +{more} more" if more > 0 else "")
+
+
+def card_text(identity: dict[str, str]) -> str:
+    """``serial 1652922009382, bus 00000000:18:00.0, part 692-2G520-0200-000``."""
+    names = (("serial", "serial"), ("uuid", "uuid"), ("pci_bus_id", "bus"),
+             ("board_part_number", "part"), ("vbios", "vbios"))
+    return ", ".join(f"{label} {identity[key]}" for key, label in names if key in identity)
+
+
+def swap_text(swap: Swap) -> str:
+    return (f"{swap.entity} swapped: {swap.field} {swap.before} -> {swap.after} (slot "
+            f"{swap.slot}, between {_short_time(swap.since)} and {_short_time(swap.until)})")
 
 
 def _short_time(text: str) -> str:
@@ -64,12 +76,31 @@ def render_text(view: FleetView, *, history: int = 5) -> str:
                 lines.append(f"  {outlier.node} {check}[{outlier.entity}] {_fmt(outlier.value)} "
                              f"{metric.unit} ({outlier.deviation_pct:+.1f}% vs median "
                              f"{_fmt(metric.stats['median'])})")
+    cards = [(node, card) for node in ordered for card in node.failing_cards()]
+    if cards:
+        lines.append("")
+        lines.append("Failing cards (the physical GPU behind each failing check):")
+        for node, (entity, identity, items) in cards:
+            more = f", +{len(items) - 3} more" if len(items) > 3 else ""
+            lines.append(f"  {node.node} {entity} ({card_text(identity)}): "
+                         + ", ".join(items[:3]) + more)
+    swaps = [(node, swap) for node in view.nodes for swap in node.swaps()]
+    if swaps:
+        lines.append("")
+        lines.append("Swapped cards (a slot's serial changed between two reports):")
+        for node, swap in swaps:
+            lines.append(f"  {node.node} {swap_text(swap)}")
     with_history = [n for n in view.nodes if len(n.history) > 1]
     if with_history and history:
         lines.append("")
         lines.append(f"History (last {history} reports, oldest first):")
         for node in with_history:
+            swapped: dict[str, list[str]] = {}
+            for swap in node.swaps():
+                swapped.setdefault(swap.report, []).append(swap.entity)
             steps = [f"{_short_time(s['finished_at'])} {s['level']} {s['verdict']}"
+                     + (f" [swapped {','.join(swapped[s['path']])}]"
+                        if s["path"] in swapped else "")
                      for s in node.history[-history:]]
             lines.append(f"  {node.node}: " + " -> ".join(steps))
     if view.unreadable:
@@ -97,6 +128,12 @@ def to_data(view: FleetView) -> dict[str, Any]:
                 "current": {s["level"]: s["verdict"] for s in node.current()},
                 "failing": node.failing()[0],
                 "n_failing": node.failing()[1],
+                "gpus": node.gpus(),
+                "failing_cards": [{"entity": entity, **identity, "failing": items}
+                                  for entity, identity, items in node.failing_cards()],
+                "swaps": [{"entity": s.entity, "slot": s.slot, "field": s.field,
+                           "before": s.before, "after": s.after, "since": s.since,
+                           "until": s.until, "report": s.report} for s in node.swaps()],
                 "history": [
                     {"finished_at": s["finished_at"], "level": s["level"],
                      "verdict": s["verdict"], "report": s["path"]}

@@ -9,6 +9,7 @@ Deterministic per seed, so a test can name the outlier it planted.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import random
 from collections.abc import Sequence
 
@@ -44,6 +45,24 @@ def _parse_faults(faults: Sequence[str]) -> dict[str, set[str]]:
     return parsed
 
 
+#: PCI bus ids of an XE9680's eight GPUs, in NVML's order.
+BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+
+
+def synthetic_gpus(node: str) -> dict[str, dict[str, str]]:
+    """Stable, real-shaped identities per node (hashed from the name, not drawn from the
+    report's random stream, so the planted values do not move)."""
+    out = {}
+    for index, gpu in enumerate(GPUS):
+        digest = hashlib.sha256(f"{node}/{gpu}".encode()).hexdigest()
+        out[gpu] = {"serial": f"16549{int(digest[:10], 16) % 10**8:08d}",
+                    "uuid": f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-"
+                            f"{digest[20:32]}",
+                    "pci_bus_id": f"00000000:{BUS_IDS[index]}:00.0",
+                    "vbios": "96.00.A5.00.01", "board_part_number": "692-2G520-0200-000"}
+    return out
+
+
 def synthetic_report(
     node: str,
     *,
@@ -53,8 +72,11 @@ def synthetic_report(
     seed: int | None = None,
     samples: int = 60,
     labels: dict[str, str] | None = None,
+    gpus: dict[str, dict[str, str]] | None = None,
 ) -> NodeReport:
-    """One node's report; ``faults`` like ``nvlink-down@gpu3.link5``, ``slow-gpu@gpu2``."""
+    """One node's report; ``faults`` like ``nvlink-down@gpu3.link5``, ``slow-gpu@gpu2``;
+    ``gpus`` the cards' identities (default ``synthetic_gpus(node)``; ``{}`` for none, as a
+    report from before identities)."""
     level = Level(level)
     rng = random.Random(seed if seed is not None else node)
     start = started_at or dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
@@ -136,4 +158,5 @@ def synthetic_report(
         boot_id=f"6f0c3c1e-3c2d-4a5e-9b1f-{rng.getrandbits(48):012x}",
         labels={"site": "lab", "slurm_node": node, **(labels or {})},
         series=series, matrices=matrices,
+        gpus=synthetic_gpus(node) if gpus is None else gpus,
     )

@@ -325,24 +325,8 @@ def _foreign_processes(gpu: GpuState) -> CheckResult:
                 note="load checks skip GPUs held by other processes" if procs else None)
 
 
-#: Two-bit fields of the fabric health mask (nvml.h); value 1 ("TRUE") is the bad state.
-FABRIC_HEALTH_FIELDS = {
-    "degraded_bandwidth": 0,
-    "route_recovery": 2,
-    "route_unhealthy": 4,
-    "access_timeout_recovery": 6,
-}
-FABRIC_INCORRECT_CONFIG_SHIFT = 8
-FABRIC_CONFIG_NONE = 1
-
-
-def fabric_health_problems(mask: int) -> list[str]:
-    problems = [name for name, shift in FABRIC_HEALTH_FIELDS.items()
-                if (mask >> shift) & 0x3 == 1]
-    config = (mask >> FABRIC_INCORRECT_CONFIG_SHIFT) & 0xF
-    if config not in (0, FABRIC_CONFIG_NONE):
-        problems.append(f"incorrect_configuration={config}")
-    return problems
+#: The fabric health mask's fields as nvml.h packs them (decoded in ``nvml_codes``).
+fabric_health_problems = nvml_codes.fabric_health_problems
 
 
 def _fabric(gpu: GpuState, profile: Profile) -> CheckResult:

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodegate.probes.nvml_codes import FI_DEV_MEMORY_TEMP, field_value, watts
+
 SERIES = ("temp_c", "mem_temp_c", "power_w", "sm_clock_mhz", "clock_event_reasons", "pcie_gen")
-#: NVML field id of the HBM temperature (NVML_FI_DEV_MEMORY_TEMP).
-FI_DEV_MEMORY_TEMP = 82
 
 
 def mark_load(indices: list[int], pct: int) -> None:
@@ -155,7 +155,7 @@ class Sampler:
             out.shutdown_c = float(nv.nvmlDeviceGetTemperatureThreshold(
                 handle, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN))
         with contextlib.suppress(Exception):
-            out.power_limit_w = nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+            out.power_limit_w = watts(nv.nvmlDeviceGetEnforcedPowerLimit(handle))
         with contextlib.suppress(Exception):
             out.sm_max_mhz = float(nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM))
         return out
@@ -165,7 +165,7 @@ class Sampler:
         values: dict[str, float] = {}
         readers: dict[str, Callable[[], Any]] = {
             "temp_c": lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU),
-            "power_w": lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "power_w": lambda: watts(nv.nvmlDeviceGetPowerUsage(handle)),
             "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
             "clock_event_reasons": lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(handle),
             "mem_temp_c": lambda: _memory_temp(nv, handle),
@@ -195,9 +195,4 @@ class Sampler:
 
 def _memory_temp(nv: Any, handle: Any) -> float | None:
     values = nv.nvmlDeviceGetFieldValues(handle, [FI_DEV_MEMORY_TEMP])  # type: ignore[no-untyped-call,unused-ignore]
-    value = values[0]
-    if getattr(value, "nvmlReturn", 0) != 0:
-        return None
-    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal"}.get(
-        int(getattr(value, "valueType", 1)), "uiVal")
-    return float(getattr(value.value, member))
+    return field_value(values[0])

@@ -17,6 +17,7 @@ from nodegate.judge.common import against, make, threshold_repr
 from nodegate.load import formulas
 from nodegate.load.telemetry import Telemetry
 from nodegate.load.workers import PhaseOutcome, causes
+from nodegate.probes import nvml_codes
 from nodegate.profiles.loader import Threshold
 from nodegate.results import CheckResult, Severity, Verdict
 
@@ -58,8 +59,8 @@ CHECKS: dict[str, str] = {
     "pcie_gen_under_load": "PCIe link trains to the profile's gen under load (max of samples)",
 }
 
-#: nvmlClocksEventReason bits that mean the board itself is in trouble.
-EVENT_BITS = {0x8: "hw_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown"}
+#: nvmlClocksEventReason bits that mean the board itself is in trouble (from nvml_codes).
+EVENT_BITS = nvml_codes.CLOCK_EVENT_FATAL_BITS
 #: Phases whose telemetry windows count as "under GEMM-class load".
 LOAD_PHASES = ("gemm", "soak", "burnin")
 

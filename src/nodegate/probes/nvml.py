@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from nodegate.errors import CannotRunError
-from nodegate.probes.nvml_codes import nvlink_generation
+from nodegate.probes.nvml_codes import mib, nvlink_generation, pci_device_id, watts
 
 T = TypeVar("T")
 
@@ -60,6 +60,7 @@ class GpuState:
     bus_id: str | None = None
     pci_device_id: int | None = None  # the PCI device id alone (0x2330), vendor stripped
     vbios: str | None = None
+    board_part_number: str | None = None
     inforom_image: str | None = None
     inforom_ecc: str | None = None  # the ECC object's version; unreadable on a corrupt InfoROM
     inforom_valid: bool | None = None
@@ -107,6 +108,14 @@ class GpuState:
     def entity(self) -> str:
         return f"gpu{self.index}"
 
+    def identity(self) -> dict[str, str]:
+        """Which physical card this is (report field names), only what NVML gave: a field
+        the board does not support is absent, never an empty or invented value."""
+        found = {"serial": self.serial, "uuid": self.uuid, "pci_bus_id": self.bus_id,
+                 "vbios": self.vbios, "board_part_number": self.board_part_number}
+        return {key: value.strip() for key, value in found.items()
+                if value is not None and value.strip()}
+
 
 @dataclass
 class BoardSnapshot:
@@ -115,6 +124,10 @@ class BoardSnapshot:
     cuda_driver_version: int | None
     device_count: int
     gpus: list[GpuState]
+
+    def identities(self) -> dict[str, dict[str, str]]:
+        """Entity -> identity for every GPU that has one, for the report's ``gpus`` map."""
+        return {gpu.entity: ident for gpu in self.gpus if (ident := gpu.identity())}
 
     def gpu_by_bus(self, bus_id: str) -> GpuState | None:
         want = normalize_bus_id(bus_id)
@@ -233,9 +246,11 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     pci = r.read("pci", nvml.nvmlDeviceGetPciInfo, h)
     if pci is not None:
         g.bus_id = _text(pci.busId)
-        g.pci_device_id = (int(pci.pciDeviceId) >> 16) & 0xFFFF
+        g.pci_device_id = pci_device_id(pci.pciDeviceId)
     vbios = r.read("vbios", nvml.nvmlDeviceGetVbiosVersion, h)
     g.vbios = _text(vbios) if vbios is not None else None
+    part = r.read("board_part_number", nvml.nvmlDeviceGetBoardPartNumber, h)
+    g.board_part_number = _text(part) if part is not None else None
     inforom = r.read("inforom", nvml.nvmlDeviceGetInforomImageVersion, h)
     g.inforom_image = _text(inforom) if inforom is not None else None
     ecc_object = r.read("inforom_ecc", nvml.nvmlDeviceGetInforomVersion, h, nvml.NVML_INFOROM_ECC)
@@ -251,7 +266,7 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
             g.lost, g.lost_error = True, str(exc)
     memory = r.read("memory", nvml.nvmlDeviceGetMemoryInfo, h)
     if memory is not None:
-        g.memory_total_mib = int(memory.total) // (1024 * 1024)
+        g.memory_total_mib = mib(memory.total)
     g.temperature_c = r.read("temperature", nvml.nvmlDeviceGetTemperature, h,
                              nvml.NVML_TEMPERATURE_GPU)
     g.slowdown_temp_c = r.read("slowdown_temp", nvml.nvmlDeviceGetTemperatureThreshold, h,
@@ -259,11 +274,10 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     g.shutdown_temp_c = r.read("shutdown_temp", nvml.nvmlDeviceGetTemperatureThreshold, h,
                                nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
     power = r.read("power", nvml.nvmlDeviceGetPowerUsage, h)
-    g.power_w = power / 1000.0 if power is not None else None
-    limit = r.read("power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, h)
-    g.power_limit_w = limit / 1000.0 if limit is not None else None
-    default = r.read("power_default_limit", nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)
-    g.power_default_limit_w = default / 1000.0 if default is not None else None
+    g.power_w = watts(power)
+    g.power_limit_w = watts(r.read("power_limit", nvml.nvmlDeviceGetEnforcedPowerLimit, h))
+    g.power_default_limit_w = watts(
+        r.read("power_default_limit", nvml.nvmlDeviceGetPowerManagementDefaultLimit, h))
     g.sm_clock_mhz = r.read("sm_clock", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)
     g.sm_clock_max_mhz = r.read("sm_clock_max", nvml.nvmlDeviceGetMaxClockInfo, h,
                                 nvml.NVML_CLOCK_SM)
@@ -344,7 +358,7 @@ def _read_processes(nvml: Any, r: _Reader, h: Any) -> None:
         except nvml.NVMLError:
             name = "?"
         used = getattr(proc, "usedGpuMemory", None)
-        used_mib = int(used) // (1024 * 1024) if isinstance(used, int) else None
+        used_mib = mib(used) if isinstance(used, int) else None  # None: not available
         r.gpu.processes.append(Process(pid=pid, name=name, used_memory_mib=used_mib))
 
 

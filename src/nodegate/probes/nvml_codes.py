@@ -91,3 +91,117 @@ FABRIC_STATE_NAMES: dict[int, str] = {
     pynvml.NVML_GPU_FABRIC_STATE_COMPLETED: "completed",
 }
 FABRIC_STATE_COMPLETED: int = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
+
+# --- units ------------------------------------------------------------------------------------
+# nvml.h: power readings and limits are milliwatts, memory sizes bytes, the PCI id the device id
+# in the high 16 bits over the vendor id (0x233010DE: device 0x2330, vendor 0x10DE).
+
+BYTES_PER_MIB = 1024 * 1024
+
+
+def watts(milliwatts: int | None) -> float | None:
+    """nvmlDeviceGetPowerUsage / ...EnforcedPowerLimit / ...DefaultLimit (mW) -> W."""
+    return None if milliwatts is None else milliwatts / 1000.0
+
+
+def mib(size_bytes: int | None) -> int | None:
+    """nvmlMemory_t / nvmlProcessInfo_t.usedGpuMemory (bytes) -> whole MiB."""
+    return None if size_bytes is None else int(size_bytes) // BYTES_PER_MIB
+
+
+def pci_device_id(pci_device_id_field: int) -> int:
+    """``nvmlPciInfo_t.pciDeviceId`` (device << 16 | vendor) -> the device id alone."""
+    return (int(pci_device_id_field) >> 16) & 0xFFFF
+
+
+# --- field values -----------------------------------------------------------------------------
+
+#: NVML field id of the HBM temperature, in degrees C.
+FI_DEV_MEMORY_TEMP: int = pynvml.NVML_FI_DEV_MEMORY_TEMP
+
+#: ``nvmlValueType_t`` -> the ``nvmlValue_t`` union member holding the value.
+VALUE_MEMBERS: dict[int, str] = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+
+def field_value(value: object) -> float | None:
+    """One ``nvmlFieldValue_t`` as a number: None when its ``nvmlReturn`` is not success or its
+    ``valueType`` is one this table does not know (never a guess at the union member)."""
+    if getattr(value, "nvmlReturn", pynvml.NVML_SUCCESS) != pynvml.NVML_SUCCESS:
+        return None
+    member = VALUE_MEMBERS.get(int(getattr(value, "valueType", -1)))
+    if member is None:
+        return None
+    return float(getattr(value.value, member))  # type: ignore[attr-defined]
+
+
+# --- clock event reasons under load ------------------------------------------------------------
+
+#: The fatal clock event bits by name (``hw_slowdown``, ``hw_thermal_slowdown``,
+#: ``hw_power_brake_slowdown``), as the load judge reports them.
+CLOCK_EVENT_FATAL_BITS: dict[int, str] = {
+    bit: name for bit, name in CLOCK_EVENT_BITS.items() if bit & CLOCK_EVENTS_FATAL}
+
+
+# --- fabric health mask -----------------------------------------------------------------------
+# nvmlGpuFabricInfo_v2+.healthMask packs fields at NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_<F>, each
+# WIDTH_<F> wide. The yes/no fields read NOT_SUPPORTED 0, TRUE 1, FALSE 2; for the four below
+# TRUE is the bad state. INCORRECT_CONFIGURATION is an enum: NOT_SUPPORTED 0, NONE 1, a named
+# misconfiguration otherwise.
+
+_HM = "NVML_GPU_FABRIC_HEALTH_MASK_"
+
+
+def _health_field(header_name: str) -> tuple[int, int, int]:
+    """(shift, width mask, TRUE value) of one yes/no field, from pynvml's constants."""
+    return (int(getattr(pynvml, f"{_HM}SHIFT_{header_name}")),
+            int(getattr(pynvml, f"{_HM}WIDTH_{header_name}")),
+            int(getattr(pynvml, f"{_HM}{header_name}_TRUE")))
+
+
+#: Our name -> (shift, width mask, TRUE value) of the fabric health fields whose TRUE is bad.
+FABRIC_HEALTH_BAD_WHEN_TRUE: dict[str, tuple[int, int, int]] = {
+    "degraded_bandwidth": _health_field("DEGRADED_BW"),
+    "route_recovery": _health_field("ROUTE_RECOVERY"),
+    "route_unhealthy": _health_field("ROUTE_UNHEALTHY"),
+    "access_timeout_recovery": _health_field("ACCESS_TIMEOUT_RECOVERY"),
+}
+FABRIC_INCORRECT_CONFIG_SHIFT: int = getattr(pynvml, f"{_HM}SHIFT_INCORRECT_CONFIGURATION")
+FABRIC_INCORRECT_CONFIG_WIDTH: int = getattr(pynvml, f"{_HM}WIDTH_INCORRECT_CONFIGURATION")
+#: INCORRECT_CONFIGURATION values that are not a problem: not reported, or "none".
+FABRIC_CONFIG_OK: frozenset[int] = frozenset({
+    pynvml.NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NOT_SUPPORTED,
+    pynvml.NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE,
+})
+
+
+def _config_names() -> dict[int, str]:
+    prefix = f"{_HM}INCORRECT_CONFIGURATION_"
+    names: dict[int, str] = {}
+    for name in sorted(dir(pynvml)):
+        if name.startswith(prefix):
+            names.setdefault(int(getattr(pynvml, name)), name[len(prefix):].lower())
+    return names
+
+
+#: INCORRECT_CONFIGURATION value -> name (``incorrect_sysguid``, ``insufficient_nvlinks``...).
+FABRIC_CONFIG_NAMES: dict[int, str] = _config_names()
+
+
+def fabric_health_problems(mask: int) -> list[str]:
+    """The bad fields of a fabric health mask, by name; empty for a healthy (or unreported)
+    mask. An unknown misconfiguration value is named by its number."""
+    problems = [name for name, (shift, width, true) in FABRIC_HEALTH_BAD_WHEN_TRUE.items()
+                if (mask >> shift) & width == true]
+    config = (mask >> FABRIC_INCORRECT_CONFIG_SHIFT) & FABRIC_INCORRECT_CONFIG_WIDTH
+    if config not in FABRIC_CONFIG_OK:
+        problems.append("incorrect_configuration="
+                        + FABRIC_CONFIG_NAMES.get(config, str(config)))
+    return problems

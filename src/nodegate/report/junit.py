@@ -119,17 +119,23 @@ def _suite(report: NodeReport) -> ET.Element:
     ):
         ET.SubElement(properties, "property", name=_xml(name), value=_xml(value))
     for result in report.results:
-        suite.append(_testcase(result))
+        suite.append(_testcase(result, report.identity_of(result.entity)))
     return suite
 
 
-def _testcase(result: CheckResult) -> ET.Element:
+def _testcase(result: CheckResult, identity: Mapping[str, str] | None = None) -> ET.Element:
+    """One testcase; a GPU entity's carries its card's identity as ``<property>`` entries,
+    so a CI view of a failure names the physical card (serial) to pull."""
     case = ET.Element(
         "testcase",
         classname=_xml(check_group(result.check)),
         name=_xml(result.test_id),
         time=_seconds(_duration(result)),
     )
+    if identity:
+        properties = ET.SubElement(case, "properties")
+        for name, value in identity.items():
+            ET.SubElement(properties, "property", name=_xml(name), value=_xml(value))
     message = _xml(result_message(result))
     detail = _xml(json.dumps(result.to_dict(), indent=2, default=str, sort_keys=True))
     if result.verdict is Verdict.FAIL:

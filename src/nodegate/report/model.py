@@ -54,6 +54,11 @@ class Level(str, enum.Enum):
     ACCEPTANCE = "acceptance"
 
 
+#: gpus[entity] = {serial, uuid, pci_bus_id, vbios, board_part_number}, each only when NVML
+#: gave it: which physical card an entity was during this run (RMA, swap detection).
+Gpus = dict[str, dict[str, str]]
+#: The identity fields a ``gpus`` entry may carry, in report order.
+IDENTITY_FIELDS = ("serial", "uuid", "pci_bus_id", "vbios", "board_part_number")
 #: series[set_name][entity][metric] = [[t_seconds_since_start, value], ...]
 Series = dict[str, dict[str, dict[str, list[list[float | None]]]]]
 #: matrices[name] = {"unit": str, "entities": [...], "values": [[...], ...]}
@@ -78,6 +83,7 @@ class NodeReport:
     labels: dict[str, str] = field(default_factory=dict)
     series: Series = field(default_factory=dict)
     matrices: Matrices = field(default_factory=dict)
+    gpus: Gpus = field(default_factory=dict)
 
     @property
     def schema(self) -> str:
@@ -91,13 +97,20 @@ class NodeReport:
     def counts(self) -> dict[str, int]:
         return count_verdicts(self.results)
 
+    def identity_of(self, entity: str) -> dict[str, str]:
+        """The identity of the card ``entity`` is or is part of (``gpu3``, ``gpu3.link5``);
+        empty for node-level entities, GPU pairs (``gpu0-gpu1``) and unknown cards."""
+        return self.gpus.get(entity.split(".", 1)[0], {})
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict; non-finite floats become null (JSON has no NaN).
 
-        Key order is part of the format: the small keys, then the fleet ``digest`` (computed
-        from the JSON-ready results, so it is exactly what a reader would compute from the
-        file), then the bulk: ``results``, ``series``, ``matrices``. A fleet reader needs only
-        the part before ``results``. ``digest.tail_bytes`` is added on serialization.
+        Key order is part of the format: the small keys, the optional ``gpus`` identity map,
+        then the fleet ``digest`` (computed from the JSON-ready results, so it is exactly what
+        a reader would compute from the file), then the bulk: ``results``, ``series``,
+        ``matrices``. A fleet reader needs only the part before ``results`` (which holds the
+        identities it compares across a node's reports). ``digest.tail_bytes`` is added on
+        serialization.
         """
         data: dict[str, Any] = {
             "schema": SCHEMA_ID,
@@ -116,6 +129,9 @@ class NodeReport:
             data["labels"] = dict(self.labels)
         data["verdict"] = self.verdict.value
         data["counts"] = self.counts
+        if self.gpus:
+            data["gpus"] = {entity: {key: ident[key] for key in IDENTITY_FIELDS if key in ident}
+                            for entity, ident in self.gpus.items()}
         results = [_jsonable(result.to_dict()) for result in self.results]
         data["digest"] = _digest.compute(results, self.report_id)
         data["results"] = results
@@ -148,6 +164,7 @@ class NodeReport:
             labels=dict(data.get("labels") or {}),
             series=data["series"],
             matrices=data["matrices"],
+            gpus={str(entity): dict(ident) for entity, ident in (data.get("gpus") or {}).items()},
         )
 
 
@@ -175,13 +192,15 @@ def build(
     labels: Mapping[str, str] | None = None,
     series: Series | None = None,
     matrices: Matrices | None = None,
+    gpus: Gpus | None = None,
 ) -> NodeReport:
     """Assemble a report from judged results and run metadata.
 
     Timestamps are aware datetimes or Unix seconds; naive datetimes are refused because a
     report compared across a fleet must not depend on each node's local time zone.
     ``finished_at`` defaults to now; ``duration_s`` to finished - started (pass a monotonic
-    measurement when you have one: wall clocks jump under NTP).
+    measurement when you have one: wall clocks jump under NTP). ``gpus`` is the board's
+    identity map (``BoardSnapshot.identities()``); empty or None writes no ``gpus`` key.
     """
     start = _to_utc(started_at, "started_at")
     finish = _to_utc(finished_at, "finished_at") if finished_at is not None else _now()
@@ -206,6 +225,7 @@ def build(
         labels=dict(labels or {}),
         series=series if series is not None else {},
         matrices=matrices if matrices is not None else {},
+        gpus={entity: dict(ident) for entity, ident in (gpus or {}).items() if ident},
     )
 
 

@@ -869,6 +869,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(void *h, char *uuid, unsigned int length) 
 
 EXPORT nvmlReturn_t nvmlDeviceGetSerial(void *h, char *serial, unsigned int length) {
     GPU_OR_RETURN(h);
+    /* nvml.h: "For all products with an inforom"; a board without one has no serial */
+    if (!g->serial[0]) return NVML_ERROR_NOT_SUPPORTED;
     return copy_str(serial, length, g->serial);
 }
 
@@ -1694,8 +1696,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(void *h1, void *h2, unsigned int inde
     if (rc != NVML_SUCCESS) return rc;
     if (!status || index > 4) return NVML_ERROR_INVALID_ARGUMENT;
     int nvlink = a->nvlink_count > 0 && b->nvlink_count > 0;
-    /* 0 OK; 4 (NVML_P2P_STATUS_NOT_SUPPORTED) when asking for NVLink without links */
-    *status = (index == 2 && !nvlink) ? 4 : 0;
+    /* nvmlGpuP2PStatus_t: NVML_P2P_STATUS_OK 0; NVML_P2P_STATUS_NOT_SUPPORTED 5 when asking
+     * for NVLink (NVML_P2P_CAPS_INDEX_NVLINK 2) without links (4 is DISABLED_BY_REGKEY) */
+    *status = (index == 2 && !nvlink) ? 5 : 0;
     return NVML_SUCCESS;
 }
 

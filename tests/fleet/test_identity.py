@@ -1,0 +1,99 @@
+"""Cards in the fleet view: which physical GPU failed, and a slot whose serial changed between
+two of a node's reports shown as swapped."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+from nodegate.fleet.aggregate import PREFIX_BYTES, aggregate, summary_from_prefix
+from nodegate.fleet.html import render_html
+from nodegate.fleet.render import render_text, to_data
+from nodegate.fleet.synthetic import synthetic_gpus, synthetic_report
+from tests.conftest import run_cli
+
+T0 = dt.datetime(2024, 5, 14, 3, 0, tzinfo=dt.timezone.utc)
+NEW_SERIAL = "1654900000042"
+
+
+def _write_history(root: Path) -> dict[str, dict[str, str]]:
+    """hgx7: a report from before identities, two with the original cards, then gpu3 replaced
+    (and its link still down, so the new card is the failing one)."""
+    before = synthetic_gpus("hgx7")
+    after = copy.deepcopy(before)
+    after["gpu3"]["serial"] = NEW_SERIAL
+    after["gpu3"]["uuid"] = "GPU-00000000-0000-0000-0000-000000000042"
+    runs = [({}, T0), (before, T0 + dt.timedelta(days=1)), ({}, T0 + dt.timedelta(days=2)),
+            (after, T0 + dt.timedelta(days=3))]
+    for index, (gpus, start) in enumerate(runs):
+        report = synthetic_report("hgx7", level="quick", started_at=start, seed=index,
+                                  faults=("nvlink-down@gpu3.link5",), gpus=gpus)
+        report.write(root / "hgx7" / f"quick-{index}.json")
+    healthy = synthetic_report("hgx8", level="quick", started_at=T0)
+    healthy.write(root / "hgx8" / "quick-0.json")
+    again = synthetic_report("hgx8", level="quick", started_at=T0 + dt.timedelta(days=1))
+    again.write(root / "hgx8" / "quick-1.json")
+    return before
+
+
+def test_swapped_card_is_detected_across_reports(tmp_path: Path) -> None:
+    before = _write_history(tmp_path)
+    view = aggregate(tmp_path, cache=False)
+    nodes = {node.node: node for node in view.nodes}
+    swaps = nodes["hgx7"].swaps()
+    assert [(s.entity, s.field, s.before, s.after) for s in swaps] == [
+        ("gpu3", "serial", before["gpu3"]["serial"], NEW_SERIAL)]
+    assert swaps[0].slot == "00000000:5D:00.0"
+    assert swaps[0].report == os.path.join("hgx7", "quick-3.json")
+    assert nodes["hgx8"].swaps() == []  # same cards twice: nothing swapped
+    text = render_text(view)
+    assert f"hgx7 gpu3 swapped: serial {before['gpu3']['serial']} -> {NEW_SERIAL}" in text
+    assert "quick FAIL [swapped gpu3]" in text
+    data = {n["node"]: n for n in to_data(view)["nodes"]}
+    assert data["hgx7"]["swaps"][0]["after"] == NEW_SERIAL
+    assert data["hgx7"]["gpus"]["gpu3"]["serial"] == NEW_SERIAL
+    assert "swapped" in render_html(view)
+
+
+def test_failing_check_names_the_physical_card(tmp_path: Path) -> None:
+    _write_history(tmp_path)
+    view = aggregate(tmp_path, cache=False)
+    node = next(n for n in view.nodes if n.node == "hgx7")
+    [(entity, identity, items)] = node.failing_cards()
+    assert entity == "gpu3" and identity["serial"] == NEW_SERIAL
+    assert items == ["nvlink_state[gpu3.link5]"]
+    assert f"hgx7 gpu3 (serial {NEW_SERIAL}, uuid GPU-00000000" in render_text(view)
+    assert to_data(view)["nodes"][0]["failing_cards"][0]["serial"] == NEW_SERIAL
+
+
+def test_index_shift_is_not_a_swap(tmp_path: Path) -> None:
+    """A card that drops off the bus shifts NVML's indices: slots are PCI bus ids, so the
+    cards behind the shifted entities are the same and none is swapped."""
+    gpus = synthetic_gpus("hgx9")
+    shifted = {f"gpu{i}": gpus[f"gpu{i + 1 if i >= 2 else i}"] for i in range(7)}
+    for index, ids in enumerate((gpus, shifted)):
+        synthetic_report("hgx9", level="quick", started_at=T0 + dt.timedelta(hours=index),
+                         gpus=ids).write(tmp_path / f"q{index}.json")
+    assert aggregate(tmp_path, cache=False).nodes[0].swaps() == []
+
+
+def test_identities_come_from_the_head_on_the_fast_path(tmp_path: Path) -> None:
+    report = synthetic_report("hgx7", level="standard", started_at=T0)
+    path = report.write(tmp_path / "r.json")
+    raw = path.read_bytes()
+    assert raw.index(b'"gpus"') < raw.index(b'"digest"') < raw.index(b'"results"') < \
+        PREFIX_BYTES
+    summary = summary_from_prefix(raw[:PREFIX_BYTES], len(raw), path="r.json")
+    assert summary is not None  # the fast path still holds with 8 identities in the head
+    assert summary["gpus"] == json.loads(raw)["gpus"] == synthetic_gpus("hgx7")
+
+
+def test_cli_json_shows_the_swap(tmp_path: Path) -> None:
+    _write_history(tmp_path)
+    result = run_cli("report", str(tmp_path), "--json", "--no-cache")
+    assert result.returncode == 1, result.stderr  # hgx7 fails
+    nodes = {n["node"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert [s["entity"] for s in nodes["hgx7"]["swaps"]] == ["gpu3"]
