@@ -52,6 +52,20 @@ def judge_board(board: BoardSnapshot, profile: Profile) -> list[CheckResult]:
     return results
 
 
+def judge_nvml_unavailable(reason: str, *, kind: str, stage: str | None,
+                           deadline_s: float) -> list[CheckResult]:
+    """The board could not be read at all (nvmlInit failed, NVML hung, the probe died): the
+    node answered nothing about its GPUs, which is ERROR on the node, never "no result"."""
+    hint = {"init": "the NVIDIA driver or libnvidia-ml is missing or not loaded: check "
+                    "`lsmod | grep nvidia`, the driver package and the kernel log",
+            "timeout": "an NVML call did not return (wedged GPU or driver): check the kernel "
+                       "log for Xid 79/119 and GSP timeouts; a GPU reset or reboot may be needed",
+            }.get(kind, "NVML failed while reading the board: check the driver and kernel log")
+    return [make("gpu_reachable", "node", Verdict.ERROR, measured="no answer from NVML",
+                 threshold="NVML answers", severity=CRIT, reason=reason, failure=kind,
+                 stage=stage, deadline_s=deadline_s, hint=hint)]
+
+
 def _gpu_count(board: BoardSnapshot, profile: Profile) -> CheckResult:
     expected = profile.data["gpu"]["count"]
     return expect("gpu_count", "node", board.device_count, expected, unit="GPUs", severity=HW,
