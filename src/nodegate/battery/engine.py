@@ -115,11 +115,18 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
         from nodegate.probes.kernel_log import parse_xids, read_kernel_log, within_window
 
         log = read_kernel_log()
-        events = within_window(parse_xids(log.lines), options.xid_window_s, log.uptime_s)
         window = "boot" if options.xid_window_s is None else f"{options.xid_window_s:g}s"
-        unknown = [g.entity for g in board.gpus if not g.bus_id] if board else []
-        results += judge_xids(events, bus_ids, boot_id=log.boot_id, source=log.source,
-                              window=window, unknown_bus_gpus=unknown)
+        if log.problem is not None:
+            from nodegate.judge.kernel_log import judge_log_unreadable
+
+            gpus = [g.entity for g in board.gpus] if board else []
+            results += judge_log_unreadable(gpus, source=log.source, problem=log.problem,
+                                            window=window)
+        else:
+            events = within_window(parse_xids(log.lines), options.xid_window_s, log.uptime_s)
+            unknown = [g.entity for g in board.gpus if not g.bus_id] if board else []
+            results += judge_xids(events, bus_ids, boot_id=log.boot_id, source=log.source,
+                                  window=window, unknown_bus_gpus=unknown)
     if "host" in options.groups:
         from nodegate.judge.host import judge_host
         from nodegate.probes.host import HostProbe

@@ -102,6 +102,9 @@ class GpuState:
     nvlinks: list[NvLinkState] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    #: Fields whose NVML call failed with anything but NOT_SUPPORTED (label -> NVML's error):
+    #: the GPU should have answered and did not, so the judge makes their checks ERROR.
+    read_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def entity(self) -> str:
@@ -160,7 +163,7 @@ class _Reader:
                           self.nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                 self.gpu.unsupported.append(label)
             else:
-                self.gpu.unsupported.append(f"{label}: {exc}")
+                self.gpu.read_errors[label] = str(exc)
             return None
 
 
