@@ -15,7 +15,7 @@ class ExitCode(IntEnum):
     PASSED = 0  # every check passed (warnings allowed)
     FAILED = 1  # at least one check failed
     BAD_INPUT = 2  # bad input or configuration: nothing was run
-    CANNOT_RUN = 3  # could not run (no NVML, lock held, missing dependency)
+    CANNOT_RUN = 3  # could not run (lock held, missing dependency); NVML down is a result (1)
 
 
 class NodegateError(Exception):
@@ -56,6 +56,6 @@ class ConfigError(NodegateError):
 
 
 class CannotRunError(NodegateError):
-    """The environment prevents running (no NVML, lock held, not root). Exit 3."""
+    """The environment prevents running (lock held, not root, a missing dependency). Exit 3."""
 
     exit_code = ExitCode.CANNOT_RUN

@@ -7,6 +7,7 @@ applied to, with the right verdict and severity, and nothing else may fail or wa
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 from pathlib import Path
 
@@ -60,17 +61,23 @@ CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
     # only visible under load: the quick level must stay green (load checks catch them)
     "cooling-failure@gpu4": set(),
     "clocks-stuck-low@gpu1": set(),
+    # NVML down is a result: the node answers nothing about its GPUs (issue 16)
+    "nvml-missing": {("gpu_reachable", "node", "ERROR", C)},
+    "nvml-hang@gpu3": {("gpu_reachable", "node", "ERROR", C)},
 }
+#: A short deadline where the fault makes NVML hang (the default is tens of seconds).
+NVML_TIMEOUT = {"nvml-hang@gpu3": "2"}
 
 HEALTHY = [("h100-hgx", "xe9680-h100"), ("h100-hgx", "xd670-h100"),
            ("h100-hgx", "sim-h100-hgx"), ("h200-hgx", "xd670-h200"),
            ("a100-hgx", "hgx-a100-80gb"), ("h200-single", "h200-single")]
 
 
-def _health(spec: str, profile: str, tmp_path: Path) -> tuple[int, dict]:  # type: ignore[type-arg]
+def _health(spec: str, profile: str, tmp_path: Path,
+            *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
     result = run_cli("sim", "run", spec, "--", "nodegate", "health", "--profile", profile,
                      "--checks", "gpu,log", "--report-dir", str(tmp_path), "--no-textfile",
-                     "--quiet", env={"NODEGATE_LOCK_FILE": str(tmp_path / "lock")})
+                     "--quiet", *extra, env={"NODEGATE_LOCK_FILE": str(tmp_path / "lock")})
     assert result.returncode in (0, 1), result.stderr
     report = json.loads((tmp_path / "quick-latest.json").read_text())
     return result.returncode, report
@@ -89,9 +96,13 @@ def test_catalog_covers_every_simulator_fault() -> None:
 
 @pytest.mark.parametrize("fault", sorted(CATALOG))
 def test_fault_is_caught_by_the_expected_check(fault: str, tmp_path: Path) -> None:
-    code, report = _health(f"h100-hgx+{fault}", "xe9680-h100", tmp_path)
+    if fault == "nvml-missing" and ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("this machine has a real libnvidia-ml: the simulator cannot take it away")
+    timeout = NVML_TIMEOUT.get(fault)
+    code, report = _health(f"h100-hgx+{fault}", "xe9680-h100", tmp_path,
+                           *(("--nvml-timeout", timeout) if timeout else ()))
     assert _flagged(report) == CATALOG[fault]
-    failing = any(v == "FAIL" for _, _, v, _ in CATALOG[fault])
+    failing = any(v in ("FAIL", "ERROR") for _, _, v, _ in CATALOG[fault])
     assert code == (1 if failing else 0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import subprocess
@@ -78,15 +79,22 @@ def test_bad_profile_exits_2(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_no_nvml_exits_3(tmp_path: Path) -> None:
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None,
+                    reason="this machine has a real libnvidia-ml")
+def test_no_nvml_is_a_result_not_exit_3(tmp_path: Path) -> None:
+    """Issue 16: a node without NVML is unhealthy (exit 1, a report the gate drains on);
+    exit 3 would leave the previous PASS in force."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NODEGATE_SIM")}
     env.pop("LD_LIBRARY_PATH", None)
     env.update(_env(tmp_path))
     proc = subprocess.run([sys.executable, "-m", "nodegate.cli", *_health_args(tmp_path)],
                           capture_output=True, text=True, env=env, cwd=ROOT, check=False,
                           timeout=60)
-    assert proc.returncode == 3
-    assert "cannot initialise NVML" in proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((tmp_path / "r" / "quick-latest.json").read_text())
+    down = [r for r in report["results"] if r["check"] == "gpu_reachable"]
+    assert [(r["entity"], r["verdict"]) for r in down] == [("node", "ERROR")]
+    assert "cannot initialise NVML" in down[0]["evidence"]["reason"]
 
 
 def test_pytest_battery_reads_like_the_issue(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def test_flat_loss_fails() -> None:
     assert by(verdicts.burnin(values, TH), "burnin_loss")["node"].verdict == Verdict.FAIL
 
 
-def test_telemetry_judge_hot_gpu_fails_and_unavailable_skips() -> None:
+def test_telemetry_judge_hot_gpu_fails_and_unavailable_errors() -> None:
     tel = Telemetry(available=True, hz=2, windows=[("gemm", 0.0, 10.0)])
     for gpu, peak, reasons in (("gpu0", 70.0, 0), ("gpu1", 90.0, 0x40)):
         tel.static[gpu] = GpuStatic(slowdown_c=87, power_limit_w=700, sm_max_mhz=1980)
@@ -134,8 +134,13 @@ def test_telemetry_judge_hot_gpu_fails_and_unavailable_skips() -> None:
     assert by(results, "clock_floor")["gpu0"].verdict == Verdict.PASS
     off = verdicts.telemetry(Telemetry(available=False, reason="NVML unavailable: x"), TH,
                              ["gpu0"])
-    assert {r.verdict for r in off} == {Verdict.SKIP}
-    assert off[0].evidence["reason"] == "NVML unavailable: x"
+    assert {r.verdict for r in off} == {Verdict.ERROR}  # issue 16: unmeasured is not SKIP
+    assert {r.check for r in off} == set(verdicts.TELEMETRY_CHECKS)
+    assert off[0].evidence["reason"] == "telemetry unavailable: NVML unavailable: x"
+    tel.series["gpu2"] = {}
+    tel.static.pop("gpu2", None)
+    silent = verdicts.telemetry(tel, TH, ["gpu2"])
+    assert {r.verdict for r in silent} == {Verdict.ERROR}
 
 
 def test_config_scales_with_floors() -> None:

@@ -268,3 +268,37 @@ def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) ->
         up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
         assert up.returncode == 0, up.stdout + up.stderr
         assert pyinfra("deploy.py").returncode == 0
+
+
+def _slurm_state(name: str) -> tuple[str, str]:
+    """(state, reason) of a node from the lab's slurmctld."""
+    out = shell("slurmctl", f"sinfo -h -N -n {name} -o '%T|%E'").strip().splitlines()[0]
+    state, _, reason = out.partition("|")
+    return state, reason
+
+
+def test_a_node_whose_nvml_library_is_gone_is_drained(deployed: Any) -> None:
+    """Issue 16 "NVML down is a result": the driver's libnvidia-ml.so.1 gone from node1 ->
+    ``nodegate health`` writes a report with gpu_reachable[node] ERROR and exits 1, and
+    ``nodegate gate`` drains the node (not "stale; no change" on the previous PASS)."""
+    lib = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    health = ("/opt/nodegate/venv/bin/nodegate health --quiet --color never --checks gpu,log "
+              "--no-textfile --profile /etc/nodegate/profile.json")
+    gate = "/opt/nodegate/venv/bin/nodegate gate --node node1"
+    shell("node1", f"{health} && {gate}")  # a passing report first, node in service
+    shell("slurmctl", "scontrol update NodeName=node1 State=RESUME || true")
+    shell("node1", f"mv {lib} {lib}.nodegate-test")
+    try:
+        # the lab's board env puts the simulator on LD_LIBRARY_PATH too: empty it
+        out = shell("node1", f"LD_LIBRARY_PATH= {health}; echo rc=$?")
+        assert "rc=1" in out, out
+        report = json.loads(shell("node1", "cat /var/lib/nodegate/reports/quick-latest.json"))
+        errors = [(r["check"], r["entity"]) for r in report["results"] if r["verdict"] == "ERROR"]
+        assert errors == [("gpu_reachable", "node")], report["results"]
+        shell("node1", gate)
+        state, reason = _slurm_state("node1")
+        assert "drain" in state and reason == "nodegate: gpu_reachable[node]", (state, reason)
+    finally:
+        shell("node1", f"[ -e {lib}.nodegate-test ] && mv {lib}.nodegate-test {lib} || true")
+        shell("node1", f"{health}; {gate}")  # the passing health check lifts its own drain
+    assert _slurm_state("node1")[0] in ("idle", "mixed", "allocated")

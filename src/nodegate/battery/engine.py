@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodegate.errors import CannotRunError, ConfigError
-from nodegate.probes.nvml import BoardSnapshot
+from nodegate.errors import ConfigError
+from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult
 
@@ -27,6 +27,7 @@ class QuickOptions:
     xid_window_s: float | None = None  # None: since boot
     host_root: Path = Path("/")
     report_dir: Path | None = None  # earlier reports, for recurring Xids (None: the default)
+    nvml_deadline_s: float = DEFAULT_DEADLINE_S  # one whole board read, in a child process
 
 
 @dataclass
@@ -35,6 +36,7 @@ class QuickOutcome:
     boot_id: str | None
     board: BoardSnapshot | None
     notes: list[str] = field(default_factory=list)
+    nvml_down: str | None = None  # why the board could not be read at all
 
 
 def parse_groups(text: str | None, allowed: tuple[str, ...] = ALL_GROUPS) -> tuple[str, ...]:
@@ -74,7 +76,7 @@ def parse_duration(text: str | None, *, key: str = "--xid-window") -> float | No
 
 
 def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
-               unknown: list[str]) -> list[CheckResult]:
+               unknown: list[str], gpus: list[str]) -> list[CheckResult]:
     """Xid and NVSwitch SXid lines of this boot; earlier reports are read only when a
     hardware event needs its recurrence checked."""
     from nodegate.judge.xid import HISTORY_REPORTS, judge_sxids, judge_xids, profile_overrides
@@ -82,6 +84,10 @@ def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
 
     log = read_kernel_log()
     window = "boot" if options.xid_window_s is None else f"{options.xid_window_s:g}s"
+    if log.problem is not None:  # no log read: nothing was measured, so nothing may pass
+        from nodegate.judge.kernel_log import judge_log_unreadable
+
+        return judge_log_unreadable(gpus, source=log.source, problem=log.problem, window=window)
 
     read: list[list[dict[str, Any]]] = []
 
@@ -105,29 +111,48 @@ def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
     ]
 
 
+def parse_deadline(text: str | None) -> float:
+    """``--nvml-timeout``: seconds (``30``, ``30s``, ``2m``), finite and above zero."""
+    if text is None:
+        return DEFAULT_DEADLINE_S
+    value = parse_duration(text, key="--nvml-timeout") if text != "boot" else None
+    if value is None:
+        raise ConfigError(f"bad NVML deadline {text!r} (seconds above 0: 30, 30s, 2m)",
+                          key="--nvml-timeout")
+    return value
+
+
 def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
     from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.probes.nvml import NvmlUnavailable, read_board_within
 
     results: list[CheckResult] = []
     board = None
+    down: NvmlUnavailable | None = None
     notes = []
-    if "gpu" in options.groups:
-        from nodegate.judge.gpu import judge_board
-        from nodegate.probes.nvml import read_board
-
-        board = read_board()
-        results += judge_board(board, profile)
-    if board is None and ("log" in options.groups or "host" in options.groups):
+    if {"gpu", "log", "host"} & set(options.groups):
+        # one board read for every group, in a child process with a deadline: a wedged
+        # driver yields an ERROR in time instead of a run holding the battery lock for ever
         try:
-            from nodegate.probes.nvml import read_board
+            board = read_board_within(options.nvml_deadline_s,
+                                      with_nvlink_counters="gpu" in options.groups)
+        except NvmlUnavailable as exc:
+            down = exc
+    if "gpu" in options.groups:
+        from nodegate.judge.gpu import judge_board, judge_nvml_unavailable
 
-            board = read_board(with_nvlink_counters=False)
-        except CannotRunError as exc:
-            notes.append(f"no NVML for GPU bus ids: {exc}")
+        if board is not None:
+            results += judge_board(board, profile)
+        elif down is not None:
+            results += judge_nvml_unavailable(down.reason, kind=down.kind, stage=down.stage,
+                                              deadline_s=options.nvml_deadline_s)
+    elif down is not None:
+        notes.append(f"no NVML for GPU bus ids: {down.reason}")
     bus_ids = {g.entity: g.bus_id for g in board.gpus if g.bus_id} if board else {}
     if "log" in options.groups:
         results += _judge_log(profile, options, bus_ids,
-                              [g.entity for g in board.gpus if not g.bus_id] if board else [])
+                              [g.entity for g in board.gpus if not g.bus_id] if board else [],
+                              [g.entity for g in board.gpus] if board else [])
     if "host" in options.groups:
         from nodegate.judge.host import judge_host
         from nodegate.probes.host import HostProbe
@@ -137,4 +162,5 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
         from nodegate.battery.power import run_static
 
         results += run_static(profile)
-    return QuickOutcome(results=results, boot_id=read_boot_id(), board=board, notes=notes)
+    return QuickOutcome(results=results, boot_id=read_boot_id(), board=board, notes=notes,
+                        nvml_down=down.reason if down is not None else None)

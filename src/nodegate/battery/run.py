@@ -15,6 +15,7 @@ from typing import Any
 from nodegate.battery.engine import QUICK_GROUPS, QuickOptions, run_quick
 from nodegate.battery.lock import BatteryLock
 from nodegate.battery.registry import LEVEL_RANK, level_of
+from nodegate.probes.nvml import DEFAULT_DEADLINE_S
 from nodegate.profiles import Profile
 from nodegate.progress import Progress
 from nodegate.results import CheckResult
@@ -56,6 +57,7 @@ def above_level(results: list[CheckResult], level: str) -> list[str]:
 
 def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
                 xid_window_s: float | None = None, duration_scale: float = 1.0,
+                nvml_deadline_s: float = DEFAULT_DEADLINE_S,
                 workers: int | None = None, progress: Progress | None = None,
                 report_dir: Path | None = None) -> BatteryRun:
     """Run ``groups`` at ``level`` on this node; raises CannotRunError if another run holds
@@ -69,12 +71,20 @@ def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
             if progress is not None:
                 progress.line(f"quick checks: {','.join(quick)}")
             outcome = run_quick(profile, QuickOptions(groups=quick, xid_window_s=xid_window_s,
-                                                       report_dir=report_dir))
+                                                       report_dir=report_dir,
+                                                       nvml_deadline_s=nvml_deadline_s))
             run.results += outcome.results
             run.notes += outcome.notes
             run.boot_id = outcome.boot_id
             run.gpus = outcome.board.identities() if outcome.board is not None else {}
-        if level != "quick" and "load" in groups:
+            nvml_down = outcome.nvml_down
+        else:
+            nvml_down = None
+        if nvml_down is not None and "load" in groups:
+            # the quick phase already holds the node's ERROR; a load on GPUs NVML cannot
+            # see would only fail later without a report
+            run.notes.append(f"load checks not run: NVML unavailable ({nvml_down})")
+        elif level != "quick" and "load" in groups:
             _run_load(run, profile, level, groups, duration_scale=duration_scale,
                       workers=workers, progress=progress)
         run.duration_s = time.monotonic() - t0

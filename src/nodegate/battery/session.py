@@ -33,6 +33,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-textfile", action="store_true", help="skip the Prometheus file")
     parser.add_argument("--xid-window", default="boot",
                         help="Xid scan window: boot (default), or 90s/15m/6h/2d")
+    parser.add_argument("--nvml-timeout", metavar="SECONDS",
+                        help="deadline for reading the board through NVML (default 30s); "
+                             "a driver that does not answer in time is gpu_reachable ERROR")
     parser.add_argument("--node-name", help="node name in reports (default: hostname)")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.add_argument("--quiet", action="store_true", help="print only the verdict line")

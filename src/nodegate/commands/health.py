@@ -24,13 +24,20 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
-    from nodegate.battery.engine import QUICK_GROUPS, QuickOptions, parse_duration, parse_groups
+    from nodegate.battery.engine import (
+        QUICK_GROUPS,
+        QuickOptions,
+        parse_deadline,
+        parse_duration,
+        parse_groups,
+    )
     from nodegate.battery.lock import BatteryLock
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.report import build
 
     groups = parse_groups(args.checks, QUICK_GROUPS)
     window = parse_duration(args.xid_window)
+    deadline = parse_deadline(args.nvml_timeout)
     profile = select_profile(args.profile)
     check_outputs(args)
     from nodegate.battery.engine import run_quick
@@ -39,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         started = time.time()
         t0 = time.monotonic()
         outcome = run_quick(profile, QuickOptions(groups=groups, xid_window_s=window,
-                                                   report_dir=args.report_dir))
+                                                   report_dir=args.report_dir,
+                                                   nvml_deadline_s=deadline))
         report = build(
             outcome.results, node=node_name(args), profile=profile.name, level="quick",
             started_at=started, duration_s=time.monotonic() - t0, backend="nvml",

@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
-    from nodegate.battery.engine import ALL_GROUPS, parse_duration, parse_groups
+    from nodegate.battery.engine import ALL_GROUPS, parse_deadline, parse_duration, parse_groups
     from nodegate.battery.run import run_battery
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.errors import ConfigError
@@ -44,12 +44,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("must be positive", key="--duration-scale")
     groups = parse_groups(args.checks, ALL_GROUPS)
     window = parse_duration(args.xid_window)
+    deadline = parse_deadline(args.nvml_timeout)
     profile = select_profile(args.profile)
     check_outputs(args)
     progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     ran = run_battery(profile, args.level, groups, xid_window_s=window,
                       duration_scale=args.duration_scale, workers=args.workers,
-                      progress=progress, report_dir=args.report_dir)
+                      progress=progress, report_dir=args.report_dir,
+                      nvml_deadline_s=deadline)
     report = build(
         ran.results, node=node_name(args), profile=profile.name, level=args.level,
         started_at=ran.started_at, duration_s=ran.duration_s, backend=ran.backend,

@@ -52,6 +52,20 @@ def judge_board(board: BoardSnapshot, profile: Profile) -> list[CheckResult]:
     return results
 
 
+def judge_nvml_unavailable(reason: str, *, kind: str, stage: str | None,
+                           deadline_s: float) -> list[CheckResult]:
+    """The board could not be read at all (nvmlInit failed, NVML hung, the probe died): the
+    node answered nothing about its GPUs, which is ERROR on the node, never "no result"."""
+    hint = {"init": "the NVIDIA driver or libnvidia-ml is missing or not loaded: check "
+                    "`lsmod | grep nvidia`, the driver package and the kernel log",
+            "timeout": "an NVML call did not return (wedged GPU or driver): check the kernel "
+                       "log for Xid 79/119 and GSP timeouts; a GPU reset or reboot may be needed",
+            }.get(kind, "NVML failed while reading the board: check the driver and kernel log")
+    return [make("gpu_reachable", "node", Verdict.ERROR, measured="no answer from NVML",
+                 threshold="NVML answers", severity=CRIT, reason=reason, failure=kind,
+                 stage=stage, deadline_s=deadline_s, hint=hint)]
+
+
 def _gpu_count(board: BoardSnapshot, profile: Profile) -> CheckResult:
     expected = profile.data["gpu"]["count"]
     return expect("gpu_count", "node", board.device_count, expected, unit="GPUs", severity=HW,
@@ -214,7 +228,46 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         # fabric manager service instead
         out.append(_fabric(gpu, profile))
     out += _nvlinks(gpu, profile)
-    return out
+    return [_unread_is_error(r, gpu) for r in out] if gpu.read_errors else out
+
+
+#: The probe's field labels (``nodegate.probes.nvml``) each check is judged from; link checks
+#: name the field after ``nvlink<M>.``.
+CHECK_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpu_model": ("name",), "gpu_pci_device_id": ("pci",),
+    "persistence_mode": ("persistence",), "mig_mode": ("mig_mode",),
+    "compute_mode": ("compute_mode",), "ecc_mode": ("ecc_mode",),
+    "ecc_dbe_volatile": ("dbe_volatile",), "ecc_dbe_aggregate": ("dbe_aggregate",),
+    "ecc_sbe_volatile": ("sbe_volatile",), "ecc_sbe_aggregate": ("sbe_aggregate",),
+    "remap_pending": ("remapped_rows",), "remap_failure": ("remapped_rows",),
+    "remap_uncorrectable": ("remapped_rows",),
+    "retired_pages": ("retired_pages_sbe", "retired_pages_dbe"),
+    "pcie_replays": ("pcie_replays",), "clock_events": ("clock_event_reasons",),
+    "power_limit": ("power_limit",), "idle_temperature": ("temperature",),
+    "fabric_state": ("fabric",),
+    "nvlink_crc_errors": ("crc_flit", "crc_data"), "nvlink_replay_errors": ("replay",),
+    "nvlink_recovery_errors": ("recovery",),
+}
+
+
+def _unread_is_error(result: CheckResult, gpu: GpuState) -> CheckResult:
+    """A "not reported" SKIP whose NVML call failed (not NOT_SUPPORTED) becomes ERROR: the GPU
+    should have answered. NOT_SUPPORTED stays a SKIP with its reason (docs/verdicts.md)."""
+    reason = str(result.evidence.get("reason", ""))
+    if result.verdict is not Verdict.SKIP or "not reported" not in reason:
+        return result
+    prefix = ""
+    if ".link" in result.entity:
+        prefix = f"nvlink{result.entity.rsplit('.link', 1)[1]}."
+    failed = {f"{prefix}{name}": gpu.read_errors[f"{prefix}{name}"]
+              for name in CHECK_FIELDS.get(result.check, ())
+              if f"{prefix}{name}" in gpu.read_errors}
+    if not failed:
+        return result
+    evidence = {k: v for k, v in result.evidence.items() if k != "reason"}
+    return make(result.check, result.entity, Verdict.ERROR, threshold=result.threshold,
+                unit=result.unit, severity=CRIT, **evidence,
+                reason="NVML error: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
 
 
 def _memory(gpu: GpuState, profile: Profile) -> CheckResult:

@@ -95,6 +95,12 @@ def skipped(checks: Iterable[str], reason: str, entity: str = "node") -> list[Ch
     return [make(c, entity, Verdict.SKIP, reason=reason) for c in checks]
 
 
+def errored(checks: Iterable[str], reason: str, entity: str = "node") -> list[CheckResult]:
+    """Checks the node should have answered and did not: ERROR, never SKIP (docs/verdicts.md)."""
+    return [make(c, entity, Verdict.ERROR, severity=Severity.CRITICAL, reason=reason)
+            for c in checks]
+
+
 def outliers(check: str, figures: dict[str, float], unit: str,
              margin: Threshold | None) -> list[CheckResult]:
     """WARN an entity more than the profile's margin below the node's own median."""
@@ -315,14 +321,16 @@ def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str], *,
     second and a board takes seconds to reach its draw, so a shorter run (a scaled-down
     test) says nothing about the power the GPU can reach."""
     loaded_s = load_seconds(tel)
-    if not tel.available:
-        return [r for e in entities for r in skipped(TELEMETRY_CHECKS, tel.reason, e)]
+    if not tel.available:  # GPUs under load whose telemetry nobody could read
+        return [r for e in entities
+                for r in errored(TELEMETRY_CHECKS, f"telemetry unavailable: {tel.reason}", e)]
     out: list[CheckResult] = []
     for entity in entities:
         static = tel.static.get(entity)
         temps = tel.samples(entity, "temp_c")
         if static is None or not temps:
-            out += skipped(TELEMETRY_CHECKS, "no telemetry samples for this GPU", entity)
+            out += errored(TELEMETRY_CHECKS, "no telemetry samples for this GPU under load",
+                           entity)
             continue
         peak = max(temps)
         if static.slowdown_c is None:

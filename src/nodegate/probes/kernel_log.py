@@ -75,6 +75,8 @@ class KernelLog:
     lines: list[str]
     boot_id: str | None
     uptime_s: float | None
+    #: Why no source could be read (None: read). An unreadable log proves nothing about Xids.
+    problem: str | None = None
 
 
 def read_boot_id() -> str | None:
@@ -93,28 +95,38 @@ def _uptime() -> float | None:
 
 
 def read_kernel_log(timeout_s: float = 20.0) -> KernelLog:
-    """The current boot's kernel messages; a missing log source yields no lines, not a crash."""
+    """The current boot's kernel messages. No readable source is not a crash and not an empty
+    log: ``problem`` says why each source failed, so the caller reports ERROR."""
     boot_id = read_boot_id()
     override = os.environ.get("NODEGATE_KERNEL_LOG")
     if override:
         try:
             text = Path(override).read_text(errors="replace")
-        except OSError:
-            text = ""
+        except OSError as exc:
+            return KernelLog(f"file:{override}", [], boot_id, None,
+                             problem=f"cannot read {override}: {exc.strerror or exc}")
         return KernelLog(f"file:{override}", text.splitlines(), boot_id, None)
+    failed: list[str] = []
     for argv in (["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"],
                  ["dmesg"]):
         exe = shutil.which(argv[0])
         if exe is None:
+            failed.append(f"{argv[0]}: not installed")
             continue
         try:
             proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True,
                                   timeout=timeout_s, check=False, errors="replace")
-        except (OSError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
+            failed.append(f"{argv[0]}: no answer within {timeout_s:g}s")
+            continue
+        except OSError as exc:
+            failed.append(f"{argv[0]}: {exc.strerror or exc}")
             continue
         if proc.returncode == 0:
             return KernelLog(argv[0], proc.stdout.splitlines(), boot_id, _uptime())
-    return KernelLog("none", [], boot_id, _uptime())
+        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        failed.append(f"{argv[0]}: {detail[:200]}")
+    return KernelLog("none", [], boot_id, _uptime(), problem="; ".join(failed))
 
 
 def _times(line: str) -> tuple[float | None, str | None]:

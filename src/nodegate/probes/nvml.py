@@ -103,6 +103,9 @@ class GpuState:
     nvlinks: list[NvLinkState] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    #: Fields whose NVML call failed with anything but NOT_SUPPORTED (label -> NVML's error):
+    #: the GPU should have answered and did not, so the judge makes their checks ERROR.
+    read_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def entity(self) -> str:
@@ -173,7 +176,7 @@ class _Reader:
                           self.nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                 self.gpu.unsupported.append(label)
             else:
-                self.gpu.unsupported.append(f"{label}: {exc}")
+                self.gpu.read_errors[label] = str(exc)
             return None
 
 
@@ -185,25 +188,89 @@ def _import_pynvml() -> Any:
     return pynvml
 
 
+class NvmlInitError(CannotRunError):
+    """nvmlInit failed: library missing, driver not loaded. Where the battery runs, the node
+    answers nothing about its GPUs, which is a result (``gpu_reachable[node]`` ERROR);
+    elsewhere (a load worker) it stays a CannotRunError."""
+
+
+class NvmlUnavailable(Exception):
+    """The board could not be read at all; ``reason`` says why, ``stage`` how far it got."""
+
+    def __init__(self, reason: str, *, kind: str, stage: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.kind, self.stage = reason, kind, stage
+
+    def __reduce__(self) -> tuple[Any, ...]:  # it crosses the probe child's pipe
+        return (_unavailable, (self.reason, self.kind, self.stage))
+
+
+def _unavailable(reason: str, kind: str, stage: str | None) -> NvmlUnavailable:
+    return NvmlUnavailable(reason, kind=kind, stage=stage)
+
+
+#: Default deadline for one whole board read (NVML answers in milliseconds on a healthy
+#: board; a wedged driver never answers). ``--nvml-timeout`` changes it.
+DEFAULT_DEADLINE_S = 30.0
+
+
 def init_nvml() -> Any:
-    """nvmlInit, or CannotRunError (exit 3) when there is no driver on this machine."""
+    """nvmlInit, or NvmlInitError (a CannotRunError, exit 3 unless the caller judges it)."""
     nvml = _import_pynvml()
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        raise CannotRunError(
+        raise NvmlInitError(
             f"cannot initialise NVML ({exc}); is the NVIDIA driver installed and loaded?"
         ) from None
     return nvml
 
 
-def read_board(*, with_nvlink_counters: bool = True) -> BoardSnapshot:
+def read_board(*, with_nvlink_counters: bool = True,
+               progress: Callable[[str], None] | None = None) -> BoardSnapshot:
     nvml = init_nvml()
     try:
-        return _read_board(nvml, with_nvlink_counters=with_nvlink_counters)
+        return _read_board(nvml, with_nvlink_counters=with_nvlink_counters, progress=progress)
     finally:
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
+
+
+def read_board_within(deadline_s: float, *, with_nvlink_counters: bool = True) -> BoardSnapshot:
+    """``read_board`` in a child process that is abandoned after ``deadline_s``.
+
+    Raises NvmlUnavailable when NVML cannot initialise, the read does not finish in time
+    (a wedged GPU or driver), or the child dies; the caller turns that into a result.
+    """
+    from nodegate.probes.deadline import ChildDied, DeadlineExceeded, call_with_deadline
+
+    nvml = _import_pynvml()  # a missing nvidia-ml-py stays an environment problem (exit 3)
+
+    def probe(progress: Callable[[str], None]) -> BoardSnapshot:
+        stage = ["nvmlInit"]
+
+        def step(label: str) -> None:
+            stage[0] = label
+            progress(label)
+
+        step("nvmlInit")
+        try:
+            return read_board(with_nvlink_counters=with_nvlink_counters, progress=step)
+        except nvml.NVMLError as exc:  # a board-wide call (the device count) failed
+            raise NvmlUnavailable(f"NVML error while reading {stage[0]}: {exc}",
+                                  kind="error", stage=stage[0]) from None
+
+    try:
+        return call_with_deadline(probe, deadline_s)
+    except NvmlInitError as exc:
+        raise NvmlUnavailable(str(exc), kind="init", stage="nvmlInit") from None
+    except DeadlineExceeded as exc:
+        note = "" if exc.reaped else "; the probe process is stuck in the kernel"
+        where = f" (while reading {exc.last})" if exc.last else ""
+        raise NvmlUnavailable(f"NVML gave no answer within {deadline_s:g}s{where}{note}",
+                              kind="timeout", stage=exc.last) from None
+    except ChildDied as exc:
+        raise NvmlUnavailable(str(exc), kind="died") from None
 
 
 def _system(nvml: Any, fn_name: str) -> Any:
@@ -213,13 +280,18 @@ def _system(nvml: Any, fn_name: str) -> Any:
         return None
 
 
-def _read_board(nvml: Any, *, with_nvlink_counters: bool) -> BoardSnapshot:
+def _read_board(nvml: Any, *, with_nvlink_counters: bool,
+                progress: Callable[[str], None] | None = None) -> BoardSnapshot:
+    if progress is not None:
+        progress("system")
     driver = _system(nvml, "nvmlSystemGetDriverVersion")
     nvml_version = _system(nvml, "nvmlSystemGetNVMLVersion")
     cuda = _system(nvml, "nvmlSystemGetCudaDriverVersion")
     count = int(nvml.nvmlDeviceGetCount())
     gpus = []
     for index in range(count):
+        if progress is not None:
+            progress(f"gpu{index}")
         gpu = GpuState(index=index)
         reader = _Reader(nvml, gpu)
         handle = reader.read("handle", nvml.nvmlDeviceGetHandleByIndex, index)

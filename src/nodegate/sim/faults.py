@@ -83,6 +83,21 @@ def xid_code(board: Board, t: Target) -> None:
     _xid(board, t, int(t.arg))
 
 
+def nvml_hang(board: Board, t: Target) -> None:
+    """A GPU whose driver calls never return (a wedged GPU: the RM stuck waiting on GSP, the
+    ioctl blocked). Every per-device NVML call on it blocks; enumeration still answers, as a
+    wedged card is still on the bus. No NVML return code models this: it is the absence of one.
+    """
+    _gpu(board, t)["hang"] = True
+
+
+def nvml_missing(board: Board, t: Target) -> None:
+    """The driver's user-space library is gone (package removed, driver half-uninstalled):
+    ``nodegate sim run`` does not put the simulator's libnvidia-ml.so.1 on the loader path,
+    so pynvml's nvmlInit fails with NVML_ERROR_LIBRARY_NOT_FOUND as on a real node."""
+    board["nvml_missing"] = True
+
+
 # --------------------------------------------------------------------------- NVLink
 
 
@@ -299,6 +314,10 @@ CATALOG: dict[str, Fault] = {
         Fault("xid79", "gpu", "GPU fell off the bus: calls return GPU_IS_LOST, Xid 79", xid79),
         Fault("xid", "gpu", "an arbitrary Xid line for this GPU in the kernel log", xid_code,
               arg="CODE"),
+        Fault("nvml-hang", "gpu", "every per-device NVML call on this GPU blocks for ever",
+              nvml_hang),
+        Fault("nvml-missing", "node", "no libnvidia-ml.so.1 on the loader path: nvmlInit fails",
+              nvml_missing),
         Fault("nvlink-down", "link", "one NVLink reads inactive", nvlink_down),
         Fault("nvlink-errors", "link", "CRC, replay and recovery counters rising on one link",
               nvlink_errors),

@@ -45,16 +45,22 @@ def resolve_spec(spec: str) -> Board:
 def prepare(spec: str, state_dir: Path) -> dict[str, str]:
     """Build the library if needed, write the board into ``state_dir``, return env vars to set.
 
-    ``LD_LIBRARY_PATH`` has the library directory prepended to the caller's current value.
+    ``LD_LIBRARY_PATH`` has the library directory prepended to the caller's current value;
+    with the ``nvml-missing`` fault it is left out (and taken out of the current value), so
+    the process finds no libnvidia-ml.so.1 unless the machine has a real one installed.
     """
     from nodegate.sim.build import ensure_built
 
     board = resolve_spec(spec)
     lib_dir = ensure_built()
     paths = state.write(board, Path(state_dir))
-    current = os.environ.get("LD_LIBRARY_PATH", "")
+    current = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    if board.get("nvml_missing"):
+        path = [p for p in current if Path(p).resolve() != lib_dir.resolve()]
+    else:
+        path = [str(lib_dir), *current]
     return {
-        "LD_LIBRARY_PATH": str(lib_dir) + (os.pathsep + current if current else ""),
+        "LD_LIBRARY_PATH": os.pathsep.join(path),
         ENV_SIM_DIR: str(Path(state_dir).resolve()),
         ENV_KERNEL_LOG: str(paths["kernel_log"].resolve()),
         ENV_BOOT_ID: str(paths["boot_id"].resolve()),

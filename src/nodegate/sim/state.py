@@ -78,6 +78,7 @@ def _gpu_lines(board: Board, gpu: Gpu, index: int) -> list[str]:
     uptime = board["system"]["uptime_s"]
     kv: dict[str, Any] = {
         "lost": int(gpu["lost"]),
+        "hang": int(gpu.get("hang", False)),
         "name": gpu["name"],
         "uuid": gpu["uuid"],
         "serial": gpu["serial"],

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -212,6 +213,7 @@ typedef struct {
 typedef struct sim_gpu {
     unsigned int index;
     unsigned int lost;
+    unsigned int hang; /* nvml-hang: every per-device call blocks (a wedged GPU/driver) */
     char name[96], uuid[96], serial[32], part_number[80], vbios[32];
     char inforom_image[16], inforom_oem[16], inforom_ecc[16], inforom_power[16];
     unsigned int inforom_corrupted; /* nvmlDeviceValidateInforom's checksum verdict */
@@ -292,7 +294,7 @@ typedef struct {
 #define FC(k, m) {k, F_CTR, offsetof(sim_gpu, m), 0, 0}
 
 static const field_t gpu_fields[] = {
-    FU("lost", lost), FS("name", name), FS("uuid", uuid), FS("serial", serial),
+    FU("lost", lost), FU("hang", hang), FS("name", name), FS("uuid", uuid), FS("serial", serial),
     FS("part_number", part_number), FS("vbios", vbios), FS("inforom_image", inforom_image),
     FS("inforom_oem", inforom_oem), FS("inforom_ecc", inforom_ecc),
     FS("inforom_power", inforom_power), FU("inforom_corrupted", inforom_corrupted),
@@ -618,12 +620,20 @@ static unsigned int gr_clock_now(const sim_gpu *g, unsigned int max) {
         if (g_sys.refcount <= 0) return NVML_ERROR_UNINITIALIZED;                     \
     } while (0)
 
+/* A wedged GPU: the driver call never returns. Real NVML has no return code for this; the
+ * caller's thread simply stays blocked (in the kernel, on real hardware). pause() only
+ * returns for a caught signal, so the loop keeps it blocked; SIGKILL still ends the process. */
+static void wedge(void) {
+    for (;;) pause();
+}
+
 static nvmlReturn_t get_gpu(void *handle, sim_gpu **out) {
     if (g_sys.refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     sim_gpu *g = (sim_gpu *)handle;
     if (!g || g < g_gpus || g >= g_gpus + g_sys.count) return NVML_ERROR_INVALID_ARGUMENT;
     if (((char *)g - (char *)g_gpus) % sizeof(sim_gpu) != 0) return NVML_ERROR_INVALID_ARGUMENT;
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
+    if (g->hang) wedge();
     *out = g;
     return NVML_SUCCESS;
 }

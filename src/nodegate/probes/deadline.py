@@ -1,0 +1,144 @@
+"""Run a probe in a forked child and give up on it after a deadline.
+
+A wedged NVML call is a C call blocked inside the driver: a thread cannot interrupt it and a
+signal handler never runs while it blocks, so a thread with a join timeout would leave the
+process (and the battery lock it holds) stuck. A child process can be abandoned: the parent
+reads the answer from a pipe until the deadline, then kills the child and moves on. A child
+blocked in the kernel (D state) may outlive the kill; it holds no lock (every inherited
+descriptor but the pipe is closed at once), so the next cron run is not blocked by it.
+
+The child sends pickled frames: any number of ``("progress", label)`` (what it is reading
+now, so a timeout can say where it hung), then one ``("ok", value)`` or ``("raise", exc)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_HEADER = struct.Struct("!I")
+#: After SIGKILL, how long to wait for the child to be reaped before abandoning it.
+REAP_WAIT_S = 1.0
+
+
+class DeadlineExceeded(Exception):
+    """The child gave no answer within the deadline; ``last`` is its last progress label."""
+
+    def __init__(self, deadline_s: float, last: str | None, reaped: bool) -> None:
+        where = f" (last: {last})" if last else ""
+        super().__init__(f"no answer within {deadline_s:g}s{where}")
+        self.deadline_s, self.last, self.reaped = deadline_s, last, reaped
+
+
+class ChildDied(Exception):
+    """The child ended without an answer (a crash in the C library, a signal)."""
+
+
+class Progress:
+    """The child's side: report what it is doing, so the parent can name where it hung."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __call__(self, label: str) -> None:
+        _send(self._fd, ("progress", label))
+
+
+def _send(fd: int, message: tuple[str, Any]) -> None:
+    data = pickle.dumps(message)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _child(fn: Callable[[Progress], T], read_fd: int, write_fd: int) -> None:
+    """In the child: drop every inherited descriptor but stdio and the pipe, run, answer."""
+    code = 0
+    try:
+        os.close(read_fd)
+        os.closerange(3, write_fd)
+        os.closerange(write_fd + 1, 1 << 16)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        try:
+            message: tuple[str, Any] = ("ok", fn(Progress(write_fd)))
+        except BaseException as exc:  # everything goes back to the parent
+            message = ("raise", exc)
+        try:
+            _send(write_fd, message)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            _send(write_fd, ("raise", ChildDied(f"unpicklable answer: {message[1]!r}")))
+    except BaseException:  # never return into the parent's code
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def call_with_deadline(fn: Callable[[Progress], T], deadline_s: float) -> T:
+    """``fn(progress)`` in a forked child; its value, or its exception re-raised here.
+
+    Raises DeadlineExceeded when no answer came within ``deadline_s`` (the child is killed),
+    ChildDied when it ended without answering.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, which never returns
+        _child(fn, read_fd, write_fd)
+    os.close(write_fd)
+    last: str | None = None
+    buffer = b""
+    end = time.monotonic() + deadline_s
+    try:
+        while True:
+            while len(buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(buffer)
+                if len(buffer) < _HEADER.size + size:
+                    break
+                kind, payload = pickle.loads(buffer[_HEADER.size:_HEADER.size + size])
+                buffer = buffer[_HEADER.size + size:]
+                if kind == "progress":
+                    last = str(payload)
+                    continue
+                _reap(pid, REAP_WAIT_S)
+                if kind == "raise":
+                    raise payload
+                return payload  # type: ignore[no-any-return]
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+                raise DeadlineExceeded(deadline_s, last, reaped=_kill(pid))
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                _reap(pid, REAP_WAIT_S)
+                raise ChildDied(f"the probe process ended without an answer (last: {last})")
+            buffer += chunk
+    finally:
+        os.close(read_fd)
+
+
+def _kill(pid: int) -> bool:
+    """SIGKILL the child; True when it was reaped (a child stuck in the kernel may not be)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return _reap(pid, REAP_WAIT_S)
+
+
+def _reap(pid: int, wait_s: float) -> bool:
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if done:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.005)

@@ -1,0 +1,115 @@
+"""Could not measure = ERROR (issue 16 item 1): an unreadable kernel log, an NVML field that
+errors, never a PASS or a SKIP (docs/verdicts.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nodegate.judge.gpu import judge_gpu
+from nodegate.probes.kernel_log import read_kernel_log
+from nodegate.probes.nvml import GpuState, NvLinkState, _Reader
+from nodegate.profiles.cache import resolve_profile_cached
+from nodegate.results import CheckResult, Verdict
+from tests.conftest import run_cli
+
+# --------------------------------------------------------------------------- kernel log
+
+
+def test_missing_override_file_is_a_problem_not_an_empty_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODEGATE_KERNEL_LOG", str(tmp_path / "gone.log"))
+    log = read_kernel_log()
+    assert log.lines == [] and log.problem is not None
+    assert "gone.log" in log.problem and "No such file" in log.problem
+
+
+def test_refused_journalctl_and_dmesg_are_a_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a non-root user on a kernel with dmesg_restrict: both tools exit non-zero."""
+    for tool, message in (("journalctl", "No journal files were opened due to insufficient "
+                                         "permissions."),
+                          ("dmesg", "dmesg: read kernel buffer failed: Operation not permitted")):
+        script = tmp_path / tool
+        script.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
+        script.chmod(0o755)
+    monkeypatch.delenv("NODEGATE_KERNEL_LOG", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    log = read_kernel_log()
+    assert log.source == "none" and log.problem is not None
+    assert "insufficient permissions" in log.problem
+    assert "Operation not permitted" in log.problem
+
+
+def test_readable_empty_log_is_no_problem(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "k.log").write_text("")
+    monkeypatch.setenv("NODEGATE_KERNEL_LOG", str(tmp_path / "k.log"))
+    assert read_kernel_log().problem is None
+
+
+def test_health_with_no_readable_kernel_log_errors_every_gpu(tmp_path: Path) -> None:
+    script = ('rm -f "$NODEGATE_KERNEL_LOG" && exec nodegate health --profile xe9680-h100 '
+              f'--checks gpu,log --report-dir {tmp_path}/r --no-textfile --quiet')
+    result = run_cli("sim", "run", "h100-hgx", "--", "sh", "-c", script,
+                     env={"NODEGATE_LOCK_FILE": str(tmp_path / "lock")})
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "r" / "quick-latest.json").read_text())
+    xids = {r["entity"]: r for r in report["results"] if r["check"] == "xid_events"}
+    assert sorted(xids) == [f"gpu{i}" for i in range(8)]
+    assert {r["verdict"] for r in xids.values()} == {"ERROR"}
+    assert "kernel log unreadable" in xids["gpu0"]["evidence"]["reason"]
+    others = {r["verdict"] for r in report["results"] if r["check"] != "xid_events"}
+    assert others == {"PASS"}
+
+
+# --------------------------------------------------------------------------- NVML fields
+
+
+class _Error(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__({3: "Not Supported", 999: "Unknown Error", 15: "GPU is lost"}[value])
+        self.value = value
+
+
+FAKE_NVML = SimpleNamespace(NVMLError=_Error, NVML_ERROR_GPU_IS_LOST=15,
+                            NVML_ERROR_NOT_SUPPORTED=3, NVML_ERROR_FUNCTION_NOT_FOUND=13)
+
+
+def _fails(code: int) -> object:
+    def call() -> None:
+        raise _Error(code)
+    return call
+
+
+def test_reader_keeps_not_supported_apart_from_errors() -> None:
+    gpu = GpuState(index=2)
+    reader = _Reader(FAKE_NVML, gpu)
+    assert reader.read("sbe_volatile", _fails(3)) is None  # type: ignore[arg-type]
+    assert reader.read("dbe_volatile", _fails(999)) is None  # type: ignore[arg-type]
+    assert gpu.unsupported == ["sbe_volatile"]
+    assert gpu.read_errors == {"dbe_volatile": "Unknown Error"}
+
+
+def _by(results: list[CheckResult], check: str, entity: str) -> CheckResult:
+    return next(r for r in results if r.check == check and r.entity == entity)
+
+
+def test_a_field_that_errors_is_error_and_not_supported_stays_skip() -> None:
+    profile = resolve_profile_cached("xe9680-h100")
+    gpu = GpuState(index=0, name=profile.data["gpu"]["model"],
+                   read_errors={"dbe_volatile": "Unknown Error",
+                                "nvlink0.replay": "Unknown Error"},
+                   unsupported=["sbe_volatile"],
+                   nvlinks=[NvLinkState(link=0, active=True, version_enum=6, generation=4,
+                                        crc_flit=0, crc_data=0, recovery=0)])
+    results = judge_gpu(gpu, profile)
+    dbe = _by(results, "ecc_dbe_volatile", "gpu0")
+    assert dbe.verdict is Verdict.ERROR
+    assert dbe.evidence["reason"] == "NVML error: dbe_volatile: Unknown Error"
+    assert _by(results, "ecc_sbe_volatile", "gpu0").verdict is Verdict.SKIP
+    assert _by(results, "nvlink_replay_errors", "gpu0.link0").verdict is Verdict.ERROR
+    assert _by(results, "nvlink_crc_errors", "gpu0.link0").verdict is Verdict.PASS
