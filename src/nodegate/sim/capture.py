@@ -1,10 +1,12 @@
 """Import an ``nvidia-smi -q -x`` capture as a scenario, to replay a sick production node.
 
 Operators already collect this XML. Every GPU in it becomes one ``gpus:`` entry holding what
-the capture says; what it does not say (NVLink topology, NUMA node, telemetry under load) gets
-the defaults documented in docs/simulator.md. Both the 535 layout (``power_readings``,
+the capture says; what it does not say (NUMA node, telemetry under load) gets the defaults
+documented in docs/simulator.md. Both the 535 layout (``power_readings``,
 ``clocks_throttle_reasons``) and the 550+ layout (``gpu_power_readings``,
-``clocks_event_reasons``) are read.
+``clocks_event_reasons``) are read. A capture is untrusted input: anything the importer cannot
+read (a redacted PCI id, a GPU count that does not match, an unknown product) is a
+ConfigError naming the file and the XML path, never a traceback and never a guess.
 """
 
 from __future__ import annotations
@@ -17,32 +19,57 @@ from typing import Any
 import yaml
 
 from nodegate.errors import ConfigError
+from nodegate.sim.gpu_models import SINGLE_CAPABILITY, architecture_key, product_model
 from nodegate.sim.scenario import canonical_bus_id, resolve, validate
 
 _NUM = re.compile(r"-?\d+(\.\d+)?")
-ARCH_BY_NAME = (("H100", "hopper"), ("H200", "hopper"), ("H800", "hopper"), ("A100", "ampere"),
-                ("A800", "ampere"), ("B200", "blackwell"), ("L40", "ada"), ("V100", "volta"))
-COMPUTE_CAPABILITY = {"hopper": [9, 0], "ampere": [8, 0], "blackwell": [10, 0], "ada": [8, 9],
-                      "volta": [7, 0], "turing": [7, 5]}
+_HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]+$")
+_UUID = re.compile(r"^GPU-[0-9a-fA-F-]{36}$")
+NVIDIA_VENDOR = 0x10DE
+LINK = "pci/pci_gpu_link_info"
+#: Scenario keys every GPU needs, with the capture element each comes from (the XML path an
+#: error names). A capture without them cannot drive the simulated board.
+REQUIRED: tuple[tuple[str, str, str], ...] = (
+    ("vbios_version", "", "vbios_version"),
+    ("memory", "total_mib", "fb_memory_usage/total"),
+    ("power", "limit_w", "{power_limit}"),
+    ("clocks", "graphics_max_mhz", "max_clocks/graphics_clock"),
+    ("clocks", "memory_max_mhz", "max_clocks/mem_clock"),
+    ("pcie", "gen", f"{LINK}/pcie_gen/current_link_gen"),
+    ("pcie", "width", f"{LINK}/link_widths/current_link_width"),
+)
+#: Identity values that must differ between GPUs (an anonymised capture repeats them).
+UNIQUE = (("pci_bus_id", "pci/pci_bus_id"), ("uuid", "uuid"), ("serial", "serial"))
+# what nvidia-smi prints for "no value", and what people put in place of a redacted one
+ABSENT = ("", "N/A", "Unknown Error", "[N/A]", "Not Available", "Unknown", "[REDACTED]",
+          "REDACTED")
 # nvidia-smi reason element suffix -> scenario reason name (gpu_idle is dynamic, not replayed)
 REASONS = ("applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
            "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
            "display_clock_setting")
-# nvlink defaults when the capture cannot say (nvidia-smi -q has no NVLink section)
-NVLINK_DEFAULTS = {"hopper": (18, 4, 26562), "ampere": (12, 3, 25781), "blackwell": (18, 5, 50000)}
 
 
 def _text(node: ET.Element | None, path: str) -> str | None:
-    """Element text, with nvidia-smi's N/A / empty / Unknown turned into None."""
+    """Element text, with nvidia-smi's N/A / empty / Unknown and redactions turned into None."""
     if node is None:
         return None
     found = node.find(path)
     if found is None or found.text is None:
         return None
     value = found.text.strip()
-    if value in ("", "N/A", "Unknown Error", "[N/A]", "Not Available", "Unknown"):
+    if value in ABSENT:
         return None
     return value
+
+
+def _hex(node: ET.Element, path: str, *, slot: int, source: str) -> int | None:
+    """A hex field (``233010DE``, ``0x1e``); anything else is a ConfigError naming the field."""
+    value = _text(node, path)
+    if value is None:
+        return None
+    if not _HEX.match(value):
+        raise ConfigError(f"not a hex value: {value!r}", file=source, key=f"gpu[{slot}]/{path}")
+    return int(value, 16)
 
 
 def _num(node: ET.Element | None, path: str) -> float | None:
@@ -93,10 +120,17 @@ def _ecc_counts(errors: ET.Element | None, scope: str) -> tuple[int | None, int 
     return _int(node, "single_bit/total"), _int(node, "double_bit/total")
 
 
-def _pages(node: ET.Element | None) -> list[int]:
+def _pages(node: ET.Element | None, *, key: str, source: str) -> list[int]:
     if node is None:
         return []
-    addrs = [int(a.text, 16) for a in node.iter("retired_page_address") if a.text]
+    addrs = []
+    for a in node.iter("retired_page_address"):
+        text = (a.text or "").strip()
+        if text in ABSENT:
+            continue
+        if not _HEX.match(text):
+            raise ConfigError(f"not a hex page address: {text!r}", file=source, key=key)
+        addrs.append(int(text, 16))
     count = _int(node, "retired_count") or 0
     base = 0x1A0000
     while len(addrs) < count:  # count without a page list: synthesize distinct pages
@@ -104,34 +138,78 @@ def _pages(node: ET.Element | None) -> list[int]:
     return addrs
 
 
-def gpu_from_xml(node: ET.Element, slot: int, count: int) -> dict[str, Any]:
+def gpu_model(node: ET.Element, slot: int, *, source: str) -> tuple[str, list[int]]:
+    """(architecture, compute capability) from ``product_architecture`` and ``product_name``.
+
+    The product name decides the capability (Ampere is 8.0 or 8.6); the architecture string,
+    where the capture has one, must agree with it. Unknown names are errors, not Hopper.
+    """
+    name = _text(node, "product_name")
+    arch_text = _text(node, "product_architecture")
+    arch = architecture_key(arch_text) if arch_text else None
+    if arch_text and arch is None:
+        raise ConfigError(f"unknown architecture {arch_text!r}", file=source,
+                          key=f"gpu[{slot}]/product_architecture")
+    model = product_model(name) if name else None
+    if model is not None:
+        if arch is not None and arch != model[0]:
+            raise ConfigError(f"architecture {arch_text!r} does not match product {name!r} "
+                              f"({model[0]})", file=source,
+                              key=f"gpu[{slot}]/product_architecture")
+        return model[0], list(model[1])
+    if arch is not None and arch in SINGLE_CAPABILITY:
+        return arch, list(SINGLE_CAPABILITY[arch])
+    what = f"architecture {arch_text!r} has more than one compute capability and " if arch \
+        else ""
+    raise ConfigError(f"{what}product {name!r} is not in the compute capability table "
+                      "(nodegate.sim.gpu_models)", file=source, key=f"gpu[{slot}]/product_name")
+
+
+def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capture"
+                 ) -> dict[str, Any]:
     """One ``gpus:`` entry from a ``<gpu>`` element."""
     gpu: dict[str, Any] = {}
-    name = _text(node, "product_name") or "NVIDIA GPU"
+    name = _text(node, "product_name")
+    if name is None:
+        raise ConfigError("GPU has no product name", file=source, key=f"gpu[{slot}]/product_name")
     gpu["name"] = name
-    arch = (_text(node, "product_architecture") or "").lower()
-    if arch not in COMPUTE_CAPABILITY:
-        arch = next((a for key, a in ARCH_BY_NAME if key in name), "hopper")
+    arch, capability = gpu_model(node, slot, source=source)
     gpu["architecture"] = arch
-    gpu["cuda_compute_capability"] = list(COMPUTE_CAPABILITY[arch])
+    gpu["cuda_compute_capability"] = capability
     bus_id = _text(node, "pci/pci_bus_id") or node.get("id")
+    key = f"gpu[{slot}]/pci/pci_bus_id"
     if not bus_id:
-        raise ConfigError(f"GPU {slot} has no PCI bus id", key=f"gpu[{slot}]/pci/pci_bus_id")
-    gpu["pci_bus_id"] = canonical_bus_id(bus_id)
-    dev_id = _text(node, "pci/pci_device_id")
-    if dev_id:
-        gpu["pci_device_id"] = int(dev_id, 16) >> 16
-    subsys = _text(node, "pci/pci_sub_system_id")
-    if subsys:
-        gpu["pci_subsystem_id"] = int(subsys, 16)
-    for key, path in (("uuid", "uuid"), ("serial", "serial"), ("vbios_version", "vbios_version"),
+        raise ConfigError("GPU has no PCI bus id", file=source, key=key)
+    try:
+        gpu["pci_bus_id"] = canonical_bus_id(bus_id)
+    except ValueError:
+        raise ConfigError(f"not a PCI bus id: {bus_id!r}", file=source, key=key) from None
+    dev_id = _hex(node, "pci/pci_device_id", slot=slot, source=source)
+    key = f"gpu[{slot}]/pci/pci_device_id"
+    if dev_id is None:
+        raise ConfigError("PCI device id missing or redacted; the simulated board needs it",
+                          file=source, key=key)
+    # nvidia-smi prints NVML's pciDeviceId: device id in the high 16 bits, vendor in the low
+    if dev_id & 0xFFFF != NVIDIA_VENDOR or not dev_id >> 16:
+        raise ConfigError(f"{dev_id:08X} is not an NVIDIA device id (vendor 10DE in the low "
+                          "16 bits): redacted?", file=source, key=key)
+    gpu["pci_device_id"] = dev_id >> 16
+    _put(gpu, "pci_subsystem_id", _hex(node, "pci/pci_sub_system_id", slot=slot, source=source))
+    uuid = _text(node, "uuid")
+    if uuid is not None and not _UUID.match(uuid):
+        raise ConfigError(f"not a GPU UUID: {uuid!r}", file=source, key=f"gpu[{slot}]/uuid")
+    _put(gpu, "uuid", uuid)
+    for key, path in (("serial", "serial"), ("vbios_version", "vbios_version"),
                       ("board_part_number", "board_part_number")):
         _put(gpu, key, _text(node, path))
     _put(gpu, "minor_number", _int(node, "minor_number"))
     _put(gpu, "module_id", _int(node, "gpu_module_id"))
     board_id = _text(node, "board_id")
     if board_id:
-        gpu["board_id"] = int(board_id, 16) if board_id.lower().startswith("0x") else int(board_id)
+        if board_id.isdigit():
+            gpu["board_id"] = int(board_id)
+        else:
+            gpu["board_id"] = _hex(node, "board_id", slot=slot, source=source)
     gpu["numa_node"] = 0 if slot < max(1, count // 2) else 1
     gpu["inforom"] = {
         "image": _text(node, "inforom_version/img_version"),
@@ -236,8 +314,11 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int) -> dict[str, Any]:
     _put(rows, "failure", _flag(node, "remapped_rows/remapped_row_failure"))
     gpu["remapped_rows"] = rows
     gpu["retired_pages"] = {
-        "sbe": _pages(node.find("retired_pages/multiple_single_bit_retirement")),
-        "dbe": _pages(node.find("retired_pages/double_bit_retirement")),
+        "sbe": _pages(node.find("retired_pages/multiple_single_bit_retirement"),
+                      key=f"gpu[{slot}]/retired_pages/multiple_single_bit_retirement",
+                      source=source),
+        "dbe": _pages(node.find("retired_pages/double_bit_retirement"),
+                      key=f"gpu[{slot}]/retired_pages/double_bit_retirement", source=source),
         "pending": bool(_flag(node, "retired_pages/pending_retirement")),
     }
 
@@ -263,14 +344,56 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int) -> dict[str, Any]:
     else:
         gpu["fabric"] = None
 
-    links, version, speed = NVLINK_DEFAULTS.get(arch, (0, 4, 0))
-    if "PCIe" in name or "NVL" in name or count == 1:
-        links = 0
-    gpu["nvlink"] = {"links": links, "version": version, "speed_mbps": speed}
+    new_layout = node.find("gpu_power_readings") is not None
+    _require(gpu, slot, source=source, power_limit="gpu_power_readings/current_power_limit"
+             if new_layout else "power_readings/power_limit")
+    # NVLink: `nvidia-smi -q -x` has no NVLink section (none in the DTDs v10-v13 nor in any
+    # public capture we found; NVLink state comes from `nvidia-smi nvlink`, which has no XML
+    # form). Links are not invented from the product name: a capture holds none, so the
+    # scenario has none. Add `nvlink:` to the scenario by hand to replay them.
+    gpu["nvlink"] = {"links": 0}
     return gpu
 
 
-def scenario_from_capture(path: Path, *, name: str) -> dict[str, Any]:
+def _require(gpu: dict[str, Any], slot: int, *, source: str, power_limit: str) -> None:
+    """ConfigError naming the capture element behind the first required value it lacks."""
+    for section, key, path in REQUIRED:
+        value = gpu.get(section) if not key else gpu.get(section, {}).get(key)
+        if value is None:
+            where = path.format(power_limit=power_limit)
+            raise ConfigError("missing, N/A or redacted; the simulated board needs it",
+                              file=source, key=f"gpu[{slot}]/{where}")
+
+
+def _unique(entries: list[dict[str, Any]], *, source: str) -> None:
+    """Two GPUs with one bus id, UUID or serial: an anonymised capture, not a board."""
+    for key, path in UNIQUE:
+        seen: dict[str, int] = {}
+        for slot, gpu in enumerate(entries):
+            value = str(gpu.get(key, "")).upper()
+            if value and value in seen:
+                raise ConfigError(f"{key} {gpu[key]} repeats gpu[{seen[value]}]'s "
+                                  "(anonymised capture?)", file=source, key=f"gpu[{slot}]/{path}")
+            seen.setdefault(value, slot)
+
+
+def _gpu_count(root: ET.Element, present: int, *, source: str, allow_partial: bool) -> str:
+    """Compare ``attached_gpus`` with the ``<gpu>`` elements; '' or a note for the description."""
+    attached = _text(root, "attached_gpus")
+    if attached is not None and not attached.isdigit():
+        raise ConfigError(f"not a GPU count: {attached!r}", file=source, key="attached_gpus")
+    if attached is not None and int(attached) == present:
+        return ""
+    said = f"attached_gpus says {attached}" if attached else "the capture has no attached_gpus"
+    if not allow_partial:
+        raise ConfigError(f"{said} but {present} <gpu> elements are present: a partial capture "
+                          "(use --allow-partial to import the GPUs it has)", file=source,
+                          key="attached_gpus")
+    return f"; partial: {present} of {attached or 'an unknown number of'} GPUs"
+
+
+def scenario_from_capture(path: Path, *, name: str, allow_partial: bool = False
+                          ) -> dict[str, Any]:
     """Parse the capture at ``path`` into a scenario mapping (validated and resolvable)."""
     try:
         root = ET.parse(path).getroot()
@@ -284,24 +407,28 @@ def scenario_from_capture(path: Path, *, name: str) -> dict[str, Any]:
     gpus = root.findall("gpu")
     if not gpus:
         raise ConfigError("capture lists no <gpu>", file=str(path))
+    source = str(path)
+    partial = _gpu_count(root, len(gpus), source=source, allow_partial=allow_partial)
     driver = _text(root, "driver_version")
     if driver is None:
-        raise ConfigError("capture has no driver_version", file=str(path), key="driver_version")
+        raise ConfigError("capture has no driver_version", file=source, key="driver_version")
     cuda = _text(root, "cuda_version") or "12.0"
     major, _, minor = cuda.partition(".")
-    entries = [gpu_from_xml(node, i, len(gpus)) for i, node in enumerate(gpus)]
-    nvswitch = len(gpus) >= 4 and any(g["nvlink"]["links"] for g in entries)
+    if not (major.isdigit() and (minor.isdigit() or not minor)):
+        raise ConfigError(f"not a CUDA version: {cuda!r}", file=source, key="cuda_version")
+    entries = [_gpu_entry(node, i, len(gpus), source=source) for i, node in enumerate(gpus)]
+    _unique(entries, source=source)
     safe_name = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "capture"
     data: dict[str, Any] = {
         "name": safe_name,
         "description": f"imported from {path.name} ({len(gpus)}x {entries[0]['name']}, "
-        f"driver {driver})",
+        f"driver {driver}{partial})",
         "system": {
             "driver_version": driver,
             "nvml_version": f"12.{driver}",
             "cuda_driver_version": int(major) * 1000 + int(minor or 0) * 10,
         },
-        "topology": {"nvswitch": nvswitch},
+        "topology": {"nvswitch": False},
         "gpus": entries,
     }
     validate(data, source=str(path))
@@ -309,10 +436,25 @@ def scenario_from_capture(path: Path, *, name: str) -> dict[str, Any]:
     return data
 
 
-def import_capture(path: Path, output: Path, *, name: str) -> dict[str, Any]:
+def _gpu_entry(node: ET.Element, slot: int, count: int, *, source: str) -> dict[str, Any]:
+    """gpu_from_xml, with any value it could not convert reported as the GPU's ConfigError."""
+    try:
+        return gpu_from_xml(node, slot, count, source=source)
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        raise ConfigError(f"cannot read this GPU: {exc}", file=source,
+                          key=f"gpu[{slot}]") from exc
+
+
+def import_capture(path: Path, output: Path, *, name: str, allow_partial: bool = False
+                   ) -> dict[str, Any]:
     """Write the scenario for capture ``path`` to ``output`` and return it."""
-    data = scenario_from_capture(path, name=name)
+    data = scenario_from_capture(path, name=name, allow_partial=allow_partial)
     header = (f"# Imported by `nodegate sim import` from {path.name}.\n"
-              "# Fields the capture lacks use the defaults in docs/simulator.md.\n")
-    output.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+              "# Fields the capture lacks use the defaults in docs/simulator.md; it has no\n"
+              "# NVLink data, so add `nvlink:` per GPU to replay links.\n")
+    try:
+        output.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+    except OSError as exc:
+        raise ConfigError(f"cannot write the scenario: {exc.strerror}", file=str(output)
+                          ) from exc
     return data

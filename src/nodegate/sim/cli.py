@@ -46,6 +46,8 @@ def register(subparsers: Any) -> None:
     p_imp.add_argument("capture", metavar="CAPTURE.xml")
     p_imp.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml")
     p_imp.add_argument("--name", help="scenario name (default: from the output file name)")
+    p_imp.add_argument("--allow-partial", action="store_true",
+                       help="import a capture listing fewer <gpu> elements than attached_gpus")
     p_imp.set_defaults(func=cmd_import)
 
 
@@ -116,6 +118,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     name = args.name or out.stem
-    import_capture(Path(args.capture), out, name=name)
+    import_capture(Path(args.capture), out, name=name, allow_partial=args.allow_partial)
     print(f"wrote {out}")
     return 0

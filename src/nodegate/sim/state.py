@@ -16,7 +16,9 @@ from typing import Any
 
 from nodegate.sim.scenario import Board, Gpu, canonical_bus_id, parse_bus_id
 
-ARCHITECTURES = {"volta": 5, "turing": 6, "ampere": 7, "ada": 8, "hopper": 9, "blackwell": 10}
+# nvml.h nvmlDeviceArchitecture_t (nvidia-ml-py NVML_DEVICE_ARCH_*)
+ARCHITECTURES = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7,
+                 "ada": 8, "hopper": 9, "blackwell": 10}
 COMPUTE_MODES = {"default": 0, "prohibited": 2, "exclusive_process": 3}
 FABRIC_STATES = {"not_started": 1, "in_progress": 2, "completed": 3}
 FABRIC_STATUS = {"success": 0, "not_supported": 3, "in_use": 19, "not_ready": 27, "unknown": 999}
