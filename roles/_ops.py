@@ -28,7 +28,7 @@ from nodegate.facts.gate import GateReport, JoinDecision, MultinodeRun
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
-from nodegate.versions import Version
+from nodegate.versions import Version, rpm_compare
 from roles._common import TEMPLATES, TargetOS, cmd, mount_unit_name, q, target_os
 
 REBOOT_MARKER = "/run/nodegate/reboot-required"
@@ -65,7 +65,7 @@ def package_plan(os_: TargetOS, packages: list[str], version: str) -> tuple[list
     wrong = [p for p in packages if not version_matches(installed.get(p), version)]
     unheld = []
     for p in packages:
-        if p not in held or (not os_.is_debian and Version(str(held.get(p))) != Version(version)):
+        if p not in held or (not os_.is_debian and rpm_compare(str(held.get(p)), version) != 0):
             unheld.append(p)
     return wrong, unheld
 
@@ -99,8 +99,8 @@ def pinned_packages(packages: list[str], version: str, label: str) -> Generator[
     relock = sorted(p for p in set(wrong) | set(unheld) if p in held)
     if relock:
         yield cmd("dnf", "-q", "versionlock", "delete", *[q(p) for p in relock])
-    want = Version(version)
-    downgrade = [p for p in wrong if any(Version(v) > want for v in installed.get(p) or ())]
+    downgrade = [p for p in wrong
+                 if any(rpm_compare(v, version) > 0 for v in installed.get(p) or ())]
     install = [p for p in wrong if p not in downgrade]
     if install:
         yield cmd("dnf", "-y", "-q", "install", *[q(f"{p}-{version}") for p in install])

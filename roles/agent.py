@@ -9,11 +9,12 @@ systemd timer), and creates the report and node_exporter textfile directories.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from pyinfra.api.command import QuoteString
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
@@ -28,7 +29,22 @@ from roles import _ops
 from roles._common import cmd, is_deploy_file, knob, profile, q, target_os
 from roles.defaults import DEFAULTS, role_defaults
 
-_REQ = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?(==(?P<version>[^\s;]+))?$")
+
+def parse_requirement(text: str) -> tuple[str, str | None] | None:
+    """(normalized name, exact ``==`` pin or None) of a plain requirement, as pip reads it
+    (``packaging``); None for anything else (a URL, a path, a range), which pip then decides."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if req.url or req.marker:
+        return None
+    specs = list(req.specifier)
+    if not specs:
+        return canonicalize_name(req.name), None
+    if len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version:
+        return canonicalize_name(req.name), specs[0].version
+    return None
 
 
 def satisfied(installed: list[str], pin: str | None) -> bool:
@@ -53,12 +69,12 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
     if not host.get_fact(File, path=f"{venv}/pyvenv.cfg"):  # bin/python is a symlink
         yield cmd(q(python), "-m", "venv", q(venv))
     targets = [requirement]
-    match = _REQ.match(requirement)
+    parsed = parse_requirement(requirement)
     installed = host.get_fact(VenvDistributions, pip=f"{venv}/bin/pip") or {}
-    if match:
-        name = match.group("name").lower().replace("_", "-")
-        have = installed.get(name) or installed.get(match.group("name")) or []
-        if satisfied(have, match.group("version")):
+    if parsed is not None:
+        name, pin = parsed
+        have = installed.get(name) or []
+        if satisfied(have, pin):
             missing = [n for n in needs if not installed.get(n)]
             if not missing:
                 host.noop(f"{requirement} installed in {venv}")
@@ -103,7 +119,7 @@ def agent_requirement() -> str:
     """``agent_package`` with ``agent_extras()``."""
     requirement = str(knob("agent_package"))
     extras = agent_extras()
-    if extras and "[" not in requirement and _REQ.match(requirement):
+    if extras and "[" not in requirement and parse_requirement(requirement) is not None:
         name, sep, pin = requirement.partition("==")
         requirement = f"{name}[{','.join(sorted(str(e) for e in extras))}]{sep}{pin}"
     return requirement

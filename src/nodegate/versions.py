@@ -1,72 +1,150 @@
-"""Version comparison as versions, never as strings ("570.86.10" < "570.133.20").
+"""Version comparison as each packaging system defines it, never as strings.
 
-Handles driver versions (570.133.20), Debian package versions (570.133.20-0ubuntu1,
-2.26.2-1+cuda12.8, epochs) well enough to order and compare the upstream part, and the local
-label of a Python version (``0.1.0+src.0a1b2c3d4e5f``, ``2.3.1+cpu``) as PEP 440 reads it.
+- Debian (apt/dpkg): python-debian's ``version_compare``, which implements Debian Policy 5.6.12
+  (epoch, upstream, revision; ``~`` sorts before anything, so ``1.0~rc1`` < ``1.0``).
+- RPM (dnf): ``rpm_compare`` follows rpm's ``rpmvercmp`` (rpmio/rpmvercmp.c) for version and
+  release, with the epoch compared first: ``~`` sorts before anything, ``^`` after the end.
+- pip: ``packaging``'s PEP 440 versions (local labels ``0.1.0+src.<digest>``).
+
+``Version`` is the driver-facing view used by the judge and the roles: equality means "the
+same upstream release" (``570.133.20-0ubuntu1`` is driver 570.133.20, as the kernel module
+reports it), ordering follows Debian's rules on the epoch and upstream part.
 """
 
 from __future__ import annotations
 
-import re
 from functools import total_ordering
 
-_PART = re.compile(r"\d+|[A-Za-z]+")
+from packaging.version import InvalidVersion
+from packaging.version import Version as Pep440
+
+
+def deb_compare(a: str, b: str) -> int:
+    """-1, 0 or 1 as dpkg orders two Debian versions (``dpkg --compare-versions``)."""
+    from debian.debian_support import version_compare
+
+    return int(version_compare(a, b))
+
+
+def _ascii_alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
+def rpmvercmp(a: str, b: str) -> int:
+    """-1, 0 or 1 as rpm orders two version (or release) strings."""
+    if a == b:
+        return 0
+    i = j = 0
+    while i < len(a) or j < len(b):
+        while i < len(a) and not _ascii_alnum(a[i]) and a[i] not in "~^":
+            i += 1
+        while j < len(b) and not _ascii_alnum(b[j]) and b[j] not in "~^":
+            j += 1
+        a_tilde, b_tilde = i < len(a) and a[i] == "~", j < len(b) and b[j] == "~"
+        if a_tilde or b_tilde:  # a tilde sorts before everything, the end included
+            if not a_tilde:
+                return 1
+            if not b_tilde:
+                return -1
+            i, j = i + 1, j + 1
+            continue
+        a_caret, b_caret = i < len(a) and a[i] == "^", j < len(b) and b[j] == "^"
+        if a_caret or b_caret:  # a caret sorts after the end, before anything else
+            if i >= len(a):
+                return -1
+            if j >= len(b):
+                return 1
+            if not a_caret:
+                return 1
+            if not b_caret:
+                return -1
+            i, j = i + 1, j + 1
+            continue
+        if i >= len(a) or j >= len(b):
+            break
+        numeric = a[i].isdigit()
+        kind = str.isdigit if numeric else str.isalpha
+        i2, j2 = i, j
+        while i2 < len(a) and a[i2].isascii() and kind(a[i2]):
+            i2 += 1
+        while j2 < len(b) and b[j2].isascii() and kind(b[j2]):
+            j2 += 1
+        one, two = a[i:i2], b[j:j2]
+        if not two:  # segments of different kinds: a number is newer than letters
+            return 1 if numeric else -1
+        if numeric:
+            one, two = one.lstrip("0"), two.lstrip("0")
+            if len(one) != len(two):
+                return 1 if len(one) > len(two) else -1
+        if one != two:
+            return 1 if one > two else -1
+        i, j = i2, j2
+    if i >= len(a) and j >= len(b):
+        return 0
+    return -1 if i >= len(a) else 1
+
+
+def _split_evr(text: str) -> tuple[int, str, str]:
+    epoch, _, rest = text.rpartition(":") if ":" in text else ("0", "", text)
+    version, _, release = rest.partition("-")
+    return (int(epoch) if epoch.isdigit() else 0), version, release
+
+
+def rpm_compare(a: str, b: str) -> int:
+    """-1, 0 or 1 for two ``[epoch:]version[-release]`` strings; a side without a release
+    compares on epoch and version only (as dnf matches ``name-version``)."""
+    ea, va, ra = _split_evr(a)
+    eb, vb, rb = _split_evr(b)
+    if ea != eb:
+        return 1 if ea > eb else -1
+    result = rpmvercmp(va, vb)
+    if result or not ra or not rb:
+        return result
+    return rpmvercmp(ra, rb)
 
 
 @total_ordering
 class Version:
+    """A driver or package version: equality is the same upstream release, order is dpkg's."""
+
     def __init__(self, text: str) -> None:
         self.text = str(text).strip()
-        body = self.text.split(":", 1)[1] if ":" in self.text.split("-")[0] else self.text
+        head = self.text.split("-", 1)[0]
+        self.epoch, body = (self.text.split(":", 1) if ":" in head else ("0", self.text))
         upstream, _, revision = body.partition("-")
         self.upstream = upstream
         self.revision = revision
         self.public, _, local = upstream.partition("+")
         self.local = local
-        self.key = tuple(_key(upstream))
-        # the key drops separators and leading zeros ("01a1" and "1a01" both read 1,a,1): two
-        # local labels, such as two source digests, are two builds unless PEP 440 says equal
-        self._local_key = _local_key(local)
+
+    def _ordered(self) -> str:
+        return f"{self.epoch}:{self.upstream}" if self.epoch != "0" else self.upstream
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             other = Version(other)
-        return isinstance(other, Version) and (self.key, self._local_key) == (
-            other.key, other._local_key)
+        # local labels (``+src.<digest>``) name builds: two digests are two builds, even where
+        # dpkg's digit rules would read them alike ("01a1" vs "1a01")
+        return (isinstance(other, Version) and self.local.lower() == other.local.lower()
+                and deb_compare(self.public, other.public) == 0)
 
     def __lt__(self, other: Version | str) -> bool:
         if isinstance(other, str):
             other = Version(other)
-        return (self.key, self._local_key) < (other.key, other._local_key)
+        return deb_compare(self._ordered(), other._ordered()) < 0
 
     def __hash__(self) -> int:
-        return hash((self.key, self._local_key))
+        return hash(self.local.lower())
 
     def matches(self, pin: Version | str) -> bool:
-        """Whether this installed version satisfies ``==pin`` as pip decides (PEP 440): a pin
-        with a local label wants exactly that build; one without (``0.1.0``) is met by any
-        local build of that release (``0.1.0+src.0a1b2c3d4e5f``), which pip leaves alone."""
-        if isinstance(pin, str):
-            pin = Version(pin)
-        return self == pin if pin.local else Version(self.public) == Version(pin.public)
-
-    def __repr__(self) -> str:
-        return f"Version({self.text!r})"
-
-
-def _key(text: str) -> list[tuple[int, int | str]]:
-    out: list[tuple[int, int | str]] = []
-    for part in _PART.findall(text):
-        out.append((1, int(part)) if part.isdigit() else (0, part))
-    return out
-
-
-def _local_key(label: str) -> tuple[tuple[int, int | str], ...]:
-    """PEP 440 local-label segments: digits compare as a number, others as lower-case text."""
-    if not label:
-        return ()
-    parts = re.split(r"[._-]", label.lower())
-    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts)
+        """Whether this installed Python package version satisfies ``==pin`` as pip decides
+        (PEP 440): a pin with a local label wants exactly that build; one without
+        (``0.1.0``) is met by any local build of that release."""
+        try:
+            have, want = Pep440(self.text), Pep440(str(pin))
+        except InvalidVersion:
+            return False
+        return have == want if want.local else Pep440(have.public) == want
 
 
 def upstream_of_package(version: str) -> str:
