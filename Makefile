@@ -12,7 +12,9 @@ STAMP   = $(VENV)/.nodegate-installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# torch: the CPU build pinned here; an unpinned torch pulls a multi-GB CUDA build
+	# torch: pinned to the version this project's machines carry as a CPU build (pip takes it
+	# from their local package source). On another machine torch==2.13.0 from PyPI is the
+	# multi-GB CUDA build: add --index-url https://download.pytorch.org/whl/cpu for the CPU one.
 	$(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet -e ".[dev,torch,power]"
 	touch $(STAMP)
