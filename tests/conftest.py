@@ -11,6 +11,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The suite's own labs are instance 3 (10.77.10.0/24, /var/lib/nodegate-lab3, its own site file
+# and lab.env): a lab someone brought up by hand or with `make demo` (instance 0) is never
+# touched, skipped around or torn down, so `make demo; make test` works in either order. Set
+# before any test imports nodegate.lab.config, which reads it once.
+os.environ.setdefault("NODEGATE_LAB_INSTANCE", "3")
+
 
 def run_cli(*args: str, env: dict[str, str] | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess[str]:

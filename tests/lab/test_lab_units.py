@@ -165,3 +165,16 @@ def test_a_second_lab_instance_uses_its_own_names(tmp_path: Path) -> None:
     assert json.loads(out) == ["10.77.9", "ngl2", "ngl2-bridge", "ngl2v-node1",
                                "/var/lib/nodegate-lab2", "/var/lib/nodegate-lab2/lab.yaml", False]
     assert config.owns_link(config.UPLINK) and not config.owns_link("eth0")
+
+
+def test_lab_up_outside_a_checkout_says_it_needs_one(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed nodegate has no tree to build the nodes' wheel from: exit 2 at once, not
+    pip's 'No matching distribution found for nodegate' at the first deploy."""
+    from nodegate import paths
+    from nodegate.lab import mirror
+
+    monkeypatch.setattr(paths, "project_root", lambda: None)
+    with pytest.raises(ConfigError, match="checkout"):
+        mirror._wheels(tmp_path / "wheels")
+    assert not (tmp_path / "wheels").exists()

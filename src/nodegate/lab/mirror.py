@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nodegate.errors import CannotRunError
+from nodegate.errors import CannotRunError, ConfigError
 from nodegate.lab import config, packages, wheel
 from nodegate.lab.proc import run
 
@@ -91,8 +91,11 @@ def _wheels(dest: Path) -> None:
     from nodegate import paths
 
     root = paths.project_root()
-    if root is None:
-        return
+    if root is None:  # an installed nodegate: the agent role would find no nodegate wheel
+        raise ConfigError("the lab serves its nodes a nodegate wheel built from a checkout; "
+                          "run `nodegate lab up` from a nodegate clone (git clone, then "
+                          "make setup), not from an installed package",
+                          key="nodegate lab up")
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nodegate-wheel-") as tmp:
         source = Path(tmp) / "nodegate"
