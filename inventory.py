@@ -24,10 +24,9 @@ from nodegate.site.ansible import load_ansible_inventory
 
 def _load() -> Site:
     ansible_source = os.environ.get("NODEGATE_ANSIBLE_INVENTORY")
-    site_name = os.environ.get("NODEGATE_SITE", "lab")
-    if ansible_source:
-        return load_ansible_inventory(ansible_source, site_name=site_name)
-    return load_site(site_name)
+    if ansible_source:  # site name: NODEGATE_SITE, else the inventory's file name
+        return load_ansible_inventory(ansible_source, site_name=os.environ.get("NODEGATE_SITE"))
+    return load_site(os.environ.get("NODEGATE_SITE", "lab"))
 
 
 try:

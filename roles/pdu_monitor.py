@@ -33,7 +33,11 @@ def _ref(section: dict[str, Any], name: str, env_vars: dict[str, str | None]) ->
         return f"env:{var}"
     if section.get(f"{name}_file"):
         return f"file:{section[f'{name}_file']}"
-    return None
+    value = str(section.get(name) or "")  # ``community: env:VAR`` (the site loader allows
+    if value.startswith("env:"):  # only env:/file: references under secret keys)
+        env_vars[value[4:]] = os.environ.get(value[4:])
+        return value
+    return value if value.startswith("file:") else None
 
 
 def _plain(value: str, what: str) -> str:

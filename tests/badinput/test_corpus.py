@@ -44,6 +44,7 @@ class Case:
     files: dict[str, bytes | str] = field(default_factory=dict)
     subprocess: bool = False
     setup: Callable[[Path], None] | None = None
+    inventory: dict[str, str] | None = None  # env for `pyinfra inventory.py debug-inventory`
 
 
 def _profile(body: str) -> dict[str, bytes | str]:
@@ -246,7 +247,93 @@ PROCESS_CASES = [
          ("--report-dir",), subprocess=True),
 ]
 
-CASES = PROFILE_CASES + OPTION_CASES + REPORT_CASES + POWER_CASES + SIM_CASES + PROCESS_CASES
+SITE_HEAD = "schema: nodegate.site/1\nname: t\nhosts:\n  n1:\n    address: 10.0.0.1\n"
+POLL_HEAD = "output:\n  textfile: /tmp/nodegate-corpus.prom\n"
+
+
+def _site(body: str) -> dict[str, bytes | str]:
+    return {"s.yaml": SITE_HEAD + body}
+
+
+def _open_secret(d: Path) -> None:
+    (d / "pw").write_text("x\n")
+    (d / "pw").chmod(0o644)
+
+
+def _vault_host_vars(d: Path) -> None:
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    body = VaultLib([("default", VaultSecret(b"pw"))]).encrypt("10.0.0.9").decode()
+    (d / "host_vars").mkdir()
+    (d / "host_vars" / "gpu01.yml").write_text(
+        "ansible_host: !vault |\n" + "".join(f"  {line}\n" for line in body.splitlines()))
+
+
+SITE = {"NODEGATE_SITE": "{d}/s.yaml"}
+ANSIBLE = {"NODEGATE_ANSIBLE_INVENTORY": "{d}/fleet.ini", "ANSIBLE_VAULT_PASSWORD_FILE": ""}
+
+# through `pyinfra inventory.py debug-inventory`: site files and Ansible inventories
+INVENTORY_CASES = [
+    Case("site-url-query-community", (), 2, ("s.yaml", "host n1", "hosts.n1.pdu.url"),
+         _site("    pdu: {url: 'snmp://pdu?community=public', model: apc-rpdu2}\n"),
+         inventory=SITE),
+    Case("site-url-query-password", (), 2, ("s.yaml", "hosts.n1.bmc.url", "password"),
+         _site("    bmc: {url: 'https://bmc/?password=x', model: idrac9}\n"), inventory=SITE),
+    Case("site-key-pass", (), 2, ("hosts.n1.data.ipmi_pass", "reference"),
+         _site("    data: {ipmi_pass: hunter2}\n"), inventory=SITE),
+    Case("site-key-pwd", (), 2, ("hosts.n1.data.switch_pwd",),
+         _site("    data: {switch_pwd: hunter2}\n"), inventory=SITE),
+    Case("site-key-token", (), 2, ("hosts.n1.data.api_token",),
+         _site("    data: {api_token: abc123}\n"), inventory=SITE),
+    Case("site-key-secret", (), 2, ("hosts.n1.data.client_secret",),
+         _site("    data: {client_secret: abc123}\n"), inventory=SITE),
+    Case("site-key-snmpv3-auth-key", (), 2, ("hosts.n1.data.auth_key",),
+         _site("    data: {auth_key: abc123}\n"), inventory=SITE),
+    Case("site-community-literal-value", (), 2, ("hosts.n1.pdu.community",),
+         _site("    pdu: {url: 'snmp://pdu', model: apc-rpdu2, community: public}\n"),
+         inventory=SITE),
+    Case("site-password-file-mode-0644", (), 2, ("hosts.n1.bmc.password_file", "0644"),
+         _site("    bmc: {url: 'https://bmc', model: idrac9, password_file: '{d}/pw'}\n"),
+         setup=_open_secret, inventory=SITE),
+    Case("site-group-name-with-space", (), 2, ("s.yaml", "groups"),
+         {"s.yaml": SITE_HEAD + "groups:\n  'bad group': [n1]\n"}, inventory=SITE),
+    Case("ansible-vault-no-password", (), 2, ("fleet.ini", "host gpu01", "ansible_host",
+                                              "ANSIBLE_VAULT_PASSWORD_FILE"),
+         {"fleet.ini": "[slurm-node]\ngpu01\n"}, setup=_vault_host_vars, inventory=ANSIBLE),
+    Case("ansible-inline-vault-ini", (), 2, ("fleet.ini", "host gpu01", "ansible_host"),
+         {"fleet.ini": "[gpu]\ngpu01 ansible_host=$ANSIBLE_VAULT;1.1;AES256\n"},
+         inventory=ANSIBLE),
+    Case("ansible-literal-community", (), 2, ("fleet.ini", "host gpu01", "pdu.url"),
+         {"fleet.ini": "[gpu]\ngpu01\n", "host_vars/gpu01.yml":
+          "nodegate_pdu: {url: 'snmp://pdu?community=public', model: apc-rpdu2}\n"},
+         inventory=ANSIBLE),
+    Case("ansible-key-pwd", (), 2, ("fleet.ini", "host gpu01", "data.nodegate_ipmi_pwd"),
+         {"fleet.ini": "[gpu]\ngpu01 nodegate_ipmi_pwd=hunter2\n"}, inventory=ANSIBLE),
+    Case("ansible-inventory-missing", (), 2, ("none.ini", "NODEGATE_ANSIBLE_INVENTORY"),
+         inventory={"NODEGATE_ANSIBLE_INVENTORY": "{d}/none.ini"}),
+]
+
+POWER_CASES += [
+    Case("poll-literal-community-query", ("power", "poll", "--config", "{d}/p.yaml"), 2,
+         ("p.yaml", "pdus[0].url", "community"),
+         {"p.yaml": POLL_HEAD + "pdus:\n  - {name: a, url: 'snmp://pdu?community=public', "
+          "model: apc-rpdu2}\n"}),
+    Case("poll-literal-community-key", ("power", "poll", "--config", "{d}/p.yaml"), 2,
+         ("p.yaml", "pdus[0].community"),
+         {"p.yaml": POLL_HEAD + "pdus:\n  - {name: a, url: 'snmp://pdu', community: public, "
+          "model: apc-rpdu2}\n"}),
+    Case("poll-bmc-password-file-open", ("power", "poll", "--config", "{d}/p.yaml"), 2,
+         ("bmcs[0].password", "0644"),
+         {"p.yaml": POLL_HEAD + "bmcs:\n  - {name: b, url: 'https://root@bmc', "
+          "password: 'file:{d}/pw'}\n"}, setup=_open_secret),
+    Case("poll-snmpv3-literal-priv-key", ("power", "poll", "--config", "{d}/p.yaml"), 2,
+         ("pdus[0].url", "priv_key"),
+         {"p.yaml": POLL_HEAD + "pdus:\n  - {name: a, url: 'snmpv3://u@pdu?auth_key=env:A"
+          "&priv_key=s3cret', model: raritan-pdu2}\n"}),
+]
+
+CASES = (PROFILE_CASES + OPTION_CASES + REPORT_CASES + POWER_CASES + SIM_CASES + PROCESS_CASES
+         + INVENTORY_CASES)
 
 # listed, never fatal: unreadable report files are named, the view still prints (exit 0)
 LISTED = [
@@ -260,8 +347,9 @@ LISTED = [
 
 
 def _prepare(case: Case, tmp_path: Path) -> tuple[list[str], set[Path]]:
-    for name, content in case.files.items():
+    for name, raw in case.files.items():
         target = tmp_path / name
+        content = raw.replace("{d}", str(tmp_path)) if isinstance(raw, str) else raw
         target.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             target.write_bytes(content)
@@ -275,6 +363,16 @@ def _prepare(case: Case, tmp_path: Path) -> tuple[list[str], set[Path]]:
 
 def _run(argv: list[str], case: Case, capsys: pytest.CaptureFixture[str],
          tmp_path: Path) -> tuple[int, str]:
+    if case.inventory is not None:
+        import subprocess
+
+        from tests.conftest import ROOT
+
+        env = {k: v.replace("{d}", str(tmp_path)) for k, v in case.inventory.items()}
+        done = subprocess.run([str(Path(sys.executable).parent / "pyinfra"), "inventory.py",
+                               "debug-inventory"], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=120, check=False)
+        return done.returncode, done.stdout + done.stderr
     if case.subprocess:
         done = run_cli(*argv, env={"NODEGATE_LOCK_FILE": str(tmp_path / ".lock"),
                                    "NODEGATE_TEST_COMMUNITY": "public"}, timeout=120)

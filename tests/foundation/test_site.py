@@ -137,6 +137,7 @@ def test_pyinfra_debug_inventory(env: dict[str, str], hosts: list[str]) -> None:
     result = _debug_inventory(env)
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr  # pyinfra logs to stderr
+    assert "Traceback" not in output  # ansible-core under pyinfra's gevent: no noise
     for host in hosts:
         assert f"[{host}]" in output
     assert '"nodegate_profile"' in output
@@ -170,3 +171,156 @@ def test_host_data_and_overrides_refine_the_defaults(tmp_path: Path) -> None:
     assert n1.profile is not None and n2.profile is not None
     assert n2.profile.data["nvme"]["devices"] == 1  # the defaults' override survives
     assert n2.profile.data["thresholds"]["gemm_bf16_tflops_min"]["min"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ("    bmc: {url: 'https://10.0.0.2/?password=canary-x1', model: idrac9}\n",
+         "hosts.n1.bmc.url"),
+        ("    pdu: {url: 'snmp://10.0.0.3?community=canary-x1', model: apc-rpdu2}\n",
+         "hosts.n1.pdu.url"),
+        ("    pdu: {url: 'snmpv3://u@10.0.0.3?auth_key=canary-x1&priv_key=env:P', "
+         "model: apc-rpdu2}\n", "hosts.n1.pdu.url"),
+        ("    data: {ipmi_pass: canary-x1}\n", "hosts.n1.data.ipmi_pass"),
+        ("    data: {bmc_pwd: canary-x1}\n", "hosts.n1.data.bmc_pwd"),
+        ("    data: {slack_token: canary-x1}\n", "hosts.n1.data.slack_token"),
+        ("    data: {client_secret_value: canary-x1}\n", "hosts.n1.data.client_secret_value"),
+        ("    data: {pdus: [{auth_key: canary-x1}]}\n", "hosts.n1.data.pdus[0].auth_key"),
+        ("    data: {mirror: ['https://u:canary-x1@mirror']}\n", "hosts.n1.data.mirror[0]"),
+        ("    bmc: {url: 'https://root:canary-x1@[::1', model: idrac9}\n", "hosts.n1.bmc.url"),
+    ],
+)
+def test_every_credential_shape_is_rejected_naming_host_and_key(tmp_path: Path, extra: str,
+                                                                key: str) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + extra)
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert (info.value.file, info.value.host, info.value.key) == (str(path), "n1", key)
+    assert "canary-x1" not in str(info.value)
+
+
+def test_references_by_value_and_private_files_load(tmp_path: Path) -> None:
+    secret = tmp_path / "community"
+    secret.write_text("x\n")
+    secret.chmod(0o600)
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + f"    pdu: {{url: 'snmp://10.0.0.3?community=file:{secret}', "
+                    f"model: apc-rpdu2, community_file: {secret}}}\n"
+                    "    bmc: {url: 'https://10.0.0.2', password: 'env:BMC_PW', "
+                    "password_file: /nonexistent/on/this/machine}\n")
+    assert load_site(str(path)).hosts["n1"].data["bmc"]["password"] == "env:BMC_PW"
+
+
+@pytest.mark.parametrize("form", ["community_file: {f}", "community: 'file:{f}'"])
+def test_an_open_secret_file_fails_at_load_naming_the_key(tmp_path: Path, form: str) -> None:
+    secret = tmp_path / "community"
+    secret.write_text("x\n")
+    secret.chmod(0o640)
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    pdu: {url: 'snmp://10.0.0.3', model: apc-rpdu2, "
+                    + form.format(f=secret) + "}\n")
+    with pytest.raises(ConfigError, match="0640") as info:
+        load_site(str(path))
+    assert info.value.host == "n1" and info.value.key in ("hosts.n1.pdu.community_file",
+                                                          "hosts.n1.pdu.community")
+
+
+def test_ansible_site_name_is_the_file_name_or_nodegate_site() -> None:
+    source = str(DATA / "ansible-ini" / "hosts.ini")
+    assert load_ansible_inventory(source).name == "hosts"
+    assert load_ansible_inventory(source, site_name="dc7").name == "dc7"
+
+
+def test_deepops_inventory_keeps_ansible_group_names() -> None:
+    site = load_ansible_inventory(str(DATA / "deepops" / "inventory"))
+    assert site.name == "inventory"
+    assert set(site.hosts) == {"mgmt01", "mgmt02", "mgmt03", "login01", "gpu01", "gpu02"}
+    assert sorted(site.groups["slurm-node"]) == ["gpu01", "gpu02"]
+    assert site.groups["slurm-master"] == ["login01"]
+    assert sorted(site.groups["k8s_cluster"]) == ["gpu01", "gpu02", "mgmt01", "mgmt02",
+                                                  "mgmt03"]
+    assert sorted(site.groups["slurm-cluster"]) == ["gpu01", "gpu02", "login01"]
+    gpu01 = site.hosts["gpu01"]
+    assert gpu01.address == "10.0.2.1" and gpu01.data["ssh_user"] == "ubuntu"
+    assert gpu01.profile is not None and gpu01.profile.name == "xe9680-h100"
+    assert site.hosts["login01"].profile is None
+
+
+def test_site_file_accepts_hyphenated_group_names(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "groups:\n  slurm-node: [n1]\n")
+    assert load_site(str(path)).groups == {"slurm-node": ["n1"]}
+
+
+def _vault(text: str) -> str:
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    body = VaultLib([("default", VaultSecret(b"vault-pw"))]).encrypt(text).decode()
+    return "!vault |\n" + "".join(f"  {line}\n" for line in body.splitlines())
+
+
+def _vaulted_inventory(tmp_path: Path, host_vars: str) -> str:
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu01.yml").write_text(host_vars)
+    (tmp_path / "fleet.ini").write_text("[slurm-node]\ngpu01\n")
+    return str(tmp_path / "fleet.ini")
+
+
+def test_vaulted_value_needs_a_password_source(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    source = _vaulted_inventory(tmp_path, "ansible_host: " + _vault("10.0.2.9")
+                                + "ansible_become_pass: " + _vault("not-ours"))
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
+    with pytest.raises(ConfigError, match="ANSIBLE_VAULT_PASSWORD_FILE") as info:
+        load_ansible_inventory(source)
+    assert (info.value.host, info.value.key) == ("gpu01", "ansible_host")
+    password = tmp_path / "vault-pass"
+    password.write_text("vault-pw\n")
+    password.chmod(0o600)
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(password))
+    site = load_ansible_inventory(source)  # ansible_become_pass is never read
+    assert site.hosts["gpu01"].address == "10.0.2.9" and site.name == "fleet"
+
+
+def test_a_vaulted_credential_is_refused_even_with_a_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = _vaulted_inventory(tmp_path, "nodegate_bmc:\n  url: https://10.0.3.1\n"
+                                "  password: " + _vault("canary-v1").replace("\n", "\n  "))
+    password = tmp_path / "vault-pass"
+    password.write_text("vault-pw\n")
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(password))
+    with pytest.raises(ConfigError, match="by reference") as info:
+        load_ansible_inventory(source)
+    assert (info.value.host, info.value.key) == ("gpu01", "nodegate_bmc.password")
+
+
+def test_inline_ini_vault_value_names_host_and_key(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "hosts.ini").write_text("[gpu]\ngpu01 ansible_host=$ANSIBLE_VAULT;1.1;AES256\n")
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
+    with pytest.raises(ConfigError) as info:
+        load_ansible_inventory(str(tmp_path / "hosts.ini"))
+    assert (info.value.host, info.value.key) == ("gpu01", "ansible_host")
+
+
+def test_literal_secret_in_ansible_host_vars_is_rejected(tmp_path: Path) -> None:
+    source = _vaulted_inventory(tmp_path, "nodegate_pdu: {url: 'snmp://10.0.3.2?community="
+                                "canary-v2', model: apc-rpdu2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_ansible_inventory(source)
+    assert (info.value.host, info.value.key) == ("gpu01", "pdu.url")
+    assert "canary-v2" not in str(info.value)
+
+
+def test_pyinfra_debug_inventory_on_deepops_layout() -> None:
+    result = _debug_inventory({"NODEGATE_ANSIBLE_INVENTORY": str(DATA / "deepops" / "inventory"),
+                               "NODEGATE_SITE": ""})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Traceback" not in output and "OSError" not in output
+    for host in ("mgmt01", "mgmt02", "mgmt03", "login01", "gpu01", "gpu02"):
+        assert f"[{host}]" in output
+    assert "slurm-node" in output and "k8s_cluster" in output and "slurm-master" in output
+    assert '"nodegate_site": "inventory"' in output

@@ -27,6 +27,7 @@ from nodegate.power.pdu import check_model, read_pdu
 from nodegate.power.readings import DeviceReading
 from nodegate.power.snmp import SnmpTarget, parse_snmp_url
 from nodegate.power.snmp import check_refs as check_snmp_refs
+from nodegate.site.secrets import reject_literal_secrets
 
 LOG = logging.getLogger("nodegate.power.poller")
 
@@ -71,6 +72,7 @@ def load_config(path: Path) -> PollerConfig:
     data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError("top level must be a mapping", file=f)
+    reject_literal_secrets(data, file=f)  # before anything reads it: no literal reaches a log
     unknown = set(data) - KNOWN_KEYS
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}", file=f)

@@ -1,19 +1,27 @@
 """Import an existing Ansible inventory (ini or yaml, group_vars/host_vars) through ansible-core.
 
 Shops that already keep their fleet in Ansible reuse it as is: connection variables map to
-pyinfra's, ``nodegate_*`` variables map to site keys, and the result goes through the same
-schema, secret and profile checks as a site file.
+pyinfra's, ``nodegate_*`` variables map to site keys, group names stay Ansible's own
+(``slurm-master``, ``k8s_cluster``), and the result goes through the same schema, secret and
+profile checks as a site file. ansible-core runs in a child process (nodegate.site.ansible_load
+says why); vaulted values resolve there when ANSIBLE_VAULT_PASSWORD_FILE is set.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from nodegate.errors import ConfigError
+import nodegate
+from nodegate.errors import CannotRunError, ConfigError
 from nodegate.site.loader import _validate, build_site
 from nodegate.site.model import Site
-from nodegate.site.schema import HOST_PROPERTIES
+from nodegate.site.schema import GROUP_NAME, HOST_PROPERTIES
 from nodegate.site.secrets import reject_literal_secrets
 
 #: Ansible connection variables and the site keys they become.
@@ -23,68 +31,90 @@ CONNECTION_VARS = {
     "ansible_port": "ssh_port",
     "ansible_ssh_private_key_file": "ssh_key",
 }
-IGNORED_GROUPS = ("all", "ungrouped")
+LOAD_TIMEOUT_S = 120
 
 
-def _plain(value: Any) -> Any:
-    """Ansible wraps strings (AnsibleUnicode, tagged values); turn them into plain data."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value)
+def site_name_for(source: str, override: str | None = None) -> str:
+    """``NODEGATE_SITE`` when set, else the inventory's file (or folder) name stem."""
+    if override:
+        return override
+    stem = Path(source).resolve().stem
+    return re.sub(r"[^A-Za-z0-9._-]", "-", stem).lstrip("._-") or "ansible"
 
 
-def load_ansible_inventory(source: str, *, site_name: str = "ansible") -> Site:
+def _read(source: str) -> dict[str, Any]:
+    """Run nodegate.site.ansible_load in a child and return its JSON."""
+    package_root = str(Path(nodegate.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "nodegate.site.ansible_load", source], env=env,
+            capture_output=True, text=True, timeout=LOAD_TIMEOUT_S, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise CannotRunError(f"ansible-core took over {LOAD_TIMEOUT_S} s to read the inventory",
+                             file=source) from None
+    except OSError as exc:
+        raise CannotRunError(f"cannot start {sys.executable}: {exc.strerror}",
+                             file=source) from None
+    for line in done.stderr.splitlines():  # ansible-core's own warnings, passed on as they are
+        if line.strip():
+            sys.stderr.write(line + "\n")
+    try:
+        result: dict[str, Any] = json.loads(done.stdout)
+    except ValueError:
+        raise CannotRunError(f"reading the Ansible inventory failed (exit {done.returncode})",
+                             file=source) from None
+    error = result.get("error")
+    if error:
+        raise ConfigError(str(error["message"]), file=source, host=error.get("host"),
+                          key=error.get("key"))
+    return result
+
+
+def _entry(source: str, name: str, merged: dict[str, Any]) -> dict[str, Any]:
+    """Site host keys from one host's imported Ansible variables."""
+    entry: dict[str, Any] = {}
+    for ansible_key, ours in CONNECTION_VARS.items():
+        if ansible_key in merged:
+            entry[ours] = merged[ansible_key]
+    for key, value in merged.items():
+        if key.startswith("nodegate_"):
+            ours = key.removeprefix("nodegate_")
+            if ours in HOST_PROPERTIES:
+                entry[ours] = value
+            else:
+                entry.setdefault("data", {})[key] = value
+    if "ssh_port" in entry:
+        try:
+            entry["ssh_port"] = int(entry["ssh_port"])
+        except (TypeError, ValueError):
+            raise ConfigError("ansible_port is not a number", file=source,
+                              host=name, key="ansible_port") from None
+    reject_literal_secrets(entry, file=source, host=name)
+    return entry
+
+
+def load_ansible_inventory(source: str, *, site_name: str | None = None) -> Site:
     path = Path(source)
     if not path.exists():
         raise ConfigError(
             "Ansible inventory not found", file=source, key="NODEGATE_ANSIBLE_INVENTORY"
         )
-    try:
-        from ansible.inventory.manager import InventoryManager
-        from ansible.parsing.dataloader import DataLoader
-        from ansible.vars.manager import VariableManager
-    except ImportError as exc:  # pragma: no cover - ansible-core is a dependency
-        raise ConfigError(f"ansible-core is not importable: {exc}", file=source) from None
-
-    loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=[str(path)])
-    variables = VariableManager(loader=loader, inventory=inventory)
+    result = _read(str(path))
     hosts: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[str]] = {}
-    for host in inventory.get_hosts():
-        merged = _plain(variables.get_vars(host=host, include_hostvars=False))
-        entry: dict[str, Any] = {}
-        for ansible_key, ours in CONNECTION_VARS.items():
-            if ansible_key in merged:
-                entry[ours] = merged[ansible_key]
-        for key, value in merged.items():
-            if key.startswith("nodegate_"):
-                ours = key.removeprefix("nodegate_")
-                if ours in HOST_PROPERTIES:
-                    entry[ours] = value
-                else:
-                    entry.setdefault("data", {})[key] = value
-        if "ssh_port" in entry:
-            try:
-                entry["ssh_port"] = int(entry["ssh_port"])
-            except (TypeError, ValueError):
-                raise ConfigError("ansible_port is not a number", file=source,
-                                  host=host.name, key="ansible_port") from None
-        reject_literal_secrets(entry, file=source, host=host.name)
-        hosts[host.name] = entry
-        for group in host.get_groups():
-            if group.name not in IGNORED_GROUPS:
-                groups.setdefault(group.name, []).append(host.name)
+    for name, item in result.get("hosts", {}).items():
+        hosts[name] = _entry(source, name, item["vars"])
+        for group in item["groups"]:
+            if not re.match(GROUP_NAME, group):
+                raise ConfigError("group name nodegate cannot carry (letters, digits, _ . - "
+                                  "only)", file=source, host=name, key=f"groups.{group}")
+            groups.setdefault(group, []).append(name)
     if not hosts:
         raise ConfigError("the Ansible inventory has no hosts", file=source)
-    data = {"schema": "nodegate.site/1", "name": site_name, "hosts": hosts, "groups": groups}
+    data = {"schema": "nodegate.site/1", "name": site_name_for(source, site_name),
+            "hosts": hosts, "groups": groups}
     _validate(data, source)
     return build_site(data, file=source)

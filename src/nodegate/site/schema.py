@@ -6,6 +6,9 @@ from typing import Any
 
 _STR = {"type": "string", "minLength": 1}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
+#: Group names as Ansible inventories write them (``slurm-master``, ``k8s_cluster``, ``gpu.a``);
+#: pyinfra takes them as they are (inventory.py), so they are not rewritten.
+GROUP_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 
 _BMC = {
     "type": "object",
@@ -96,7 +99,7 @@ SITE_SCHEMA: dict[str, Any] = {
         "groups": {
             "type": "object",
             "additionalProperties": {"type": "array", "items": _NAME},
-            "propertyNames": {"pattern": r"^[a-z][a-z0-9_]*$"},
+            "propertyNames": {"pattern": GROUP_NAME},
         },
         "hosts": {
             "type": "object",
