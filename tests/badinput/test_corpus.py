@@ -94,6 +94,10 @@ PROFILE_CASES = [
          ("thresholds.gpu_temp_idle_max_c.max", "minimum"),
          _profile("thresholds:\n  gpu_temp_idle_max_c: {max: -5, unit: C, "
                   "source: 'policy: x'}\n")),
+    Case("profile-negative-bmc-power-spread", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("thresholds.bmc_power_source_spread_max.max", "minimum"),
+         _profile("thresholds:\n  bmc_power_source_spread_max: {max: -0.05, unit: ratio, "
+                  "source: 'policy: x'}\n")),
     Case("profile-unknown-key", ("profiles", "check", "{d}/p.yaml"), 2,
          ("gpu.colour", "unknown key"), _profile("gpu:\n  colour: green\n")),
     Case("profile-unsourced-threshold", ("profiles", "check", "{d}/p.yaml"), 2,

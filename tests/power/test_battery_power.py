@@ -54,12 +54,14 @@ def test_static_checks_pass_then_catch_psu_and_inlet(wiring: Path,
     node = load_wiring()
     assert node is not None
     assert _verdicts(judge_static(read_devices(node), profile)) == {
-        "psu_count": Verdict.PASS, "psu_redundancy": Verdict.PASS, "inlet_temp": Verdict.PASS}
+        "psu_count": Verdict.PASS, "psu_redundancy": Verdict.PASS, "inlet_temp": Verdict.PASS,
+        "bmc_power_sources": Verdict.PASS}
     _, state = bmc_server
     state.failed_psus = {2, 3, 4}  # type: ignore[attr-defined]
     state.inlet_temp_c = 41.0  # type: ignore[attr-defined]
     assert _verdicts(judge_static(read_devices(node), profile)) == {
-        "psu_count": Verdict.FAIL, "psu_redundancy": Verdict.FAIL, "inlet_temp": Verdict.FAIL}
+        "psu_count": Verdict.FAIL, "psu_redundancy": Verdict.FAIL, "inlet_temp": Verdict.FAIL,
+        "bmc_power_sources": Verdict.PASS}
 
 
 def test_under_load_sampler_judges_the_peak(wiring: Path, bmc_server: tuple[int, Any]) -> None:

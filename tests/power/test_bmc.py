@@ -57,6 +57,20 @@ def test_failed_psu_and_hpe_layout(bmc_server: tuple[int, Any]) -> None:
     assert dev.info["redundancy"]["health"] == "Warning"
 
 
+@pytest.mark.parametrize("schema", ["legacy", "modern"])
+def test_redundancy_state_is_read_and_judged(bmc_server: tuple[int, Any], schema: str) -> None:
+    """Six healthy PSUs, but the BMC says its redundancy group is UnavailableOffline."""
+    from nodegate.power.checks import check_psu_redundancy
+
+    port, state = bmc_server
+    state.schema, state.redundancy_state = schema, "UnavailableOffline"
+    dev = read_bmc("bmc", _target(port))
+    assert dev.value("psu", "redundancy_state") == "UnavailableOffline"
+    profile = {"power": {"psu_count": 6, "psu_redundant": True}}
+    result = check_psu_redundancy(dev.info["psus"], dev.info["redundancy"], profile)
+    assert result.measured == 6 and result.verdict.value == "FAIL"
+
+
 def test_wrong_password_is_down_with_clear_error(bmc_server: tuple[int, Any],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     port, _ = bmc_server

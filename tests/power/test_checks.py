@@ -20,6 +20,7 @@ PROFILE: dict[str, Any] = {
                                       "source": "policy: NEC continuous load"},
         "bmc_to_gpu_power_ratio_min": {"min": 1.0, "unit": "ratio",
                                        "source": "policy: node >= GPUs"},
+        "bmc_power_source_spread_max": {"max": 0.05, "unit": "ratio", "source": "policy: 5 %"},
     },
 }
 
@@ -45,6 +46,39 @@ def test_psu_redundancy() -> None:
     assert checks.check_psu_redundancy(_psus(6), bmc_says_no, PROFILE).verdict is Verdict.FAIL
     # no BMC figure: grid redundancy assumed, half of 6 carry the node
     assert checks.check_psu_redundancy(_psus(4), {}, PROFILE).verdict is Verdict.PASS
+
+
+def test_psu_states_absent_spare_offline() -> None:
+    psus = [{"id": "1", "health": "OK", "state": "Enabled", "present": True},
+            {"id": "2", "health": "OK", "state": "StandbySpare", "present": True},
+            {"id": "3", "health": "OK", "state": "UnavailableOffline", "present": True},
+            {"id": "4", "health": "Absent", "state": "Absent", "present": False}]
+    result = checks.check_psu_count(psus, {"power": {"psu_count": 3}})
+    assert result.measured == 2 and result.verdict is Verdict.FAIL
+    assert result.evidence == {"present": 3, "absent": ["4"], "not_ok": ["3"]}
+
+
+def test_psu_redundancy_needs_state_enabled_and_health_ok() -> None:
+    red = {"min_needed": 3, "health": "OK", "mode": "N+m", "state": "Enabled"}
+    assert checks.check_psu_redundancy(_psus(6), red, PROFILE).verdict is Verdict.PASS
+    for state in ("UnavailableOffline", "Disabled", "StandbyOffline"):
+        offline = checks.check_psu_redundancy(_psus(6), {**red, "state": state}, PROFILE)
+        assert offline.verdict is Verdict.FAIL, state
+        assert offline.evidence["bmc_redundancy_state"] == state
+
+
+def test_power_sources_agree() -> None:
+    def sources(*watts: float) -> list[dict[str, object]]:
+        return [{"watts": w, "source": f"s{i}"} for i, w in enumerate(watts)]
+
+    warn = checks.check_power_sources_agree(sources(374.0, 374.0, 344.0), PROFILE)
+    assert warn.verdict is Verdict.WARN and warn.severity is Severity.WARNING
+    assert warn.measured == pytest.approx(0.0802, abs=1e-4)
+    assert checks.check_power_sources_agree(sources(1000.0, 960.0), PROFILE).verdict \
+        is Verdict.PASS
+    assert checks.check_power_sources_agree(sources(1000.0), PROFILE).verdict is Verdict.SKIP
+    assert checks.check_power_sources_agree(sources(0.0, 0.0), PROFILE).verdict is Verdict.ERROR
+    assert checks.check_power_sources_agree(sources(1000.0, 500.0), {}).verdict is Verdict.SKIP
 
 
 def test_inlet_temp_uses_threshold_and_keeps_source() -> None:

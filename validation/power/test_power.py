@@ -21,6 +21,11 @@ def test_inlet_temp(results: list[CheckResult]) -> None:
     assert_verdicts(results)
 
 
+@pytest.mark.check("bmc_power_sources")
+def test_bmc_power_sources(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
 @pytest.mark.check("psu_budget")
 def test_psu_budget(results: list[CheckResult]) -> None:
     assert_verdicts(results)

@@ -30,7 +30,7 @@ from nodegate.profiles import Profile
 from nodegate.results import CheckResult, Verdict
 
 NODE_FILE = Path("/etc/nodegate/node.json")
-STATIC_CHECKS = ("psu_count", "psu_redundancy", "inlet_temp")
+STATIC_CHECKS = ("psu_count", "psu_redundancy", "inlet_temp", "bmc_power_sources")
 LOAD_CHECKS = ("psu_budget", "circuit_load", "bmc_gpu_power")
 
 
@@ -67,7 +67,12 @@ def read_devices(wiring: NodeWiring) -> list[Any]:
 
 
 def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
-    from nodegate.power.checks import check_inlet_temp, check_psu_count, check_psu_redundancy
+    from nodegate.power.checks import (
+        check_inlet_temp,
+        check_power_sources_agree,
+        check_psu_count,
+        check_psu_redundancy,
+    )
 
     bmcs = [d for d in devices if d.kind == "bmc"]
     if not bmcs:
@@ -83,6 +88,7 @@ def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
         check_psu_count(psus, data),
         check_psu_redundancy(psus, dict(bmc.info.get("redundancy") or {}), data),
         check_inlet_temp(float(inlet) if isinstance(inlet, (int, float)) else None, data),
+        check_power_sources_agree(list(bmc.info.get("power_sources") or []), data),
     ]
 
 

@@ -132,6 +132,8 @@ CHECKS: dict[str, CheckInfo] = {
     "psu_count": CheckInfo("power", "quick", "healthy PSUs as the profile says"),
     "psu_redundancy": CheckInfo("power", "quick", "node survives losing a PSU"),
     "inlet_temp": CheckInfo("power", "quick", "chassis inlet temperature"),
+    "bmc_power_sources": CheckInfo("power", "quick",
+                                   "one BMC's node power figures agree with each other"),
     "psu_budget": CheckInfo("power", "acceptance", "draw under load within non-redundant PSUs"),
     "circuit_load": CheckInfo("power", "acceptance", "draw under load within 80% of circuits"),
     "bmc_gpu_power": CheckInfo("power", "acceptance", "BMC node power >= NVML GPU sum"),

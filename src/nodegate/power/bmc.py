@@ -3,8 +3,9 @@
 Works with Dell iDRAC9 and HPE iLO 6 and any BMC that follows the DMTF schemas: node power from
 ``EnvironmentMetrics.PowerWatts`` or a chassis ``Sensors`` power reading when offered (the
 newer model), else the legacy ``Power.PowerControl[0].PowerConsumedWatts``; PSUs and
-redundancy from ``PowerSubsystem`` or legacy ``Power``; inlet and fans from ``Thermal`` or
-``Sensors``.
+redundancy from ``PowerSubsystem`` or legacy ``Power``; inlet from ``Sensors``,
+``ThermalSubsystem/ThermalMetrics`` or ``Thermal``; fans from ``ThermalSubsystem/Fans``,
+``Thermal`` or ``Sensors``. Parsing (null-tolerant, both generations) is in ``bmc_chassis``.
 
 Why the care around the library: ``redfish`` turns TLS verification *off* unless a CA file is
 given, retries 10 times with 1 s sleeps by default, and logs session tokens at DEBUG. This
@@ -23,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nodegate.errors import ConfigError
+from nodegate.power.bmc_chassis import as_list, read_chassis
 from nodegate.power.credentials import SecretRef, parse_ref, redact
 from nodegate.power.readings import DeviceReading
 from nodegate.power.urls import split_url
@@ -135,7 +137,8 @@ class _Client:
         self.logged_in = False
 
     def login(self) -> None:
-        auth = "session" if (self.root.get("Links") or {}).get("Sessions") else "basic"
+        links = self.root.get("Links")
+        auth = "session" if isinstance(links, dict) and links.get("Sessions") else "basic"
         self._client.login(auth=auth)
         self.logged_in = auth == "session"
         self.auth = auth
@@ -167,132 +170,25 @@ class _Client:
         if not coll:
             return []
         out = []
-        for m in coll.get("Members", []):
+        for m in as_list(coll.get("Members")):
             res = self.get_opt(m)
             if res is not None:
                 out.append(res)
         return out
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _health(status: Any) -> str:
-    return str((status or {}).get("Health") or "Unknown") if isinstance(status, dict) else "Unknown"
-
-
-def _state(status: Any) -> str:
-    return str((status or {}).get("State") or "Unknown") if isinstance(status, dict) else "Unknown"
-
-
 def _read_chassis(client: _Client, dev: DeviceReading) -> None:
     chassis_list = client.members(client.root.get("Chassis"))
     # The chassis carrying power data is the server's (HGX systems also list a GPU baseboard).
-    chassis = next((c for c in chassis_list if "PowerSubsystem" in c or "Power" in c),
+    chassis = next((c for c in chassis_list if any(
+                        isinstance(c.get(k), dict) for k in ("PowerSubsystem", "Power"))),
                    chassis_list[0] if chassis_list else None)
     if chassis is None:
         raise BmcError(f"{client.target.display}: no Chassis")
-    cid = str(chassis.get("@odata.id", ""))
     dev.info.update({"vendor": client.root.get("Vendor") or chassis.get("Manufacturer") or "",
-                     "chassis": cid, "chassis_model": chassis.get("Model") or "",
-                     "auth": client.auth})
-    legacy_power = client.get_opt(chassis.get("Power"))
-    subsystem = client.get_opt(chassis.get("PowerSubsystem"))
-    env = client.get_opt(chassis.get("EnvironmentMetrics"))
-    sensors = client.members(chassis.get("Sensors")) if "Sensors" in chassis else []
-    thermal = client.get_opt(chassis.get("Thermal"))
-
-    # --- node power: newer resources first, legacy as fallback -------------------------
-    node_w: float | None = None
-    source = ""
-    if env and isinstance(env.get("PowerWatts"), dict):
-        node_w = _num(env["PowerWatts"].get("Reading"))
-        source = f"{env.get('@odata.id')}#PowerWatts"
-    if node_w is None:
-        for s in sensors:
-            if s.get("ReadingType") == "Power" and s.get("PhysicalContext") in (
-                    "Chassis", "PowerSupply", None) and _num(s.get("Reading")) is not None:
-                node_w, source = _num(s.get("Reading")), str(s.get("@odata.id"))
-                break
-    if node_w is None and legacy_power:
-        for pc in legacy_power.get("PowerControl", []):
-            if _num(pc.get("PowerConsumedWatts")) is not None:
-                node_w = _num(pc.get("PowerConsumedWatts"))
-                source = str(pc.get("@odata.id") or f"{legacy_power.get('@odata.id')}#PowerControl")
-                break
-    dev.add("node", "power", node_w, "W", source=source)
-
-    # --- PSUs and redundancy -------------------------------------------------------------
-    psus: list[dict[str, Any]] = []
-    redundancy: dict[str, Any] = {}
-    if subsystem:
-        for p in client.members(subsystem.get("PowerSupplies")):
-            metrics = client.get_opt(p.get("Metrics")) or {}
-            inp = metrics.get("InputPowerWatts")
-            psus.append({"id": str(p.get("Id") or p.get("MemberId") or len(psus) + 1),
-                         "source": p.get("@odata.id", ""), "health": _health(p.get("Status")),
-                         "state": _state(p.get("Status")),
-                         "capacity_w": _num(p.get("PowerCapacityWatts")),
-                         "input_w": _num(inp.get("Reading")) if isinstance(inp, dict) else None})
-        for r in subsystem.get("PowerSupplyRedundancy", [])[:1]:
-            redundancy = {"mode": r.get("RedundancyType"), "min_needed": r.get("MinNeededInGroup"),
-                          "members": len(r.get("RedundancyGroup", [])),
-                          "health": _health(r.get("Status")),
-                          "source": f"{subsystem.get('@odata.id')}#PowerSupplyRedundancy"}
-    if not psus and legacy_power:
-        for i, p in enumerate(legacy_power.get("PowerSupplies", [])):
-            psus.append({"id": str(p.get("MemberId") or i + 1), "source": p.get("@odata.id", ""),
-                         "health": _health(p.get("Status")), "state": _state(p.get("Status")),
-                         "capacity_w": _num(p.get("PowerCapacityWatts")),
-                         "input_w": _num(p.get("PowerInputWatts"))})
-    if not redundancy and legacy_power:
-        for r in legacy_power.get("Redundancy", [])[:1]:
-            redundancy = {"mode": r.get("Mode"), "min_needed": r.get("MinNumNeeded"),
-                          "members": len(r.get("RedundancySet", [])),
-                          "health": _health(r.get("Status")),
-                          "source": f"{legacy_power.get('@odata.id')}#Redundancy"}
-    for n, p in enumerate(psus, start=1):
-        entity = f"psu{n}"
-        dev.add(entity, "health", p["health"], "", source=p["source"], label=p["id"])
-        dev.add(entity, "capacity", p["capacity_w"], "W", source=p["source"], label=p["id"])
-        dev.add(entity, "input_power", p["input_w"], "W", source=p["source"], label=p["id"])
-    dev.info["psus"] = psus
-    dev.info["redundancy"] = redundancy
-    if redundancy:
-        dev.add("psu", "redundancy_health", str(redundancy["health"]), "",
-                source=redundancy["source"])
-
-    # --- inlet temperature and fans ------------------------------------------------------
-    inlet: float | None = None
-    inlet_src = ""
-    for s in sensors:
-        if s.get("ReadingType") == "Temperature" and s.get("PhysicalContext") == "Intake":
-            inlet, inlet_src = _num(s.get("Reading")), str(s.get("@odata.id"))
-            break
-    if inlet is None and thermal:
-        for t in thermal.get("Temperatures", []):
-            name = str(t.get("Name", "")).lower()
-            if t.get("PhysicalContext") == "Intake" or "inlet" in name or "ambient" in name:
-                inlet = _num(t.get("ReadingCelsius"))
-                inlet_src = f"{thermal.get('@odata.id')}#Temperatures/{t.get('MemberId')}"
-                break
-    dev.add("inlet", "temperature", inlet, "C", source=inlet_src)
-    fans: list[tuple[str, float | None, str, str]] = []
-    if thermal:
-        for f in thermal.get("Fans", []):
-            unit = "RPM" if str(f.get("ReadingUnits", "RPM")).upper() == "RPM" else "%"
-            fans.append((str(f.get("Name") or f.get("FanName") or ""), _num(f.get("Reading")),
-                         unit, f"{thermal.get('@odata.id')}#Fans/{f.get('MemberId')}"))
-    if not fans:
-        for s in sensors:
-            if (s.get("ReadingType") in ("Rotational", "Percent")
-                    and s.get("PhysicalContext") == "Fan"):
-                unit = "RPM" if s.get("ReadingType") == "Rotational" else "%"
-                fans.append((str(s.get("Name", "")), _num(s.get("Reading")), unit,
-                             str(s.get("@odata.id"))))
-    for n, (label, value, unit, src) in enumerate(fans, start=1):
-        dev.add(f"fan{n}", "speed", value, unit, source=src, label=label)
+                     "chassis": str(chassis.get("@odata.id", "")),
+                     "chassis_model": chassis.get("Model") or "", "auth": client.auth})
+    read_chassis(client, chassis, dev)
 
 
 def read_bmc(name: str, target: BmcTarget) -> DeviceReading:

@@ -65,7 +65,11 @@ class BmcState:
     inlet_temp_c: float = 24.0
     fan_rpm: list[float] = field(default_factory=lambda: [9600.0, 9650.0, 9580.0, 9700.0])
     schema: str = "both"  # legacy | modern | both
+    redundancy_state: str = "Enabled"  # the PSU redundancy group's Status.State
     power_source: PowerSource = nvml_gpu_power_w
+    # A static resource tree (DMTF mockup layout: <dir>/Chassis/1U/index.json serves
+    # /redfish/v1/Chassis/1U) served instead of the built-in one; sessions work as usual.
+    mockup_dir: Path | None = None
 
     def node_power_w(self) -> float:
         return round(self.base_power_w + max(0.0, float(self.power_source())), 1)
@@ -126,6 +130,8 @@ class RedfishBmc:
 
     # --- resources ------------------------------------------------------------------------
     def resource(self, path: str) -> dict[str, Any] | None:
+        if self.state.mockup_dir is not None:
+            return _static_resource(self.state.mockup_dir, path)
         s = self.state
         c = f"/redfish/v1/Chassis/{self.chassis_id}"
         legacy = s.schema in ("legacy", "both")
@@ -194,7 +200,7 @@ class RedfishBmc:
                     "MaxNumSupported": s.psu_count,
                     "RedundancySet": [{"@odata.id": f"{c}/Power#/PowerSupplies/{n - 1}"}
                                       for n in range(1, s.psu_count + 1)],
-                    "Status": {"State": "Enabled", "Health": red_health},
+                    "Status": {"State": s.redundancy_state, "Health": red_health},
                 }],
             }
             trees[f"{c}/Thermal"] = {
@@ -227,7 +233,7 @@ class RedfishBmc:
                     "MaxSupportedInGroup": s.psu_count,
                     "RedundancyGroup": [{"@odata.id": f"{ps}/PowerSupplies/{self.psu_id(n)}"}
                                         for n in range(1, s.psu_count + 1)],
-                    "Status": {"State": "Enabled", "Health": red_health},
+                    "Status": {"State": s.redundancy_state, "Health": red_health},
                 }],
                 "Status": {"State": "Enabled", "Health": red_health},
             }
@@ -268,6 +274,23 @@ class RedfishBmc:
                                              "@odata.type": "#Sensor.v1_7_0.Sensor", **v}
         trees[c] = chassis
         return trees.get(path.rstrip("/") or "/")
+
+
+def _static_resource(root: Path, path: str) -> dict[str, Any] | None:
+    """``/redfish/v1/A/B`` -> ``root/A/B/index.json`` (the layout of DMTF's mockups); None for
+    anything outside the tree or not a JSON object."""
+    prefix = "/redfish/v1"
+    if path != prefix and not path.startswith(prefix + "/"):
+        return None
+    parts = [p for p in path[len(prefix):].split("/") if p]
+    if any(p in (".", "..") or "\\" in p for p in parts):
+        return None
+    file = root.joinpath(*parts, "index.json")
+    try:
+        body = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _collection(odata_id: str, members: list[str]) -> dict[str, Any]:
@@ -376,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="HOST:PORT (default %(default)s)")
     parser.add_argument("--vendor", choices=("dell", "hpe"), default="dell")
     parser.add_argument("--schema", choices=("legacy", "modern", "both"), default="both")
+    parser.add_argument("--mockup", metavar="DIR",
+                        help="serve a static DMTF mockup tree (DIR/index.json is /redfish/v1) "
+                             "instead of the built-in chassis")
     parser.add_argument("--username", default="root")
     parser.add_argument("--password-env", default="NODEGATE_BMC_PASSWORD",
                         help="environment variable holding the password (default %(default)s)")
@@ -403,7 +429,12 @@ def main(argv: list[str] | None = None) -> int:
     state = BmcState(vendor=args.vendor, base_power_w=args.base_power_w,
                      psu_count=args.psu_count, psu_watts=args.psu_watts,
                      psu_min_needed=args.psu_min_needed, failed_psus=set(args.failed_psu),
-                     inlet_temp_c=args.inlet_temp_c, schema=args.schema)
+                     inlet_temp_c=args.inlet_temp_c, schema=args.schema,
+                     mockup_dir=Path(args.mockup) if args.mockup else None)
+    if state.mockup_dir is not None and not (state.mockup_dir / "index.json").is_file():
+        print(f"bmc_emulator: error: --mockup {args.mockup}: no index.json (service root) there",
+              file=sys.stderr)
+        return 2
     if args.tls_cert and not Path(args.tls_cert).is_file():
         print(f"bmc_emulator: error: {args.tls_cert}: no such file", file=sys.stderr)
         return 2

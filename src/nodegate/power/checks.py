@@ -8,6 +8,7 @@ a verdict lives in this file; a missing threshold makes the check SKIP and says 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from nodegate.results import CheckResult, Severity, Verdict
@@ -46,22 +47,35 @@ def _bound(check: str, entity: str, measured: float, limit: dict[str, Any], *,
                        evidence)
 
 
+# Resource.Status.State values (DMTF Resource schema) in which a PSU carries or can take the
+# load: Enabled, or StandbySpare ("may become available automatically as part of a failover").
+# Unknown = the BMC left State out; its Health then decides.
+_PSU_USABLE_STATES = ("Enabled", "StandbySpare", "Unknown")
+
+
+def psu_ok(psu: dict[str, Any]) -> bool:
+    """Present, Health OK and in a usable State."""
+    return bool(psu.get("present", True) and psu.get("health") == "OK"
+                and psu.get("state", "Enabled") in _PSU_USABLE_STATES)
+
+
 def check_psu_count(psus: list[dict[str, Any]], profile: Profile,
                     entity: str = "node") -> CheckResult:
-    """Healthy PSUs present vs ``power.psu_count``: a missing or failed PSU is a field-service
-    ticket, not something a re-run fixes."""
+    """Present and healthy PSUs vs ``power.psu_count``: a missing or failed PSU is a
+    field-service ticket, not something a re-run fixes. An empty bay (State Absent) is listed
+    as absent, apart from the present PSUs that are unhealthy."""
     expected = (profile.get("power") or {}).get("psu_count")
     if expected is None:
         return _skip("psu_count", entity, "profile has no power.psu_count", "count")
-    healthy = [p for p in psus if p.get("health") == "OK" and p.get("state", "Enabled") in
-               ("Enabled", "Unknown")]
-    bad = [p.get("id") for p in psus if p not in healthy]
+    healthy = [p for p in psus if psu_ok(p)]
+    absent = [p.get("id") for p in psus if not p.get("present", True)]
+    bad = [p.get("id") for p in psus if p.get("present", True) and not psu_ok(p)]
     ok = len(healthy) >= int(expected)
     return CheckResult("psu_count", entity, len(healthy), {"min": int(expected),
                        "unit": "count", "source": "profile: power.psu_count"}, "count",
                        Verdict.PASS if ok else Verdict.FAIL,
                        Severity.INFO if ok else Severity.HARDWARE,
-                       {"present": len(psus), "not_ok": bad})
+                       {"present": len(psus) - len(absent), "absent": absent, "not_ok": bad})
 
 
 def check_psu_redundancy(psus: list[dict[str, Any]], redundancy: dict[str, Any],
@@ -74,18 +88,24 @@ def check_psu_redundancy(psus: list[dict[str, Any]], redundancy: dict[str, Any],
     if not wanted:
         return CheckResult("psu_redundancy", entity, None, {"redundant": False}, "",
                            Verdict.PASS, Severity.INFO, {"reason": "profile does not require it"})
-    healthy = sum(1 for p in psus if p.get("health") == "OK")
+    healthy = sum(1 for p in psus if psu_ok(p))
     min_needed = redundancy.get("min_needed")
     if not isinstance(min_needed, int):
         min_needed = _psus_needed(profile, psus)
     bmc_health = redundancy.get("health", "Unknown")
-    ok = healthy > min_needed and bmc_health in ("OK", "Unknown")
+    bmc_state = redundancy.get("state", "Unknown")
+    # The BMC's own word counts only as Health OK with State Enabled: a redundancy group that
+    # is UnavailableOffline (DMTF: "present but not able to be used") or Disabled protects
+    # nothing, whatever its Health says. Unknown = the BMC left it out; the count decides.
+    ok = (healthy > min_needed and bmc_health in ("OK", "Unknown")
+          and bmc_state in ("Enabled", "Unknown"))
     return CheckResult("psu_redundancy", entity, healthy,
                        {"min": min_needed + 1, "unit": "count",
                         "source": "BMC Redundancy MinNumNeeded + 1"}, "count",
                        Verdict.PASS if ok else Verdict.FAIL,
                        Severity.INFO if ok else Severity.HARDWARE,
                        {"mode": redundancy.get("mode"), "bmc_redundancy_health": bmc_health,
+                        "bmc_redundancy_state": bmc_state,
                         "min_needed": min_needed, "healthy": healthy})
 
 
@@ -174,6 +194,32 @@ def check_bmc_vs_gpu_power(bmc_node_w: float | None, gpu_sum_w: float | None, pr
     return _bound("bmc_gpu_power", entity, round(float(bmc_node_w) / float(gpu_sum_w), 4), limit,
                   severity=Severity.WARNING,
                   evidence={"bmc_node_power_w": bmc_node_w, "gpu_power_sum_w": gpu_sum_w})
+
+
+def check_power_sources_agree(sources: list[dict[str, Any]], profile: Profile,
+                              entity: str = "bmc") -> CheckResult:
+    """The node power figures one BMC offers (EnvironmentMetrics, a chassis power Sensor,
+    legacy PowerControl) within ``bmc_power_source_spread_max`` of each other, as a fraction of
+    the largest. WARN, not FAIL: the node may be fine, but the budget checks read one of these
+    figures and nothing says which one is right."""
+    limit = _threshold(profile, "bmc_power_source_spread_max")
+    if limit is None:
+        return _skip("bmc_power_sources", entity, "no threshold bmc_power_source_spread_max",
+                     "ratio")
+    watts = [(float(s["watts"]), str(s.get("source", ""))) for s in sources
+             if isinstance(s.get("watts"), (int, float)) and not isinstance(s["watts"], bool)]
+    if len(watts) <= 1:
+        return _skip("bmc_power_sources", entity,
+                     f"the BMC offers {len(watts)} node power figure(s); nothing to compare",
+                     "ratio")
+    high, low = max(w for w, _ in watts), min(w for w, _ in watts)
+    if high <= 0:
+        return _error("bmc_power_sources", entity, "every node power figure is zero", limit,
+                      "ratio")
+    spread = round((high - low) / high, 4)
+    result = _bound("bmc_power_sources", entity, spread, limit, severity=Severity.WARNING,
+                    evidence={"sources": {src: w for w, src in watts}})
+    return replace(result, verdict=Verdict.WARN) if result.verdict is Verdict.FAIL else result
 
 
 def outlet_draw_w(pdu_readings: list[Any], outlets: list[str]) -> float | None:

@@ -178,6 +178,8 @@ class Snapshot:
             took.add_metric(labels, round(dev.elapsed_s, 3))
             for r in dev.readings:
                 if r.quantity in ("health", "redundancy_health"):
+                    if r.value == "Absent":  # an empty bay has no health; psu_count judges it
+                        continue
                     ok = 1.0 if r.value == "OK" else 0.0
                     health.add_metric([dev.name, r.entity, r.label], ok)
                 elif r.quantity == "speed" and isinstance(r.value, float):

@@ -59,4 +59,6 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "circuit_load_fraction_max": ThresholdKey("max", "ratio", "draw / circuit rating"),
     "psu_budget_fraction_max": ThresholdKey("max", "ratio", "draw / non-redundant PSU capacity"),
     "bmc_to_gpu_power_ratio_min": ThresholdKey("min", "ratio", "BMC node power / NVML GPU sum"),
+    "bmc_power_source_spread_max": ThresholdKey(
+        "max", "ratio", "spread of one BMC's node power figures / the largest"),
 }
