@@ -103,3 +103,26 @@ def test_no_wiring_skips_with_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     results = run_static(resolve_profile("xe9680-h100"))
     assert {r.verdict for r in results} == {Verdict.SKIP}
     assert "node.json" in results[0].evidence["reason"]
+
+
+def test_a_bmc_that_does_not_answer_warns_as_infrastructure() -> None:
+    """docs/verdicts.md rule 4: the management network being down says nothing about the
+    node, so it WARNs (with an alert) instead of draining a healthy node as ERROR would."""
+    from nodegate.power.readings import DeviceReading
+
+    down = DeviceReading("bmc", "bmc", "redfish", "https://10.0.1.5", up=False,
+                         error="connection refused")
+    results = judge_static([down], resolve_profile("xe9680-h100"))
+    assert results and {r.verdict for r in results} == {Verdict.WARN}
+    assert all(r.evidence["infrastructure"] and "connection refused" in r.evidence["reason"]
+               for r in results)
+
+
+def test_no_power_reading_under_load_warns_as_infrastructure(wiring: Path) -> None:
+    from nodegate.battery.power import LOAD_CHECKS, judge_under_load
+
+    sampler = PowerSampler(load_wiring(wiring), interval_s=0.2, gpu_power=lambda: 5600.0)
+    results = judge_under_load(sampler, resolve_profile("xe9680-h100"))  # never started
+    assert {r.check for r in results} == set(LOAD_CHECKS)
+    assert {r.verdict for r in results} == {Verdict.WARN}
+    assert all(r.evidence["infrastructure"] for r in results)

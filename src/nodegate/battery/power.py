@@ -27,7 +27,7 @@ from typing import Any
 from nodegate.errors import ConfigError
 from nodegate.judge.common import make
 from nodegate.profiles import Profile
-from nodegate.results import CheckResult, Verdict
+from nodegate.results import CheckResult, Severity, Verdict
 
 NODE_FILE = Path("/etc/nodegate/node.json")
 STATIC_CHECKS = ("psu_count", "psu_redundancy", "inlet_temp", "bmc_power_sources")
@@ -60,6 +60,16 @@ def _skip_all(names: tuple[str, ...], reason: str) -> list[CheckResult]:
     return [make(name, "node", Verdict.SKIP, reason=reason) for name in names]
 
 
+def _infrastructure_down(names: tuple[str, ...], reason: str,
+                         **evidence: Any) -> list[CheckResult]:
+    """A BMC or PDU that does not answer is infrastructure, not the node (docs/verdicts.md,
+    rule 4): WARN and alert, so a healthy node is not drained for its management network."""
+    return [make(name, "node", Verdict.WARN, severity=Severity.WARNING, reason=reason,
+                 infrastructure=True, alert=True,
+                 hint="the management network or device does not answer: power is not "
+                      "judged until it does", **evidence) for name in names]
+
+
 def read_devices(wiring: NodeWiring) -> list[Any]:
     from nodegate.power.poller import load_config, poll_once
 
@@ -79,8 +89,8 @@ def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
         return _skip_all(STATIC_CHECKS, "no BMC in this node's power config")
     bmc = bmcs[0]
     if not bmc.up:
-        return [make(name, "node", Verdict.ERROR, reason=f"BMC {bmc.name} unreachable: "
-                     f"{bmc.error}", bmc=bmc.address) for name in STATIC_CHECKS]
+        return _infrastructure_down(STATIC_CHECKS, f"BMC {bmc.name} unreachable: {bmc.error}",
+                                    bmc=bmc.address)
     data = profile.data
     psus = list(bmc.info.get("psus", []))
     inlet = bmc.value("inlet", "temperature")
@@ -179,7 +189,7 @@ def judge_under_load(sampler: PowerSampler, profile: Profile) -> list[CheckResul
         reason = "no power reading during the load phase"
         if sampler.errors:
             reason += f": {sampler.errors[-1]}"
-        return [make(name, "node", Verdict.ERROR, reason=reason) for name in LOAD_CHECKS]
+        return _infrastructure_down(LOAD_CHECKS, reason)
     data = profile.data
     draw = peak.outlets_w if peak.outlets_w is not None else peak.node_w
     results = [
