@@ -22,6 +22,7 @@ from pyinfra.api.deploy import deploy  # noqa: E402
 from pyinfra.context import host  # noqa: E402
 
 import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
+from nodegate.cluster.evidence import widen_checks  # noqa: E402
 from roles import _ops  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
 
@@ -39,7 +40,9 @@ def validate_gate(fail_host: bool = True) -> None:
         raise ValueError(f"{host.name}: gate_level must be one of {', '.join(LEVELS)}, "
                          f"not {level!r}")
     bin_path = f"{host.data.get('agent_venv')}/bin/nodegate"
-    extra = [str(a) for a in host.data.get("agent_health_args") or []]
+    # the agent's health args may narrow --checks (gpu,log): the join judges this run, so
+    # every group it requires runs (nodegate.cluster.evidence)
+    extra = widen_checks([str(a) for a in host.data.get("agent_health_args") or []], level)
     if level == "quick":
         _ops.health_gate(name="gate: nodegate health", nodegate_bin=bin_path,
                          profile_path=str(host.data.get("agent_profile_path")),

@@ -88,12 +88,18 @@ def poller_config(env_vars: dict[str, str | None]) -> tuple[list[dict[str, Any]]
 def node_wiring(config_path: str) -> dict[str, Any]:
     """/etc/nodegate/node.json for the battery's power group (src/nodegate/battery/power.py):
     the PDU outlets feeding this node as ``<pdu name>.outletN`` (the poller's device names),
-    one circuit per PDU, and the poller config the group reads them through."""
+    one circuit per PDU with the site's rating of it (``feeds``: the circuit_load check holds
+    each feed alone to the node's draw), and the poller config the group reads them through."""
     pdus = host.data.get("nodegate_pdus") or []
-    outlets = [f"{pdu.get('name') or f'pdu{index + 1}'}.outlet{int(n)}"
-               for index, pdu in enumerate(pdus) for n in pdu.get("outlets") or []]
+    names = [str(pdu.get("name") or f"pdu{index + 1}") for index, pdu in enumerate(pdus)]
+    outlets = [f"{name}.outlet{int(n)}"
+               for name, pdu in zip(names, pdus, strict=True) for n in pdu.get("outlets") or []]
+    feeds = [{"pdu": name, **{key: pdu[site] for key, site in
+                              (("amps", "circuit_amps"), ("volts", "circuit_volts"),
+                               ("phases", "phases")) if pdu.get(site) is not None}}
+             for name, pdu in zip(names, pdus, strict=True)]
     return {"node": host.name, "power_config": config_path, "outlets": outlets,
-            "circuits": len(pdus)}
+            "circuits": len(pdus), "feeds": feeds}
 
 
 @deploy("nodegate pdu_monitor: power poller", data_defaults=role_defaults("pdu_monitor"))

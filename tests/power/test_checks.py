@@ -98,10 +98,41 @@ def test_psu_budget_against_non_redundant_capacity() -> None:
 
 
 def test_circuit_load_continuous_rule() -> None:
-    # two 30 A / 208 V circuits = 12480 W; 80 % = 9984 W
-    assert checks.check_circuit_load(9900.0, 2, PROFILE).verdict is Verdict.PASS
-    assert checks.check_circuit_load(10100.0, 2, PROFILE).verdict is Verdict.FAIL
-    assert checks.check_circuit_load(9900.0, 0, PROFILE).verdict is Verdict.ERROR
+    # A and B feeds of 30 A / 208 V: each must carry the whole node alone, 6240 W; 80 % = 4992 W
+    # (the two ratings are never added: 9900 W passed before issue 16, and trips a breaker
+    # the moment one feed fails)
+    assert checks.check_circuit_load(4900.0, 2, PROFILE).verdict is Verdict.PASS
+    assert checks.check_circuit_load(5100.0, 2, PROFILE).verdict is Verdict.FAIL
+    assert checks.check_circuit_load(9900.0, 2, PROFILE).verdict is Verdict.FAIL
+    assert checks.check_circuit_load(4900.0, 0, PROFILE).verdict is Verdict.ERROR
+
+
+def test_three_phase_feeds_from_the_site_judge_a_profile_without_ratings() -> None:
+    # a 60 A / 415 V (line to line) 3-phase PDU: 415 x 60 x sqrt 3 = 43,128 W; 80 % = 34.5 kW
+    assert checks.feed_capacity_w(60, 415, 3) == pytest.approx(43128.1, abs=0.1)
+    bare = {**PROFILE, "power": {"psu_count": 6, "psu_redundant": True, "psu_watts": 3000}}
+    feeds = [{"pdu": "b01-pdu-a", "amps": 60, "volts": 415, "phases": 3},
+             {"pdu": "b01-pdu-b", "amps": 60, "volts": 415, "phases": 3}]
+    assert checks.check_circuit_load(10200.0, 2, bare).verdict is Verdict.SKIP  # no rating
+    ok = checks.check_circuit_load(10200.0, 2, bare, feeds=feeds)
+    assert ok.verdict is Verdict.PASS and ok.measured == pytest.approx(10200 / 43128.1, abs=1e-4)
+    assert ok.evidence["circuits"] == 2 and ok.evidence["feeds"][0]["phases"] == 3
+    # the same 415 V read as single-phase would be 24.9 kW: 80 % = 19.9 kW
+    single = [{**f, "phases": 1} for f in feeds]
+    assert checks.check_circuit_load(21000.0, 2, bare, feeds=single).verdict is Verdict.FAIL
+    assert checks.check_circuit_load(21000.0, 2, bare, feeds=feeds).verdict is Verdict.PASS
+
+
+def test_the_weakest_feed_binds() -> None:
+    feeds = [{"pdu": "pdu-a", "amps": 60, "volts": 415, "phases": 3},
+             {"pdu": "pdu-b", "amps": 16, "volts": 230}]  # B is a 3.7 kW circuit
+    result = checks.check_circuit_load(3500.0, 2, PROFILE, feeds=feeds)
+    assert result.verdict is Verdict.FAIL and result.evidence["binding_feed"] == "pdu-b"
+    # a feed without its own rating takes the profile's (30 A / 208 V single-phase)
+    partial = checks.check_circuit_load(4900.0, 2, PROFILE,
+                                        feeds=[{"pdu": "pdu-a", "amps": 60, "volts": 415,
+                                                "phases": 3}, {"pdu": "pdu-b"}])
+    assert partial.verdict is Verdict.PASS and partial.evidence["circuit_rating_w"] == 6240.0
 
 
 def test_bmc_not_below_gpu_sum() -> None:

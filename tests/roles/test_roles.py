@@ -219,3 +219,15 @@ def test_venv_distributions_keep_local_versions() -> None:
     assert VenvDistributions().process(out) == {
         "torch": ["2.13.0+cpu"], "nvidia-ml-py": ["13.615.71"], "nodegate": ["0.1.0"]}
     assert VenvDistributions().process(["not json"]) == {}
+
+
+def test_node_wiring_carries_each_pdus_rating_to_the_circuit_check() -> None:
+    pdus = [{"name": "b01-pdu-a", "url": "snmp://10.20.201.1:161", "model": "apc-rpdu2",
+             "outlets": [1], "circuit_amps": 60, "circuit_volts": 415, "phases": 3},
+            {"name": "b01-pdu-b", "url": "snmp://10.20.201.2:161", "model": "apc-rpdu2",
+             "outlets": [1]}]
+    result = run(pdu_monitor, data=host_data(nodegate_pdus=pdus))
+    wiring = json.loads(result.uploads["/etc/nodegate/node.json"])
+    assert wiring["circuits"] == 2
+    assert wiring["feeds"] == [{"pdu": "b01-pdu-a", "amps": 60, "volts": 415, "phases": 3},
+                               {"pdu": "b01-pdu-b"}]

@@ -111,6 +111,22 @@ def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
     ]
 
 
+def _judge_growth(results: list[CheckResult], profile: Profile,
+                  options: QuickOptions) -> list[CheckResult]:
+    """Counters (NVLink, PCIe replay, ECC SBE) rejudged by growth since the previous report
+    of this boot (``nodegate.judge.counters``)."""
+    import time
+
+    from nodegate.battery.outputs import default_report_dir
+    from nodegate.judge.counters import COUNTER_HISTORY, judge_growth, previous_of_boot
+    from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.report.history import recent_reports
+
+    reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
+    return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
+                        now=time.time())
+
+
 def parse_deadline(text: str | None) -> float:
     """``--nvml-timeout``: seconds (``30``, ``30s``, ``2m``), finite and above zero."""
     if text is None:
@@ -142,7 +158,7 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
         from nodegate.judge.gpu import judge_board, judge_nvml_unavailable
 
         if board is not None:
-            results += judge_board(board, profile)
+            results += _judge_growth(judge_board(board, profile), profile, options)
         elif down is not None:
             results += judge_nvml_unavailable(down.reason, kind=down.kind, stage=down.stage,
                                               deadline_s=options.nvml_deadline_s)

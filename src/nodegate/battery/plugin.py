@@ -167,6 +167,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if report_dir is None:
         return
     from nodegate import __version__
+    from nodegate.battery.evidence import run_record
     from nodegate.report import build, write
 
     level = config.getoption("--nodegate-level")
@@ -175,7 +176,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                    backend=ran.backend, boot_id=ran.boot_id, nodegate_version=__version__,
                    series=ran.series or None, matrices=ran.matrices or None,
                    labels={"runner": "pytest", "groups": ",".join(_groups(config))},
-                   gpus=ran.gpus)
+                   gpus=ran.gpus,
+                   run=run_record(_groups(config), state["profile"], level,
+                                  config.getoption("--nodegate-duration-scale")))
     write(report, Path(report_dir) / f"battery-{level}.json")
 
 

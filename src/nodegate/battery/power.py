@@ -5,7 +5,8 @@ config as the power poller service (``nodegate.power``). Which outlets feed this
 wiring, installed by the pdu_monitor role in ``/etc/nodegate/node.json``::
 
     {"node": "gpu-b01", "power_config": "/etc/nodegate/power-poller.yaml",
-     "outlets": ["b01-pdu-a.outlet1", "b01-pdu-b.outlet1"], "circuits": 2}
+     "outlets": ["b01-pdu-a.outlet1", "b01-pdu-b.outlet1"], "circuits": 2,
+     "feeds": [{"pdu": "b01-pdu-a", "amps": 60, "volts": 415, "phases": 3}, ...]}
 
 Under load a ``PowerSampler`` thread polls BMC, PDUs and the NVML GPU power sum together and
 keeps the sample with the highest node draw, which the judge then holds to the PSU budget,
@@ -40,6 +41,8 @@ class NodeWiring:
     power_config: Path
     outlets: list[str]
     circuits: int
+    #: the PDUs feeding the node with their ratings: {pdu, amps, volts, phases}
+    feeds: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_wiring(path: Path | None = None) -> NodeWiring | None:
@@ -51,7 +54,8 @@ def load_wiring(path: Path | None = None) -> NodeWiring | None:
         data = json.loads(path.read_text())
         return NodeWiring(source=str(path), power_config=Path(data["power_config"]),
                           outlets=[str(o) for o in data.get("outlets", [])],
-                          circuits=int(data.get("circuits", 0)))
+                          circuits=int(data.get("circuits", 0)),
+                          feeds=[dict(f) for f in data.get("feeds") or []])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"bad node wiring file: {exc}", file=str(path)) from None
 
@@ -194,7 +198,8 @@ def judge_under_load(sampler: PowerSampler, profile: Profile) -> list[CheckResul
     draw = peak.outlets_w if peak.outlets_w is not None else peak.node_w
     results = [
         check_psu_budget(peak.node_w, data, peak.min_needed),
-        check_circuit_load(draw, sampler.wiring.circuits, data),
+        check_circuit_load(draw, sampler.wiring.circuits, data,
+                           feeds=sampler.wiring.feeds),
         check_bmc_vs_gpu_power(peak.node_w, peak.gpu_sum_w, data),
     ]
     for result in results:

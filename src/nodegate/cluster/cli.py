@@ -36,6 +36,9 @@ def register(subparsers: Any) -> None:
                         "%(default)s)")
     parser.add_argument("--require", action="append", choices=("multinode",), default=[],
                         help="join: a suite that must also pass and be fresh (repeatable)")
+    parser.add_argument("--profile", help="join: the profile whose checks a report must "
+                        "cover (default: $NODEGATE_PROFILE, /etc/nodegate/profile.json, then "
+                        "the report's profile by name)")
     parser.add_argument("--max-age", help="newest report older than this decides nothing "
                         "(health) or does not join (join): 90s, 15m, 6h, 2d "
                         "(default 1h health, 24h join)")
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         join = JoinPolicy(level=Level(args.level), require=tuple(args.require))
         if max_age is not None:
             join = JoinPolicy(level=join.level, max_age_s=max_age, require=join.require)
-        decision = decide_join(state, reports, policy=join)
+        decision = decide_join(state, reports, policy=join,
+                               profile=join_profile(args.profile, newest.profile))
     else:
         health = HealthPolicy(max_age_s=max_age) if max_age is not None else HealthPolicy()
         decision = decide_health(state, latest(battery_reports(reports)), policy=health)
@@ -118,6 +122,17 @@ def run(args: argparse.Namespace) -> int:
                                         else " (already so)")
         print(f"nodegate gate: {node} {verb}: {decision.why}  [{after.describe()}]")
     return 0
+
+
+def join_profile(value: str | None, report_profile: str) -> dict[str, Any]:
+    """The resolved profile data a join judges completeness against: the node's own (as
+    ``nodegate health`` picks it), else the one the report names; unknown is a ConfigError."""
+    from nodegate.battery.session import NODE_PROFILE_FILE, select_profile
+
+    if value is None and not os.environ.get("NODEGATE_PROFILE") and \
+            not NODE_PROFILE_FILE.is_file():
+        value = report_profile
+    return select_profile(value).data
 
 
 def _run_health(report_dir: Path) -> None:

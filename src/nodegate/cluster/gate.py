@@ -23,9 +23,11 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from nodegate.cluster import evidence as _evidence
 from nodegate.cluster.scheduler import Change, NodeState, Scheduler
 from nodegate.report.model import Level, NodeReport, format_timestamp
 from nodegate.results import CheckResult, Verdict
@@ -155,6 +157,11 @@ def age_problem(
     return None
 
 
+def _clip(text: str, limit: int = 120) -> str:
+    """A drain reason stays one short line (Slurm shows it in every ``sinfo -R``)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _human_seconds(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
@@ -198,9 +205,13 @@ def decide_join(
     *,
     policy: JoinPolicy | None = None,
     now: dt.datetime | None = None,
+    profile: Mapping[str, Any] | None = None,
 ) -> Decision:
     """Resume only on a fresh passing report of the required level (or of a hold's deeper
-    level), with nothing newer failing; otherwise drain with a hold reason naming why."""
+    level) that shows the level's evidence (``nodegate.cluster.evidence``: every check that
+    applies to ``profile``, the resolved profile's data, at full duration, no fault seams),
+    with nothing newer failing; otherwise drain with a hold reason naming why. Without
+    ``profile`` no check is exempt."""
     policy = policy or JoinPolicy()
     now = now or dt.datetime.now(dt.timezone.utc)
     foreign = _foreign(state)
@@ -224,6 +235,11 @@ def decide_join(
     if problem is not None:
         reason = f"{REASON_PREFIX} {required.value} report stale ({problem})"
         return _drain(state, reason, f"{required.value} report stale: {problem}", evidence)
+    lacking = _evidence.problems(evidence, required.value, profile)
+    if lacking:
+        reason = f"{REASON_PREFIX} {required.value} report incomplete ({_clip(lacking[0])})"
+        return _drain(state, reason, f"{evidence.level.value} report incomplete for a "
+                      f"{required.value} join: {'; '.join(lacking)}", evidence)
     newer = [r for r in reports if r.finished_at > evidence.finished_at and not is_passing(r)]
     if newer:
         worst = max(newer, key=lambda r: r.finished_at)

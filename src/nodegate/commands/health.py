@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         parse_duration,
         parse_groups,
     )
+    from nodegate.battery.evidence import run_record
     from nodegate.battery.lock import BatteryLock
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.report import build
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             outcome.results, node=node_name(args), profile=profile.name, level="quick",
             started_at=started, duration_s=time.monotonic() - t0, backend="nvml",
             boot_id=outcome.boot_id, nodegate_version=__version__,
-            labels={"groups": ",".join(groups)},
+            labels={"groups": ",".join(groups)}, run=run_record(groups, profile, "quick"),
             gpus=outcome.board.identities() if outcome.board is not None else None,
         )
         return emit(report, args, "health", outcome.notes)

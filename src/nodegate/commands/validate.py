@@ -34,6 +34,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import ALL_GROUPS, parse_deadline, parse_duration, parse_groups
+    from nodegate.battery.evidence import run_record
     from nodegate.battery.run import run_battery
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.errors import ConfigError
@@ -57,6 +58,6 @@ def run(args: argparse.Namespace) -> int:
         started_at=ran.started_at, duration_s=ran.duration_s, backend=ran.backend,
         boot_id=ran.boot_id, nodegate_version=__version__, series=ran.series or None,
         matrices=ran.matrices or None, labels={"groups": ",".join(groups)},
-        gpus=ran.gpus,
+        gpus=ran.gpus, run=run_record(groups, profile, args.level, args.duration_scale),
     )
     return emit(report, args, "validate", ran.notes)

@@ -153,28 +153,49 @@ def check_psu_budget(node_power_w: float | None, profile: Profile,
     return result
 
 
+def feed_capacity_w(amps: float, volts: float, phases: int = 1) -> float:
+    """What one branch circuit delivers: V x I single-phase; line-to-line V x I x sqrt 3 for a
+    3-phase feed (a 60 A / 415 V 3-phase PDU is ~43 kW, not 25)."""
+    return float(amps) * float(volts) * (math.sqrt(3) if phases == 3 else 1.0)
+
+
 def check_circuit_load(draw_w: float | None, circuits: int, profile: Profile,
-                       entity: str = "node") -> CheckResult:
-    """Draw within ``circuit_load_fraction_max`` of the rating summed over the circuits feeding
-    the node (``circuits`` distinct branch circuits x circuit_amps x circuit_volts): the
-    continuous-load rule keeps a breaker from tripping at hour three of a burn-in."""
+                       entity: str = "node",
+                       feeds: list[dict[str, Any]] | None = None) -> CheckResult:
+    """Draw within ``circuit_load_fraction_max`` (the 80 % continuous-load rule) of the
+    *weakest single* feed: with A and B feeds, each must carry the whole node when the other
+    fails, so their ratings are never added. ``feeds`` are the site's PDUs feeding the node
+    (``{pdu, amps, volts, phases}``, from node.json); a feed without its own rating, or no
+    feeds at all (``circuits`` of them), takes the profile's ``power.circuit_amps/volts``."""
     limit = _threshold(profile, "circuit_load_fraction_max")
     power = profile.get("power") or {}
     if limit is None:
         return _skip("circuit_load", entity, "no threshold circuit_load_fraction_max", "ratio")
-    if not power.get("circuit_amps") or not power.get("circuit_volts"):
-        return _skip("circuit_load", entity, "profile has no power.circuit_amps/circuit_volts",
-                     "ratio")
-    if circuits < 1:
+    fallback = (power.get("circuit_amps"), power.get("circuit_volts"))
+    listed = feeds or [{"pdu": f"circuit{index + 1}"} for index in range(circuits)]
+    if not listed:
         return _error("circuit_load", entity, "no outlets/circuits mapped to this node", limit,
                       "ratio", severity=Severity.CRITICAL)
-    rating = float(power["circuit_amps"]) * float(power["circuit_volts"]) * circuits
+    rated = []
+    for feed in listed:
+        amps, volts = feed.get("amps") or fallback[0], feed.get("volts") or fallback[1]
+        if not amps or not volts:
+            return _skip("circuit_load", entity, f"no rating for feed {feed.get('pdu')}: "
+                         "site PDU circuit_amps/circuit_volts or profile power.circuit_amps/"
+                         "circuit_volts", "ratio")
+        phases = int(feed.get("phases") or 1)
+        rated.append({"pdu": feed.get("pdu"), "amps": amps, "volts": volts, "phases": phases,
+                      "capacity_w": round(feed_capacity_w(amps, volts, phases), 1)})
     if draw_w is None:
         return _error("circuit_load", entity, "no draw reading", limit, "ratio",
                       severity=Severity.CRITICAL)
-    return _bound("circuit_load", entity, round(float(draw_w) / rating, 4), limit,
-                  severity=Severity.CRITICAL,
-                  evidence={"draw_w": draw_w, "circuit_rating_w": rating, "circuits": circuits})
+    weakest = min(rated, key=lambda f: f["capacity_w"])
+    return _bound("circuit_load", entity, round(float(draw_w) / weakest["capacity_w"], 4),
+                  limit, severity=Severity.CRITICAL,
+                  evidence={"draw_w": draw_w, "circuit_rating_w": weakest["capacity_w"],
+                            "binding_feed": weakest["pdu"], "feeds": rated,
+                            "circuits": len(rated),
+                            "rule": "each feed carries the whole node when the others fail"})
 
 
 def check_bmc_vs_gpu_power(bmc_node_w: float | None, gpu_sum_w: float | None, profile: Profile,

@@ -15,6 +15,8 @@ host is touched.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +68,12 @@ class Profile:
     def thresholds(self) -> list[Threshold]:
         out = [self.threshold(n) for n in sorted(self.data.get("thresholds", {}))]
         return [t for t in out if t is not None]
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the resolved data (canonical JSON): a report records it, so
+        which thresholds judged a run can be told apart without trusting the profile's name."""
+        text = json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def profiles_dir() -> Path:

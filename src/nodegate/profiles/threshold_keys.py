@@ -34,6 +34,16 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "nvlink_crc_errors_max": ThresholdKey("max", "count", "NVLink CRC (flit + data) errors"),
     "nvlink_replay_errors_max": ThresholdKey("max", "count", "NVLink replay errors"),
     "nvlink_recovery_errors_max": ThresholdKey("max", "count", "NVLink recovery errors"),
+    # counters judged by growth since the node's previous report (nodegate.judge.counters)
+    "nvlink_crc_errors_per_hour_max": ThresholdKey("max", "count/h",
+                                                   "NVLink CRC errors gained per hour"),
+    "nvlink_replay_errors_per_hour_max": ThresholdKey("max", "count/h",
+                                                      "NVLink replay errors gained per hour"),
+    "nvlink_recovery_errors_per_hour_max": ThresholdKey(
+        "max", "count/h", "NVLink recovery errors gained per hour"),
+    "pcie_replays_per_hour_max": ThresholdKey("max", "count/h", "PCIe replays gained per hour"),
+    "ecc_sbe_per_hour_max": ThresholdKey("max", "count/h",
+                                         "volatile single-bit ECC errors gained per hour"),
     # --- standard / acceptance level: what the hardware delivers under load ---------------
     "gemm_bf16_tflops_min": ThresholdKey("min", "TFLOPS", "dense bf16 GEMM per GPU"),
     "gemm_fp16_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp16 GEMM per GPU"),

@@ -59,6 +59,10 @@ class Level(str, enum.Enum):
 Gpus = dict[str, dict[str, str]]
 #: The identity fields a ``gpus`` entry may carry, in report order.
 IDENTITY_FIELDS = ("serial", "uuid", "pci_bus_id", "vbios", "board_part_number")
+#: The ``run`` record's fields, in report order: the check groups asked for, the load's
+#: duration scale (absent when no load level ran), the fault-injection seams set in the
+#: environment (``nodegate.load.seams``) and the resolved profile's digest.
+RUN_FIELDS = ("groups", "duration_scale", "seams", "profile_digest")
 #: series[set_name][entity][metric] = [[t_seconds_since_start, value], ...]
 Series = dict[str, dict[str, dict[str, list[list[float | None]]]]]
 #: matrices[name] = {"unit": str, "entities": [...], "values": [[...], ...]}
@@ -84,6 +88,8 @@ class NodeReport:
     series: Series = field(default_factory=dict)
     matrices: Matrices = field(default_factory=dict)
     gpus: Gpus = field(default_factory=dict)
+    #: what ran (``RUN_FIELDS``): the evidence a join rests on; empty in older reports
+    run: dict[str, Any] = field(default_factory=dict)
 
     @property
     def schema(self) -> str:
@@ -107,10 +113,11 @@ class NodeReport:
 
         Key order is part of the format: the small keys, the optional ``gpus`` identity map,
         then the fleet ``digest`` (computed from the JSON-ready results, so it is exactly what
-        a reader would compute from the file), then the bulk: ``results``, ``series``,
-        ``matrices``. A fleet reader needs only the part before ``results`` (which holds the
-        identities it compares across a node's reports). ``digest.tail_bytes`` is added on
-        serialization.
+        a reader would compute from the file), the optional ``run`` record (what ran: the join
+        gate reads it; the fleet reader does not need it), then the bulk: ``results``,
+        ``series``, ``matrices``. A fleet reader needs only the part before ``results`` (which
+        holds the identities it compares across a node's reports). ``digest.tail_bytes`` is
+        added on serialization.
         """
         data: dict[str, Any] = {
             "schema": SCHEMA_ID,
@@ -134,6 +141,9 @@ class NodeReport:
                             for entity, ident in self.gpus.items()}
         results = [_jsonable(result.to_dict()) for result in self.results]
         data["digest"] = _digest.compute(results, self.report_id)
+        if self.run:
+            data["run"] = {key: _jsonable(self.run[key]) for key in RUN_FIELDS
+                           if key in self.run}
         data["results"] = results
         data["series"] = _jsonable(self.series)
         data["matrices"] = _jsonable(self.matrices)
@@ -165,6 +175,7 @@ class NodeReport:
             series=data["series"],
             matrices=data["matrices"],
             gpus={str(entity): dict(ident) for entity, ident in (data.get("gpus") or {}).items()},
+            run=dict(data.get("run") or {}),
         )
 
 
@@ -193,6 +204,7 @@ def build(
     series: Series | None = None,
     matrices: Matrices | None = None,
     gpus: Gpus | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> NodeReport:
     """Assemble a report from judged results and run metadata.
 
@@ -201,6 +213,7 @@ def build(
     ``finished_at`` defaults to now; ``duration_s`` to finished - started (pass a monotonic
     measurement when you have one: wall clocks jump under NTP). ``gpus`` is the board's
     identity map (``BoardSnapshot.identities()``); empty or None writes no ``gpus`` key.
+    ``run`` is what ran (``RUN_FIELDS``; ``nodegate.battery.evidence.run_record``).
     """
     start = _to_utc(started_at, "started_at")
     finish = _to_utc(finished_at, "finished_at") if finished_at is not None else _now()
@@ -226,6 +239,7 @@ def build(
         series=series if series is not None else {},
         matrices=matrices if matrices is not None else {},
         gpus={entity: dict(ident) for entity, ident in (gpus or {}).items() if ident},
+        run=dict(run or {}),
     )
 
 

@@ -47,6 +47,8 @@ _PDU = {
         "priv_password": {},
         "circuit_amps": {"type": "number", "minimum": 1},
         "circuit_volts": {"type": "number", "minimum": 1},
+        # 3: a 3-phase PDU, circuit_volts line-to-line (capacity V x I x sqrt 3)
+        "phases": {"enum": [1, 3]},
     },
     "required": ["url", "model"],
 }

@@ -1,0 +1,127 @@
+"""Error counters judged by their growth, not their total.
+
+NVLink CRC/replay/recovery, PCIe replay and ECC single-bit counters only ever rise: a total
+says how old the card is as much as how healthy. So each is judged by how fast it grew since
+the node's previous report of this boot, against a per-hour threshold in the profile; the
+total stays in the evidence. With nothing to compare (first run, a previous report of another
+boot, a counter that went down because the driver reloaded, no per-hour threshold), the
+total is judged against the profile's ``*_max`` as before, and the evidence says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodegate.judge.common import make, threshold_repr
+from nodegate.profiles import Profile
+from nodegate.profiles.loader import Threshold
+from nodegate.results import CheckResult, Severity, Verdict
+
+#: check -> its per-hour threshold key (``profiles.threshold_keys``).
+RATE_KEYS = {
+    "nvlink_crc_errors": "nvlink_crc_errors_per_hour_max",
+    "nvlink_replay_errors": "nvlink_replay_errors_per_hour_max",
+    "nvlink_recovery_errors": "nvlink_recovery_errors_per_hour_max",
+    "pcie_replays": "pcie_replays_per_hour_max",
+    "ecc_sbe_volatile": "ecc_sbe_per_hour_max",
+}
+
+#: How many of the newest reports are searched for one of this boot (the cron check's own
+#: report is normally the newest; a standard run in between holds the counters too).
+COUNTER_HISTORY = 4
+
+#: The shortest interval a rate is computed over: the cron check runs minutes apart, and one
+#: stray CRC error 20 s after the previous report must not read as 180 an hour.
+MIN_INTERVAL_S = 300.0
+
+
+def _timestamp(text: Any) -> float | None:
+    from nodegate.report.model import parse_timestamp
+
+    try:
+        return parse_timestamp(str(text)).timestamp()
+    except (ValueError, TypeError):
+        return None
+
+
+def _totals(report: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """(check, entity) -> the counter's total in ``report``: ``evidence.absolute`` where
+    the report judged a rate, its ``measured`` where it judged the total."""
+    out: dict[tuple[str, str], float] = {}
+    for item in report.get("results") or ():
+        if not isinstance(item, Mapping) or item.get("check") not in RATE_KEYS:
+            continue
+        evidence = item.get("evidence")
+        value = evidence.get("absolute") if isinstance(evidence, Mapping) else None
+        if value is None:
+            value = item.get("measured")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[(str(item["check"]), str(item.get("entity")))] = float(value)
+    return out
+
+
+def previous_of_boot(reports: Sequence[Mapping[str, Any]],
+                     boot_id: str | None) -> Mapping[str, Any] | None:
+    """The newest report (``reports`` newest first) of this boot that holds counters."""
+    if boot_id is None:
+        return None
+    for report in reports:
+        if report.get("boot_id") == boot_id and _totals(report):
+            return report
+    return None
+
+
+def judge_growth(results: Sequence[CheckResult], previous: Mapping[str, Any] | None,
+                 profile: Profile, *, now: float) -> list[CheckResult]:
+    """``results`` with each counter check rejudged by its growth since ``previous`` (a report
+    dict of this boot, or None); other results are returned unchanged."""
+    totals = _totals(previous) if previous is not None else {}
+    then = _timestamp(previous.get("finished_at")) if previous is not None else None
+    out = []
+    for result in results:
+        key = RATE_KEYS.get(result.check)
+        measured = result.measured
+        if key is None or result.verdict in (Verdict.ERROR, Verdict.SKIP) or \
+                not isinstance(measured, (int, float)) or isinstance(measured, bool):
+            out.append(result)
+            continue
+        prior = totals.get((result.check, result.entity))
+        threshold = profile.threshold(key)
+        if previous is None or then is None:
+            why = "no earlier report of this boot"
+        elif prior is None:
+            why = "the previous report has no figure for it"
+        elif measured < prior:
+            why = "the counter went down since the previous report (driver reloaded)"
+        elif threshold is None:
+            why = f"no {key} in the profile"
+        else:
+            out.append(_rate(result, float(measured), prior, threshold, since_s=now - then,
+                             report_id=str(previous.get("report_id"))))
+            continue
+        out.append(dataclasses.replace(result, evidence={
+            **result.evidence, "absolute": measured,
+            "basis": f"total against the profile's maximum: {why}"}))
+    return out
+
+
+def _rate(result: CheckResult, total: float, prior: float, threshold: Threshold, *,
+          since_s: float, report_id: str) -> CheckResult:
+    hours = max(since_s, MIN_INTERVAL_S) / 3600.0
+    rate = round((total - prior) / hours, 3)
+    ok = rate <= threshold.value
+    # a counter climbing faster than the profile allows is an active fault (a degrading
+    # link, an SBE storm before DBEs): it fails, whatever the total's own verdict would be
+    return make(result.check, result.entity, Verdict.PASS if ok else Verdict.FAIL,
+                measured=rate, threshold=threshold_repr(threshold), unit=threshold.unit,
+                severity=Severity.HARDWARE, **{
+                    **result.evidence, "absolute": _number(total), "previous": _number(prior),
+                    "growth": _number(total - prior), "since_s": round(since_s, 1),
+                    "previous_report": report_id,
+                    "basis": "growth since the previous report of this boot"})
+
+
+def _number(value: float) -> float | int:
+    return int(value) if value.is_integer() else value
