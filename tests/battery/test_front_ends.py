@@ -70,8 +70,19 @@ def _junit_outcomes(path: Path) -> dict[str, str]:
     return out
 
 
-def _verdicts(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+#: Throughputs measured on shared CPU cores: two runs of one board can land either side of a
+#: floor, so for these the two front ends must judge the same checks and entities, and the
+#: verdicts of everything else must be identical.
+TIMED_UNITS = {"GB/s", "TFLOPS", "tokens/s"}
+
+
+def _raw(report: dict[str, Any]) -> set[tuple[str, str, str]]:
     return {(r["check"], r["entity"], r["verdict"]) for r in report["results"]}
+
+
+def _verdicts(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {(r["check"], r["entity"], "timed" if r.get("unit") in TIMED_UNITS else r["verdict"])
+            for r in report["results"]}
 
 
 @pytest.mark.slow
@@ -85,14 +96,15 @@ def test_both_front_ends_give_one_verdict(fault: str, level: str, tmp_path: Path
     # some faults show only under a long enough load (cooling, stuck clocks): at quick or at
     # the scaled-down standard level the board may pass, but both front ends must say so
     expected = {1} if level == "acceptance" else {0, 1}
-    assert validated.returncode == tested.returncode, (validated.stderr[-2000:],
-                                                       tested.stdout[-2000:])
-    assert validated.returncode in expected, validated.stderr[-2000:]
     report = json.loads((tmp_path / "v" / f"{level}-latest.json").read_text())
     battery = json.loads((tmp_path / "p" / f"battery-{level}.json").read_text())
     assert _verdicts(report) == _verdicts(battery)
+    if _raw(report) == _raw(battery):  # no timed figure landed on the other side of a floor
+        assert validated.returncode == tested.returncode, (validated.stderr[-2000:],
+                                                           tested.stdout[-2000:])
+    assert validated.returncode in expected, validated.stderr[-2000:]
     per_check: dict[str, set[str]] = {}
-    for check, _, verdict in _verdicts(report):
+    for check, _, verdict in _raw(battery):  # pytest's own run, against its own JUnit
         per_check.setdefault(check, set()).add(verdict)
     shown = _junit_outcomes(tmp_path / "p" / "junit.xml")
     assert {c: _outcome_of(v) for c, v in per_check.items()} == \
