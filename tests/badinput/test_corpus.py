@@ -22,6 +22,7 @@ from tests.conftest import run_cli
 HEADER = "schema: nodegate.profile/1\nlayer: profile\nextends: [gpu/h100-sxm5-80gb]\n"
 SIM = ("sim", "run", "h100-hgx", "--", "nodegate")
 PDU = "snmp://127.0.0.1?community=env:NODEGATE_TEST_COMMUNITY"
+CORPUS = Path(__file__).resolve().parents[1] / "sim" / "data" / "corpus"
 
 
 def _bomb(levels: int = 9) -> str:
@@ -233,6 +234,9 @@ SIM_CASES = [
          ("none.xml",)),
     Case("sim-import-not-xml", ("sim", "import", "{d}/c.xml", "-o", "{d}/out.yaml"), 2,
          ("c.xml",), {"c.xml": "this is not XML"}),
+    Case("sim-import-redacted-pci-id", ("sim", "import", str(CORPUS / "telegraf-rtx-3090-v12.xml"),
+                                        "-o", "{d}/out.yaml"), 2,
+         ("telegraf-rtx-3090-v12.xml", "gpu[0]/pci/pci_device_id")),
     Case("sim-command-missing", ("sim", "run", "h100-hgx", "--", "no-such-command-here"), 2,
          ("no-such-command-here",)),
 ]
@@ -482,3 +486,13 @@ def test_a_missing_required_module_is_an_internal_error(monkeypatch: pytest.Monk
     _patch_version(monkeypatch, _needs("nodegate.nothing_here"))
     assert cli.main(["version"]) == 3
     assert "internal error: ModuleNotFoundError" in capsys.readouterr().err
+
+
+def test_a_lock_path_that_cannot_be_created_is_exit_3_naming_it(tmp_path: Path) -> None:
+    done = run_cli(*SIM, "health", "--checks", "log", "--profile", "sim-h100-hgx",
+                   "--report-dir", str(tmp_path / "out"),
+                   env={"NODEGATE_LOCK_FILE": "/proc/nodegate/lock"}, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "/proc/nodegate/lock" in done.stderr and "NODEGATE_LOCK_FILE" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()
