@@ -10,8 +10,11 @@
 #   here:   bench/h200_device.sh rehearse         # the run's steps on this machine, CPU/gloo
 #
 # `run` writes under $OUT: table.md (the printed table, header included), h200.json (every
-# result and both reference sets), progress.log, nvidia-smi.txt. Commit table.md to
-# docs/hardware-runs/ with the date, GPU, driver, torch version and command it prints.
+# result and both reference sets), progress.log, nvidia-smi.txt; and, from the quick checks run
+# first against the real driver: nvidia-smi-q.xml (a capture for the simulator's corpus),
+# health.json (the report) and health.txt (the human summary and exit code). Commit table.md
+# and the health summary to docs/hardware-runs/ with the date, GPU, driver, torch version and
+# command it prints.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +34,21 @@ fetch() {
     ls -l "$dir"
 }
 
+# node_checks PYTHON OUT: the quick battery (nodegate health) against the real driver, with the
+# shipped h200-single profile as it is, and the capture the simulator's corpus can import.
+# Its exit code is recorded, never fatal: a FAIL here is a finding to read, not a broken run.
+node_checks() {
+    local python=$1 out=$2 reports
+    reports=$(mktemp -d)
+    timeout 60 nvidia-smi -q -x > "$out/nvidia-smi-q.xml" 2> /dev/null \
+        || echo "nvidia-smi -q -x failed or timed out" >&2
+    timeout -k 10 180 "$python" -m nodegate health --profile h200-single --no-textfile \
+        --report-dir "$reports" --node-name lent-h200 --color never > "$out/health.txt" 2>&1
+    echo "health exit: $?" | tee -a "$out/health.txt"
+    cp "$reports/quick-latest.json" "$out/health.json" 2> /dev/null || echo "no health report written" >&2
+    rm -rf "$reports"
+}
+
 # run_bench PYTHON OUT WHEELDIR [bench args...]: install the wheels beside the image's
 # packages, then the bench under a deadline
 run_bench() {
@@ -47,6 +65,7 @@ run_bench() {
     export PYTHONPATH=$site:$PWD/src PYTHONUNBUFFERED=1
     # a sick GPU can leave nvidia-smi stuck: it must not eat the bench's time
     { timeout 30 nvidia-smi -q; timeout 30 nvidia-smi topo -m; } > "$out/nvidia-smi.txt" 2>&1
+    node_checks "$python" "$out"
     timeout -k 10 "$RUN_LIMIT_S" "$python" bench/h200_standard.py --json "$out/h200.json" "$@" \
         2> >(tee "$out/progress.log" >&2) | tee "$out/table.md"
     local rc=${PIPESTATUS[0]}
@@ -56,7 +75,7 @@ run_bench() {
 
 case "${1:-}" in
     fetch) fetch .whl "${2:-$DEVICE_PYTHON}" ;;
-    run) run_bench python3 "${OUT:-/tmp/h200-out}" .whl ;;
+    run) run_bench python3 "${OUT:-/tmp/h200-out}" .whl "${@:2}" ;;
     rehearse)
         # the same steps on this machine, CPU/gloo, in a venv holding only the device image's
         # packages that nodegate's bench path may touch: proves the wheel list and the import
@@ -66,7 +85,7 @@ case "${1:-}" in
         scratch=$(mktemp -d)
         trap 'rm -rf "$scratch"' EXIT
         python3 -m venv "$scratch/venv" && "$scratch/venv/bin/python" -m pip install -q \
-            torch==2.13.0 pyyaml nvidia-ml-py attrs typing-extensions || exit 2
+            torch==2.13.0 pyyaml nvidia-ml-py attrs typing-extensions packaging || exit 2
         fetch "$scratch/whl" "$("$scratch/venv/bin/python" -c \
             'import sys; print("%d.%d" % sys.version_info[:2])')"
         run_bench "$scratch/venv/bin/python" "${OUT:-/tmp/h200-rehearsal}" "$scratch/whl" \
