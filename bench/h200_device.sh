@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 WHEELS=(jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0
-        rpds-py==2026.9.1)
+        rpds-py==2026.9.1 python-debian==1.1.1)
 #: the whole run must end inside the device tool's 10-minute command limit
 RUN_LIMIT_S=${RUN_LIMIT_S:-540}
 DEVICE_PYTHON=3.12

@@ -110,7 +110,8 @@ def test_pytest_battery_reads_like_the_issue(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout[-2000:]
     assert "FAILED validation/gpu/test_nvlink.py::test_nvlink_state" in result.stdout
     assert "nvlink_state[gpu3.link5]: FAIL measured='inactive'" in result.stdout
-    assert "\n1 failed, 31 passed" in result.stdout and " error" not in result.stdout
+    # the one skip: page retirement does not exist on Hopper (row remapping replaced it)
+    assert "\n1 failed, 30 passed, 1 skipped" in result.stdout and " error" not in result.stdout
     report = json.loads((tmp_path / "battery-quick.json").read_text())
     assert report["verdict"] == "FAIL"
 
@@ -126,5 +127,6 @@ def test_load_phases_do_not_collide_with_a_foreign_process(tmp_path: Path) -> No
     flagged = {(r["check"], r["verdict"]) for r in report["results"] if r["verdict"] != "PASS"}
     assert flagged == {("foreign_processes", "WARN"), ("gemm_completed", "ERROR"),
                        ("memory_completed", "ERROR"), ("p2p_completed", "ERROR"),
-                       ("allreduce_completed", "ERROR")}
+                       ("allreduce_completed", "ERROR"),
+                       ("retired_pages", "SKIP")}  # Hopper: row remapping instead
     assert not any(r["check"] == "gemm_tflops" for r in report["results"])  # nothing ran

@@ -62,7 +62,9 @@ def test_health_with_no_readable_kernel_log_errors_every_gpu(tmp_path: Path) -> 
     assert sorted(xids) == [f"gpu{i}" for i in range(8)]
     assert {r["verdict"] for r in xids.values()} == {"ERROR"}
     assert "kernel log unreadable" in xids["gpu0"]["evidence"]["reason"]
-    others = {r["verdict"] for r in report["results"] if r["check"] != "xid_events"}
+    # page retirement does not exist on Hopper: its SKIP is the only other non-PASS
+    others = {r["verdict"] for r in report["results"]
+              if r["check"] not in ("xid_events", "retired_pages")}
     assert others == {"PASS"}
 
 
@@ -113,3 +115,34 @@ def test_a_field_that_errors_is_error_and_not_supported_stays_skip() -> None:
     assert _by(results, "ecc_sbe_volatile", "gpu0").verdict is Verdict.SKIP
     assert _by(results, "nvlink_replay_errors", "gpu0.link0").verdict is Verdict.ERROR
     assert _by(results, "nvlink_crc_errors", "gpu0.link0").verdict is Verdict.PASS
+
+
+def test_page_retirement_not_supported_beside_row_remapping_names_the_remap_checks() -> None:
+    """A real H200 answers NOT_SUPPORTED for page retirement (docs/hardware-runs/): the check
+    does not apply there, and the SKIP says which checks judge that memory instead. Without
+    remap data (an older GPU that also does not report pages) it stays the plain SKIP."""
+    profile = resolve_profile_cached("h200-single")
+    hopper = GpuState(index=0, remap_pending=False, remap_failure=False, remap_uncorrectable=0,
+                      remap_correctable=1,
+                      unsupported=["retired_pages_sbe", "retired_pages_dbe",
+                                   "retired_pages_pending"])
+    skip = _by(judge_gpu(hopper, profile), "retired_pages", "gpu0")
+    assert skip.verdict is Verdict.SKIP
+    assert "remap_pending" in skip.evidence["reason"]
+    older = GpuState(index=0, unsupported=["retired_pages_sbe", "retired_pages_dbe"])
+    plain = _by(judge_gpu(older, profile), "retired_pages", "gpu0")
+    assert plain.verdict is Verdict.SKIP
+    assert plain.evidence["reason"] == "not reported by this GPU/driver"
+
+
+@pytest.mark.parametrize(("current", "pending", "change"),
+                         [(True, True, None), (True, False, True), (False, True, True)])
+def test_ecc_mode_flags_a_change_only_where_pending_differs(
+        current: bool, pending: bool, change: bool | None) -> None:
+    """NVML's second value is the pending mode: enabled/enabled (the real H200) is no change."""
+    profile = resolve_profile_cached("h200-single")
+    result = _by(judge_gpu(GpuState(index=0, ecc_enabled=current, ecc_pending=pending), profile),
+                 "ecc_mode", "gpu0")
+    assert result.evidence["pending"] is pending
+    assert result.evidence.get("pending_change") is change
+    assert result.verdict is (Verdict.PASS if current else Verdict.FAIL)

@@ -89,13 +89,14 @@ def test_dry_run_on_the_device_image_packages_prints_every_figure(tmp_path: Path
 
 
 def test_device_wheels_are_jsonschema_and_what_it_needs_beyond_the_image() -> None:
-    """The carried wheels are the versions this suite ran with, and jsonschema's runtime
-    requirements (transitively) less what the image already has."""
+    """The carried wheels are the versions this suite ran with, and the runtime requirements
+    (transitively) of jsonschema and python-debian (the quick checks' Debian version ordering,
+    which the device run's health step reaches) less what the image already has."""
     wheels = _wheels()
     for name, pinned in wheels.items():
         assert version(name) == pinned, f"{name}: carried {pinned}, tested {version(name)}"
     needed: set[str] = set()
-    todo = ["jsonschema"]
+    todo = ["jsonschema", "python-debian"]
     while todo:
         dist = todo.pop()
         if dist in needed:

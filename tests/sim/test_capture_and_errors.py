@@ -40,8 +40,8 @@ out["gpus"] = [{
     "dbe": n.nvmlDeviceGetTotalEccErrors(h, UNC, VOL),
     "sbe_agg": n.nvmlDeviceGetTotalEccErrors(h, COR, AGG),
     "remap": list(n.nvmlDeviceGetRemappedRows(h)),
-    "retired_sbe": n.nvmlDeviceGetRetiredPages(h, 0),
-    "retired_pending": n.nvmlDeviceGetRetiredPagesPendingStatus(h),
+    "retired_sbe": err(n.nvmlDeviceGetRetiredPages, h, 0),
+    "retired_pending": err(n.nvmlDeviceGetRetiredPagesPendingStatus, h),
     "mig": n.nvmlDeviceGetMigMode(h)[0], "persistence": n.nvmlDeviceGetPersistenceMode(h),
     "compute_mode": n.nvmlDeviceGetComputeMode(h),
     "pcie": [n.nvmlDeviceGetCurrPcieLinkGeneration(h), n.nvmlDeviceGetCurrPcieLinkWidth(h),
@@ -90,7 +90,9 @@ def test_import_a100_535_capture(tmp_path: Path, nvml: NvmlRun) -> None:
     assert {x["name"] for x in g} == {"NVIDIA A100-SXM4-80GB"}
     assert all(x["fabric"] == "NVMLError_NotSupported" for x in g)
     assert g[0]["links"] == 0 and g[0]["persistence"] == 0 and g[0]["slowdown"] == 89
-    assert g[1]["retired_sbe"] == [0x1A3F40] and g[1]["retired_pending"] == 1
+    # the hand-written capture lists a retired page on an A100; real Ampere captures show N/A
+    # and NVML answers NOT_SUPPORTED, whatever the capture says
+    assert g[1]["retired_sbe"] == g[1]["retired_pending"] == "NVMLError_NotSupported"
     assert g[1]["remap"][0] == 2 and g[1]["sbe_agg"] == 57
     assert g[3]["mig"] == 1 and g[5]["compute_mode"] == 3
     assert g[6]["reasons"] & 0x20  # SW thermal slowdown from clocks_throttle_reasons

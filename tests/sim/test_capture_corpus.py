@@ -22,6 +22,7 @@ EXPECTED: dict[str, str | None] = {
     "datakit-gtx-1050-1.xml": "gpu[0]/power_readings/power_limit",  # no power management
     "datakit-gtx-1card.xml": None,
     "datakit-gtx-8card.xml": None,
+    "nodegate-h200-lent-580.xml": None,
     "telegraf-3090-v13.xml": None,
     "telegraf-a100-sxm4-v12.xml": "attached_gpus",  # 1 of 4 GPUs
     "telegraf-a10g.xml": "gpu[0]/pci/pci_device_id",  # 000000DE: redacted

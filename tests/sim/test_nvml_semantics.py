@@ -24,7 +24,9 @@ from nodegate.probes import nvml_codes
 from nodegate.sim import runtime, scenario
 
 FAULTS = ("h100-hgx+thermal-slowdown@gpu1+power-brake@gpu2+fabric-degraded@gpu3+ecc-dbe@gpu4"
-          "+nvlink-errors@gpu5.link0+remap-pending@gpu6+retired-pages@gpu7")
+          "+nvlink-errors@gpu5.link0+remap-pending@gpu6")
+#: A real Turing capture (NVIDIA T4, telegraf's test data): page retirement exists there
+T4_CAPTURE = Path(__file__).parent / "data" / "corpus" / "telegraf-tesla-t4.xml"
 
 READ = """
 import json
@@ -62,10 +64,12 @@ for i in range(n.nvmlDeviceGetCount()):
     g["ecc"] = {f"{e}/{c}": n.nvmlDeviceGetTotalEccErrors(h, e, c)
                 for e in (n.NVML_MEMORY_ERROR_TYPE_CORRECTED, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
                 for c in (n.NVML_VOLATILE_ECC, n.NVML_AGGREGATE_ECC)}
-    g["remap"] = list(safe(n.nvmlDeviceGetRemappedRows, h))
-    g["retired"] = {c: len(n.nvmlDeviceGetRetiredPages(h, c)) for c in (
+    remap = safe(n.nvmlDeviceGetRemappedRows, h)
+    g["remap"] = remap if isinstance(remap, str) else list(remap)
+    g["retired"] = {c: safe(n.nvmlDeviceGetRetiredPages, h, c) for c in (
         n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
         n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)}
+    g["retired_pending"] = safe(n.nvmlDeviceGetRetiredPagesPendingStatus, h)
     g["persistence"] = n.nvmlDeviceGetPersistenceMode(h)
     g["mig"] = list(n.nvmlDeviceGetMigMode(h))
     g["compute_mode"] = n.nvmlDeviceGetComputeMode(h)
@@ -85,9 +89,11 @@ for i in range(n.nvmlDeviceGetCount()):
     fv = n.nvmlDeviceGetFieldValues(h, [nvml_codes.FI_DEV_MEMORY_TEMP])[0]
     g["mem_temp"] = [fv.nvmlReturn, fv.valueType, nvml_codes.field_value(fv)]
     gpus.append(g)
-h0, h1 = n.nvmlDeviceGetHandleByIndex(0), n.nvmlDeviceGetHandleByIndex(1)
-out = {"gpus": gpus, "p2p_nvlink": n.nvmlDeviceGetP2PStatus(h0, h1, n.NVML_P2P_CAPS_INDEX_NVLINK),
-       "cuda": n.nvmlSystemGetCudaDriverVersion()}
+out = {"gpus": gpus, "cuda": n.nvmlSystemGetCudaDriverVersion(),
+       "nvml_version": n.nvmlSystemGetNVMLVersion()}
+if len(gpus) > 1:
+    h0, h1 = n.nvmlDeviceGetHandleByIndex(0), n.nvmlDeviceGetHandleByIndex(1)
+    out["p2p_nvlink"] = n.nvmlDeviceGetP2PStatus(h0, h1, n.NVML_P2P_CAPS_INDEX_NVLINK)
 print(json.dumps(out))
 """
 
@@ -320,10 +326,35 @@ def test_remapped_rows_order(faulty: dict[str, Any]) -> None:
     assert unc >= 1
 
 
-def test_retired_pages_by_cause(faulty: dict[str, Any]) -> None:
-    retired = faulty["gpus"][7]["retired"]
-    assert retired[str(pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)] > 0
-    assert retired[str(pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)] > 0
+def test_page_retirement_is_not_supported_from_ampere_on(h100: dict[str, Any],
+                                                         a100: dict[str, Any]) -> None:
+    """As the real H200 answered (docs/hardware-runs/2026-12-04-h200-health.md): row remapping
+    replaced page retirement, and NVML says NOT_SUPPORTED rather than zero pages."""
+    for board in (h100, a100):
+        gpu = board["gpus"][0]
+        assert set(gpu["retired"].values()) == {"error:NVMLError_NotSupported"}
+        assert gpu["retired_pending"] == "error:NVMLError_NotSupported"
+        assert gpu["remap"] == [0, 0, 0, 0]
+
+
+def test_retired_pages_by_cause_on_turing(tmp_path: Path, sim_cache: Path) -> None:
+    from nodegate.sim.capture import import_capture
+
+    board = tmp_path / "t4.yaml"
+    import_capture(T4_CAPTURE, board, name="t4")
+    healthy = _read(str(board), tmp_path / "healthy")["gpus"][0]
+    assert healthy["retired"] == {str(pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR): [],
+                                  str(pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS): []}
+    assert healthy["retired_pending"] == pynvml.NVML_FEATURE_DISABLED
+    sick = _read(f"{board}+retired-pages@gpu0", tmp_path / "sick")["gpus"][0]
+    assert len(sick["retired"][str(pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)]) == 1
+    assert len(sick["retired"][str(pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)]) == 2
+    assert sick["retired_pending"] == pynvml.NVML_FEATURE_ENABLED
+    assert sick["remap"] == "error:NVMLError_NotSupported"  # row remapping: Ampere and later
+
+
+def test_nvml_version_follows_the_cuda_major(h100: dict[str, Any]) -> None:
+    assert h100["nvml_version"] == f"{h100['cuda'] // 1000}.570.133.20"
 
 
 # --- P2P status (nvmlGpuP2PStatus_t) -----------------------------------------------------------

@@ -425,7 +425,9 @@ def scenario_from_capture(path: Path, *, name: str, allow_partial: bool = False
         f"driver {driver}{partial})",
         "system": {
             "driver_version": driver,
-            "nvml_version": f"12.{driver}",
+            # NVML's version is the CUDA major and the driver ("13.580.159.04" beside CUDA
+            # 13.0 on a real H200, docs/hardware-runs/2026-12-04-h200-health.md)
+            "nvml_version": f"{int(major)}.{driver}",
             "cuda_driver_version": int(major) * 1000 + int(minor or 0) * 10,
         },
         "topology": {"nvswitch": False},

@@ -17,6 +17,7 @@ from typing import Literal
 
 from nodegate.errors import ConfigError
 from nodegate.sim.scenario import Board, Gpu
+from nodegate.sim.state import ARCHITECTURES
 
 Scope = Literal["node", "gpu", "link"]
 
@@ -178,7 +179,15 @@ def remap_failure(board: Board, t: Target) -> None:
 
 
 def retired_pages(board: Board, t: Target) -> None:
-    pages = _gpu(board, t)["retired_pages"]
+    gpu = _gpu(board, t)
+    if ARCHITECTURES[gpu["architecture"]] >= ARCHITECTURES["ampere"]:
+        # the driver answers NOT_SUPPORTED there (nvml_sim.c, PAGE_RETIREMENT_SUPPORTED): a
+        # fault that NVML could never show would test nothing
+        raise ConfigError(
+            f"gpu{t.gpu} is {gpu['architecture']}: page retirement does not exist on Ampere and "
+            "later (row remapping replaced it); use remap-pending or remap-failure, or a "
+            "pre-Ampere board", key="fault retired-pages")
+    pages = gpu["retired_pages"]
     pages["sbe"] = [*pages["sbe"], 0x1A3F40, 0x1A3F41]
     pages["dbe"] = [*pages["dbe"], 0x7C0022]
     pages["pending"] = True
@@ -293,7 +302,7 @@ def driver_mismatch(board: Board, t: Target) -> None:
         system.update(driver_version="535.230.02", cuda_driver_version=12020)
     else:
         system.update(DRIVER_MISMATCH)
-    system["nvml_version"] = f"12.{system['driver_version']}"
+    system["nvml_version"] = f"{system['cuda_driver_version'] // 1000}.{system['driver_version']}"
 
 
 def foreign_process(board: Board, t: Target) -> None:

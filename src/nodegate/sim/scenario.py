@@ -248,7 +248,9 @@ def resolve(data: Board, *, source: str) -> Board:
     for key in REQUIRED_SYSTEM_KEYS:
         if key not in system:
             raise ConfigError("missing required key", file=source, key=f"system.{key}")
-    system.setdefault("nvml_version", f"12.{system['driver_version']}")
+    # NVML's version is the CUDA major and the driver (13.580.159.04 beside CUDA 13.0)
+    cuda_major = int(system.get("cuda_driver_version") or 12000) // 1000
+    system.setdefault("nvml_version", f"{cuda_major}.{system['driver_version']}")
     base = deep_merge(GPU_DEFAULTS, data.get("gpu", {}))
     seen: dict[str, str] = {}
     for slot, entry in enumerate(data["gpus"]):

@@ -1446,9 +1446,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(void *h, unsigned int *corr, unsig
     return NVML_SUCCESS;
 }
 
+/* Page retirement: nvml.h documents it "for Kepler or newer", but Ampere and later replaced it
+ * with row remapping and the driver answers NOT_SUPPORTED there: seen through nvidia-ml-py on a
+ * real H200 (driver 580.159.04, 2026-12-04, docs/hardware-runs/), and shown as N/A by every
+ * Ampere/Hopper/Blackwell capture in tests/sim/data/corpus (A100-SXM4 among them). */
+#define PAGE_RETIREMENT_SUPPORTED(g) ((g)->architecture < 7)
+
 static nvmlReturn_t retired(sim_gpu *g, unsigned int cause, unsigned int *count,
                             unsigned long long *addrs, unsigned long long *times) {
     if (!count || cause > 1) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!PAGE_RETIREMENT_SUPPORTED(g)) return NVML_ERROR_NOT_SUPPORTED;
     const unsigned long long *src = cause == 0 ? g->retired_sbe : g->retired_dbe;
     unsigned int n = cause == 0 ? g->n_retired_sbe : g->n_retired_dbe;
     if (*count < n || (!addrs && n > 0)) {
@@ -1479,6 +1486,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(void *h, unsigned int cause, un
 EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(void *h, unsigned int *pending) {
     GPU_OR_RETURN(h);
     if (!pending) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!PAGE_RETIREMENT_SUPPORTED(g)) return NVML_ERROR_NOT_SUPPORTED;
     *pending = g->retired_pending;
     return NVML_SUCCESS;
 }
