@@ -36,7 +36,8 @@ fetch() {
 
 # node_checks PYTHON OUT: the quick battery (nodegate health) against the real driver, with the
 # shipped h200-single profile as it is, and the capture the simulator's corpus can import.
-# Its exit code is recorded, never fatal: a FAIL here is a finding to read, not a broken run.
+# Its exit code is recorded (HEALTH_RC), never fatal on the device: a FAIL there is a finding to
+# read, not a broken run. The rehearsal fails on 2 or 3 (the step could not run).
 node_checks() {
     local python=$1 out=$2 reports
     reports=$(mktemp -d)
@@ -44,7 +45,8 @@ node_checks() {
         || echo "nvidia-smi -q -x failed or timed out" >&2
     timeout -k 10 180 "$python" -m nodegate health --profile h200-single --no-textfile \
         --report-dir "$reports" --node-name lent-h200 --color never > "$out/health.txt" 2>&1
-    echo "health exit: $?" | tee -a "$out/health.txt"
+    HEALTH_RC=$?
+    echo "health exit: $HEALTH_RC" | tee -a "$out/health.txt"
     cp "$reports/quick-latest.json" "$out/health.json" 2> /dev/null || echo "no health report written" >&2
     rm -rf "$reports"
 }
@@ -88,8 +90,20 @@ case "${1:-}" in
             torch==2.13.0 pyyaml nvidia-ml-py attrs typing-extensions packaging || exit 2
         fetch "$scratch/whl" "$("$scratch/venv/bin/python" -c \
             'import sys; print("%d.%d" % sys.version_info[:2])')"
+        # the simulated one-card H200 below the real nvidia-ml-py, so the health step judges
+        # a whole board and reaches every import a real one does (built by the project's venv)
+        [ -x .venv/bin/python ] || { echo "rehearse needs the project's venv: make setup" >&2
+                                     exit 3; }
+        board_env=$(.venv/bin/python -m nodegate sim env h200-single "$scratch/board") || exit 3
+        eval "$board_env"
         run_bench "$scratch/venv/bin/python" "${OUT:-/tmp/h200-rehearsal}" "$scratch/whl" \
             --dry-run || exit $?
+        # 0 or 1 is a judged board; 2 or 3 means the health step could not run (a missing
+        # package, most likely), which on the device would cost a call
+        if [ "${HEALTH_RC:-3}" -gt 1 ]; then
+            echo "rehearsal: the health step exited $HEALTH_RC: see health.txt" >&2
+            exit 4
+        fi
         if compgen -G '.whl/*.whl' > /dev/null; then
             python3 -m pip install --quiet --dry-run --no-deps --no-index --only-binary=:all: \
                 --python-version "$DEVICE_PYTHON" --implementation cp \
