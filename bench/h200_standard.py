@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="module providing run(profile, level, ...)")
     parser.add_argument("--json", type=Path, help="also write the outcome here")
     parser.add_argument("--duration-scale", type=float, default=1.0)
+    parser.add_argument("--level", choices=["standard", "acceptance"], default="standard",
+                        help="acceptance adds the burn-in and the soak (their figures are "
+                             "in the verdicts under the table)")
     args = parser.parse_args(argv)
     api: Any = importlib.import_module(args.api)
     device = "cpu" if args.dry_run else "cuda"
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     # and each of ours is divided by the better of the two (the ratio can only be understated)
     before = references(profile["load"], not args.dry_run, ref_s)
     started = time.monotonic()
-    outcome = api.run(profile, "standard", duration_scale=args.duration_scale, workers=1,
+    outcome = api.run(profile, args.level, duration_scale=args.duration_scale, workers=1,
                       device=device, progress=lambda line: print(line, file=sys.stderr))
     harness_s = time.monotonic() - started
     after = references(profile["load"], not args.dry_run, ref_s)
@@ -151,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         if r.entity == "gpu0" and r.check in refs and isinstance(r.measured, int | float):
             ours[r.check] = float(r.measured)
     print("\n".join(header(not args.dry_run, " ".join(sys.argv))))
+    print(f"level: {args.level}, duration scale {args.duration_scale}")
     print(f"backend: {outcome.backend}   harness wall time: {harness_s:.1f} s\n")
     print(f"| {'figure':<16} | {'nodegate':>10} | {'plain before':>12} | {'plain after':>12} "
           f"| {'ratio':>6} | unit |")
