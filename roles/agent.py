@@ -1,9 +1,10 @@
 """agent: nodegate on the node, in its own virtual environment, with the node's profile.
 
-Installs nodegate (and the validation battery it carries) from a wheelhouse or an index into
-a dedicated venv, writes this host's resolved profile as /etc/nodegate/profile.json (so the
-node never needs the profile tree), schedules ``nodegate health`` every 5 minutes (cron, or a
-systemd timer), and creates the report and node_exporter textfile directories.
+Installs nodegate's node side (``pip install nodegate[extras]``: the battery, probes, judge,
+gate and CLI; never the ``deploy`` extra's pyinfra and ansible-core) from a wheelhouse or an
+index into a dedicated venv, writes this host's resolved profile as /etc/nodegate/profile.json
+(so the node never needs the profile tree), schedules ``nodegate health`` every 5 minutes
+(cron, or a systemd timer), and creates the report and node_exporter textfile directories.
 """
 
 from __future__ import annotations

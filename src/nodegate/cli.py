@@ -37,6 +37,9 @@ OPTIONAL_EXTRAS: dict[str, str] = {
     "pysnmp": "power",
     "redfish": "power",
     "prometheus_client": "power",
+    "pyinfra": "deploy",
+    "ansible": "deploy",
+    "jinja2": "deploy",
 }
 ISSUES_URL = "the nodegate issue tracker"
 

@@ -28,13 +28,12 @@ def project_root() -> Path | None:
 
 
 def data_dir(name: str) -> Path:
-    """A shipped data folder (profiles, validation, templates): checkout first, then package."""
+    """A shipped data folder (the profiles): checkout first, then package. The wheel carries
+    only what a node reads; templates and validation/ stay with the control side's checkout."""
     root = project_root()
     if root is not None:
         mapping = {
             "profiles": root / "inventory" / "profiles",
-            "validation": root / "validation",
-            "templates": root / "templates",
             "inventory": root / "inventory",
         }
         if name in mapping and mapping[name].exists():
