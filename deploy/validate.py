@@ -23,10 +23,9 @@ from pyinfra.context import host  # noqa: E402
 
 import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from nodegate.cluster.evidence import widen_checks  # noqa: E402
+from nodegate.vocabulary import LEVELS  # noqa: E402
 from roles import _ops  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
-
-LEVELS = ("quick", "standard", "acceptance")
 
 
 @deploy("nodegate validate (the battery on the node)",

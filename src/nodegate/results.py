@@ -7,35 +7,12 @@ Prometheus and the summary table are all rendered from lists of ``CheckResult``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from nodegate.vocabulary import VERDICT_RANK, Severity, Verdict
 
-class Verdict(str, Enum):
-    PASS = "PASS"
-    WARN = "WARN"
-    FAIL = "FAIL"
-    SKIP = "SKIP"
-    ERROR = "ERROR"
+__all__ = ["VERDICT_RANK", "CheckResult", "Measurement", "Scalar", "Severity", "Verdict"]
 
-
-class Severity(str, Enum):
-    """How bad a non-passing verdict is for the node's future."""
-
-    INFO = "info"  # informational, never blocks
-    WARNING = "warning"  # degraded, operator should look
-    CRITICAL = "critical"  # node must not take work
-    HARDWARE = "hardware"  # hardware fault: RMA/field-service candidate
-
-
-#: Severity order used when picking "the worst" result.
-VERDICT_RANK = {
-    Verdict.PASS: 0,
-    Verdict.SKIP: 1,
-    Verdict.WARN: 2,
-    Verdict.ERROR: 3,
-    Verdict.FAIL: 4,
-}
 
 Scalar = float | int | str | bool | None
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from nodegate.battery.registry import CHECKS, LEVEL_RANK
+from nodegate.battery.registry import CHECKS
 from nodegate.battery.run import above_level
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate.vocabulary import LEVEL_RANK
 from tests.conftest import ROOT, run_cli
 
 GROUPS = "gpu,log,load"

@@ -27,7 +27,7 @@ from nodegate.cluster.slurm import (
     parse_state,
 )
 from nodegate.errors import CannotRunError, ConfigError
-from nodegate.report.model import Level
+from nodegate.vocabulary import Level
 from tests.cluster.helpers import report
 
 IDLE = NodeState("n1", "idle")

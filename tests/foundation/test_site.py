@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from nodegate.errors import ConfigError
+from nodegate.secret_refs import find_literal_secrets, resolve_secret
 from nodegate.site import load_site
 from nodegate.site.ansible import load_ansible_inventory
-from nodegate.site.secrets import find_literal_secrets, resolve_secret
 from tests.conftest import ROOT
 
 DATA = Path(__file__).parent / "data"

@@ -60,7 +60,7 @@ def test_failed_psu_and_hpe_layout(bmc_server: tuple[int, Any]) -> None:
 @pytest.mark.parametrize("schema", ["legacy", "modern"])
 def test_redundancy_state_is_read_and_judged(bmc_server: tuple[int, Any], schema: str) -> None:
     """Six healthy PSUs, but the BMC says its redundancy group is UnavailableOffline."""
-    from nodegate.power.checks import check_psu_redundancy
+    from nodegate.judge.power import check_psu_redundancy
 
     port, state = bmc_server
     state.schema, state.redundancy_state = schema, "UnavailableOffline"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nodegate.power import checks
+from nodegate.judge import power as checks
 from nodegate.power.bmc import parse_bmc_url, read_bmc
 from nodegate.power.readings import DeviceReading
 from nodegate.profiles import resolve_profile

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nodegate.power import checks
+from nodegate.judge import power as checks
 from nodegate.power.readings import DeviceReading
 from nodegate.results import Severity, Verdict
 

@@ -15,10 +15,7 @@ from nodegate.errors import ConfigError
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult
-
-QUICK_GROUPS = ("gpu", "log", "host", "power")
-LOAD_GROUPS = ("load",)
-ALL_GROUPS = QUICK_GROUPS + LOAD_GROUPS
+from nodegate.vocabulary import ALL_GROUPS, QUICK_GROUPS
 
 
 @dataclass

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from nodegate.battery.engine import ALL_GROUPS
-from nodegate.battery.registry import CHECKS, LEVEL_RANK, LEVELS
+from nodegate.battery.registry import CHECKS
+from nodegate.vocabulary import ALL_GROUPS, LEVEL_RANK, LEVELS
 
 _STATE_KEY = pytest.StashKey[dict[str, Any]]()
 

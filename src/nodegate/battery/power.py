@@ -81,7 +81,7 @@ def read_devices(wiring: NodeWiring) -> list[Any]:
 
 
 def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
-    from nodegate.power.checks import (
+    from nodegate.judge.power import (
         check_inlet_temp,
         check_power_sources_agree,
         check_psu_count,
@@ -166,7 +166,7 @@ class PowerSampler:
             self._stop.wait(self.interval_s)
 
     def _sample(self, t: float) -> PowerSample:
-        from nodegate.power.checks import outlet_draw_w
+        from nodegate.judge.power import outlet_draw_w
 
         devices = read_devices(self.wiring)
         bmc = next((d for d in devices if d.kind == "bmc" and d.up), None)
@@ -186,7 +186,7 @@ class PowerSampler:
 
 
 def judge_under_load(sampler: PowerSampler, profile: Profile) -> list[CheckResult]:
-    from nodegate.power.checks import check_bmc_vs_gpu_power, check_circuit_load, check_psu_budget
+    from nodegate.judge.power import check_bmc_vs_gpu_power, check_circuit_load, check_psu_budget
 
     peak = sampler.peak()
     if peak is None:

@@ -140,9 +140,6 @@ CHECKS: dict[str, CheckInfo] = {
 }
 
 
-#: Levels in order; a check runs at its own level and every level above it.
-LEVELS = ("quick", "standard", "acceptance")
-LEVEL_RANK = {level: rank for rank, level in enumerate(LEVELS)}
 
 
 def level_of(check: str) -> str:

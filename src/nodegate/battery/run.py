@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodegate.battery.engine import QUICK_GROUPS, QuickOptions, run_quick
+from nodegate.battery.engine import QuickOptions, run_quick
 from nodegate.battery.lock import BatteryLock
-from nodegate.battery.registry import LEVEL_RANK, level_of
+from nodegate.battery.registry import level_of
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S
 from nodegate.profiles import Profile
 from nodegate.progress import Progress
 from nodegate.results import CheckResult
+from nodegate.vocabulary import LEVEL_RANK, QUICK_GROUPS
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodegate.bounds import arg_number
+from nodegate.vocabulary import LEVELS
 
 if TYPE_CHECKING:
     from nodegate.report.model import NodeReport
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
                     "report of --level. Exit 0 done (any action), 2 bad input, 3 scheduler "
                     "unreachable (nothing changed).")
     parser.add_argument("--mode", choices=("health", "join"), default="health")
-    parser.add_argument("--level", choices=("quick", "standard", "acceptance"),
+    parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "
                         "%(default)s)")
     parser.add_argument("--require", action="append", choices=("multinode",), default=[],
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
     from nodegate.errors import ConfigError
-    from nodegate.report.model import Level
+    from nodegate.vocabulary import Level
 
     if args.healthcheck:
         args.mode, args.run_health = "health", True

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nodegate.battery.registry import CHECKS, LEVEL_RANK
+from nodegate.battery.registry import CHECKS
 from nodegate.report.model import NodeReport
 from nodegate.results import Verdict
+from nodegate.vocabulary import LEVEL_RANK
 
 #: Groups whose checks a join requires, in the order a refusal names them.
 JOIN_GROUPS = ("gpu", "log", "host", "load")

@@ -29,13 +29,12 @@ from typing import Any
 
 from nodegate.cluster import evidence as _evidence
 from nodegate.cluster.scheduler import Change, NodeState, Scheduler
-from nodegate.report.model import Level, NodeReport, format_timestamp
+from nodegate.report.model import NodeReport, format_timestamp
 from nodegate.results import CheckResult, Verdict
+from nodegate.vocabulary import LEVEL_RANK, Level
 
 REASON_PREFIX = "nodegate:"
 
-#: Depth order: a deeper report also vouches for a shallower level.
-LEVEL_RANK = {Level.QUICK: 0, Level.STANDARD: 1, Level.ACCEPTANCE: 2}
 
 _HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
 _SUITE_HOLD = re.compile(r"^nodegate: (multinode) ")

@@ -25,7 +25,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import (
-        QUICK_GROUPS,
         QuickOptions,
         parse_deadline,
         parse_duration,
@@ -35,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.battery.lock import BatteryLock
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.report import build
+    from nodegate.vocabulary import QUICK_GROUPS
 
     groups = parse_groups(args.checks, QUICK_GROUPS)
     window = parse_duration(args.xid_window)

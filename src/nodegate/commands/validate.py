@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from nodegate.bounds import arg_number
+from nodegate.vocabulary import LEVELS
 
 
 def register(subparsers: Any) -> None:
@@ -20,7 +21,7 @@ def register(subparsers: Any) -> None:
         "validate", help="full validation: quick checks, then GEMM/bandwidth/burn-in load",
         description="Run the battery at the standard (~3 min) or acceptance (<= 15 min) level. "
                     "Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run.")
-    parser.add_argument("--level", choices=("quick", "standard", "acceptance"),
+    parser.add_argument("--level", choices=LEVELS,
                         default="standard")
     parser.add_argument("--duration-scale", type=arg_number(float, 0, 100, low_open=True),
                         default=1.0,
@@ -33,13 +34,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
-    from nodegate.battery.engine import ALL_GROUPS, parse_deadline, parse_duration, parse_groups
+    from nodegate.battery.engine import parse_deadline, parse_duration, parse_groups
     from nodegate.battery.evidence import run_record
     from nodegate.battery.run import run_battery
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
     from nodegate.errors import ConfigError
     from nodegate.progress import for_stream
     from nodegate.report import build
+    from nodegate.vocabulary import ALL_GROUPS
 
     if args.duration_scale <= 0:
         raise ConfigError("must be positive", key="--duration-scale")

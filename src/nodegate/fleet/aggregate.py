@@ -42,8 +42,10 @@ from typing import Any
 
 from nodegate.errors import ConfigError
 from nodegate.report import digest as report_digest
-from nodegate.report.digest import FAILING, direction, entity_kind
+from nodegate.report.digest import direction, entity_kind
 from nodegate.report.model import SCHEMA_ID, parse_timestamp
+from nodegate.vocabulary import FAILING, LEVELS
+from nodegate.vocabulary import VERDICT_RANK_BY_NAME as VERDICT_RANK
 
 __all__ = [
     "FleetView", "MetricView", "NodeView", "Outlier", "Swap", "aggregate", "build_view",
@@ -341,8 +343,6 @@ class MetricView:
     outliers: list[Outlier] = field(default_factory=list)
 
 
-VERDICT_RANK = {"PASS": 0, "SKIP": 1, "WARN": 2, "ERROR": 3, "FAIL": 4}
-LEVELS = ("quick", "standard", "acceptance")
 
 
 @dataclass

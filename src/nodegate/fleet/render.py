@@ -6,8 +6,7 @@ import datetime as dt
 from typing import Any
 
 from nodegate.fleet.aggregate import FleetView, NodeView, Swap
-
-FAILING = ("FAIL", "ERROR")
+from nodegate.vocabulary import FAILING
 
 
 def failing_text(node: NodeView, limit: int = 3) -> str:

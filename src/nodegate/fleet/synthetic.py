@@ -13,8 +13,9 @@ import hashlib
 import random
 from collections.abc import Sequence
 
-from nodegate.report.model import Level, NodeReport, build
+from nodegate.report.model import NodeReport, build
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate.vocabulary import Level
 
 GPUS = tuple(f"gpu{index}" for index in range(8))
 LINKS = 18

@@ -24,7 +24,7 @@ import warnings
 from typing import Any
 
 from nodegate.load import seams
-from nodegate.load.tasks import digest
+from nodegate.load.tensor_digest import digest
 from nodegate.load.workers import SLOTS, WorkerContext
 
 

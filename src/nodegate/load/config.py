@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodegate.errors import ConfigError
-
-LEVELS = ("standard", "acceptance")
-DTYPES = ("bf16", "fp16", "tf32")
+from nodegate.vocabulary import DTYPES
+from nodegate.vocabulary import LOAD_LEVELS as LEVELS
 
 #: Defaults for keys a profile may leave out (the additional keys this package proposes).
 DEFAULTS: dict[str, Any] = {

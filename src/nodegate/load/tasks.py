@@ -7,12 +7,12 @@ and on CPU tensors; ``ctx.sync()`` is where CUDA needs it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from typing import Any
 
 from nodegate.load import formulas, seams
+from nodegate.load.tensor_digest import digest
 from nodegate.load.workers import WorkerContext
 
 #: Profile dtype -> torch dtype; tf32 is a float32 tensor with ``allow_tf32`` on.
@@ -23,15 +23,6 @@ def _dtype(name: str) -> Any:
     import torch
 
     return getattr(torch, TORCH_DTYPES[name])
-
-
-def digest(tensor: Any) -> str:
-    """sha256 of a tensor's raw bytes: bit-for-bit identity, whatever the dtype."""
-    import ctypes
-
-    host = tensor.detach().contiguous().cpu()
-    buf = (ctypes.c_char * (host.numel() * host.element_size())).from_address(host.data_ptr())
-    return hashlib.sha256(memoryview(buf)).hexdigest()
 
 
 def _seeded(n: int, seed: int, dtype: Any, device: Any) -> Any:

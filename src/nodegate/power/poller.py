@@ -27,7 +27,7 @@ from nodegate.power.pdu import check_model, read_pdu
 from nodegate.power.readings import DeviceReading
 from nodegate.power.snmp import SnmpTarget, parse_snmp_url
 from nodegate.power.snmp import check_refs as check_snmp_refs
-from nodegate.site.secrets import reject_literal_secrets
+from nodegate.secret_refs import reject_literal_secrets
 
 LOG = logging.getLogger("nodegate.power.poller")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nodegate.load.config import DTYPES as LOAD_DTYPES
 from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
+from nodegate.vocabulary import DTYPES as LOAD_DTYPES
 
 SOURCE_PATTERN = r"^(datasheet|peer-tool|measured|policy): \S.*$"
 

@@ -12,7 +12,6 @@ from nodegate.report.exitcodes import exit_code_for
 from nodegate.report.junit import render_junit, write_junit
 from nodegate.report.model import (
     SCHEMA_ID,
-    Level,
     NodeReport,
     build,
     load,
@@ -23,6 +22,7 @@ from nodegate.report.model import (
 )
 from nodegate.report.prometheus import render_prometheus, write_prometheus
 from nodegate.report.summary import render_summary
+from nodegate.vocabulary import Level
 
 __all__ = [
     "SCHEMA_ID",

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.vocabulary import FAILING
 
 #: Bump when what the digest means changes; readers ignore digests of another version.
 DIGEST_VERSION = 1
@@ -36,7 +37,6 @@ DIGEST_VERSION = 1
 #: Failing test ids kept per report (the count is kept in full).
 MAX_FAILING_KEPT = 20
 
-FAILING = ("FAIL", "ERROR")
 
 #: The bulky top-level keys, always written last and in this order; ``tail_bytes`` counts them.
 TAIL_KEYS = ("results", "series", "matrices")

@@ -29,30 +29,13 @@ from nodegate.errors import ConfigError
 from nodegate.report import digest as _digest
 from nodegate.report._atomic import atomic_write_text
 from nodegate.results import CheckResult, Verdict, overall_verdict
+from nodegate.vocabulary import VERDICT_ORDER, Level
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
 
 SCHEMA_ID = "nodegate.report/1"
 SCHEMA_RESOURCE = "nodegate.report-1.schema.json"
-
-#: Order of the ``counts`` keys (and of the summary footer): worst first.
-VERDICT_ORDER: tuple[Verdict, ...] = (
-    Verdict.FAIL,
-    Verdict.ERROR,
-    Verdict.WARN,
-    Verdict.SKIP,
-    Verdict.PASS,
-)
-
-
-class Level(str, enum.Enum):
-    """How deep the run went: cron health check, standard gate, or full acceptance burn-in."""
-
-    QUICK = "quick"
-    STANDARD = "standard"
-    ACCEPTANCE = "acceptance"
-
 
 #: gpus[entity] = {serial, uuid, pci_bus_id, vbios, board_part_number}, each only when NVML
 #: gave it: which physical card an entity was during this run (RMA, swap detection).

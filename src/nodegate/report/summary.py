@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodegate.report.exitcodes import exit_code_for
-from nodegate.report.model import VERDICT_ORDER, NodeReport, coerce
+from nodegate.report.model import NodeReport, coerce
 from nodegate.results import CheckResult, Verdict
+from nodegate.vocabulary import VERDICT_ORDER
 
 _ANSI = {
     Verdict.FAIL: "\x1b[1;31m",

@@ -19,10 +19,10 @@ from typing import Any
 
 import nodegate
 from nodegate.errors import CannotRunError, ConfigError
+from nodegate.secret_refs import reject_literal_secrets
 from nodegate.site.loader import _validate, build_site
 from nodegate.site.model import Site
 from nodegate.site.schema import GROUP_NAME, HOST_PROPERTIES
-from nodegate.site.secrets import reject_literal_secrets
 
 #: Ansible connection variables and the site keys they become.
 CONNECTION_VARS = {

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from nodegate.site.secrets import is_secret_key
+from nodegate.secret_refs import is_secret_key
 
 #: Ansible connection variables nodegate imports (nodegate.site.ansible maps them).
 CONNECTION_VARS = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file")

@@ -15,9 +15,9 @@ from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.mapping import deep_merge
 from nodegate.profiles import resolve_profile
+from nodegate.secret_refs import reject_literal_secrets
 from nodegate.site.model import CONTROLLER_GROUP, Site, SiteHost
 from nodegate.site.schema import SITE_SCHEMA
-from nodegate.site.secrets import reject_literal_secrets
 from nodegate.yamlio import json_path, load_yaml, shorten
 
 NO_PROFILE = "none"

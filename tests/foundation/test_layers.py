@@ -1,0 +1,216 @@
+"""Import contracts of the node package (issue 18): layers without upward imports, and no
+cycles between packages or modules.
+
+The graph is read from the source with ``ast``, every import counted, the ones inside
+functions too (they hide the real graph, not change it). A package may import its own layer
+or lower ones; a new upward import, or a new top-level module missing from ``LAYERS``, fails
+here with the edge named. ``test_the_checker_catches_*`` prove the checks can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "src"
+
+#: Top-level module or package of nodegate -> its layer. Lower layers never import higher ones.
+LAYERS: dict[str, int] = {
+    # 0: the shared words and errors, imported by everyone
+    "vocabulary": 0, "errors": 0,
+    # 1: leaf helpers
+    "results": 1, "bounds": 1, "paths": 1, "mapping": 1, "yamlio": 1, "versions": 1,
+    "progress": 1, "secret_refs": 1, "<root>": 1,
+    # 2: measuring the board, reading profiles, the simulated board, the report format
+    "probes": 2, "profiles": 2, "sim": 2, "report": 2,
+    # 3: judging (only here)
+    "judge": 3,
+    # 4: measuring under load and the power path, which call the judge
+    "load": 4, "power": 4,
+    # 5: the battery engine, the fleet view, the gate; the control side's inventory and facts
+    "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5,
+    # 6: entry points and the lab harness
+    "commands": 6, "cli": 6, "__main__": 6, "lab": 6,
+}
+
+Graph = dict[str, set[str]]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(tree: ast.AST, modules: set[str]) -> Iterator[str]:
+    """Every nodegate module ``tree`` imports: ``from pkg import mod`` counts as ``pkg.mod``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if full in modules else node.module
+
+
+def module_graph(root: Path) -> Graph:
+    """Module -> the nodegate modules it imports, for the tree under ``root/nodegate``."""
+    paths = sorted((root / "nodegate").rglob("*.py"))
+    modules = {_module_name(p, root) for p in paths}
+    graph: Graph = defaultdict(set)
+    for path in paths:
+        name = _module_name(path, root)
+        graph[name]
+        for imported in _imports(ast.parse(path.read_text(), str(path)), modules):
+            target = imported
+            while target not in modules and "." in target:  # an attribute: its module
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target not in (name, "nodegate"):
+                graph[name].add(target)
+    return graph
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "<root>"
+
+
+def package_graph(graph: Graph) -> Graph:
+    packages: Graph = defaultdict(set)
+    for source, targets in graph.items():
+        packages[_top(source)]
+        packages[_top(source)] |= {_top(t) for t in targets} - {_top(source)}
+    return packages
+
+
+def upward_imports(graph: Graph) -> list[str]:
+    """Edges from a lower layer to a higher one, and packages with no layer, as messages."""
+    problems = []
+    for source, targets in sorted(graph.items()):
+        here = _top(source)
+        if here not in LAYERS:
+            problems.append(f"{source}: package {here!r} has no layer in LAYERS")
+            continue
+        for target in sorted(targets):
+            there = _top(target)
+            if there in LAYERS and LAYERS[there] > LAYERS[here]:
+                problems.append(f"{source} (layer {LAYERS[here]}) imports {target} "
+                                f"(layer {LAYERS[there]})")
+    return problems
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _is_package_init(module: str, graph: Graph) -> bool:
+    return any(other.startswith(module + ".") for other in graph)
+
+
+def _without_package_inits(graph: Graph) -> Graph:
+    """A package's ``__init__`` re-exporting its submodules is not a cycle of design: every
+    submodule import runs it first anyway. Edges into a package's own ``__init__`` from inside
+    it are left out of the module cycle check."""
+    return {source: {t for t in targets
+                     if not (_is_package_init(t, graph) and source.startswith(t + "."))}
+            for source, targets in graph.items()}
+
+
+# --------------------------------------------------------------------------- the contracts
+
+
+@cache
+def _project_graph() -> Graph:
+    return module_graph(ROOT)
+
+
+def test_no_upward_import() -> None:
+    problems = upward_imports(_project_graph())
+    assert not problems, "\n".join(problems)
+
+
+def test_no_cycle_between_packages() -> None:
+    assert cycles(package_graph(_project_graph())) == []
+
+
+def test_no_cycle_between_modules() -> None:
+    assert cycles(_without_package_inits(_project_graph())) == []
+
+
+def test_judging_lives_in_judge() -> None:
+    """Verdicts are built with the judge's helpers; the measuring layers below it never do."""
+    graph = _project_graph()
+    for source, targets in graph.items():
+        if _top(source) in ("probes", "sim", "profiles", "report"):
+            assert not any(_top(t) == "judge" for t in targets), source
+
+
+# --------------------------------------------------------------------------- the checker
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in {"nodegate/__init__.py": "", **files}.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_the_checker_catches_an_upward_import(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "nodegate/judge/__init__.py": "",
+        "nodegate/judge/gpu.py": "def f():\n    from nodegate.battery.engine import run\n",
+        "nodegate/battery/__init__.py": "",
+        "nodegate/battery/engine.py": "from nodegate.judge import gpu\n",
+    })
+    problems = upward_imports(module_graph(root))
+    assert problems == ["nodegate.judge.gpu (layer 3) imports nodegate.battery.engine (layer 5)"]
+    assert cycles(package_graph(module_graph(root))) == [["battery", "judge"]]
+
+
+def test_the_checker_catches_a_module_cycle_and_an_unlayered_package(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "nodegate/load/__init__.py": "",
+        "nodegate/load/a.py": "from nodegate.load.b import x\n",
+        "nodegate/load/b.py": "import nodegate.load.a\n",
+        "nodegate/newthing.py": "",
+    })
+    graph = module_graph(root)
+    assert cycles(_without_package_inits(graph)) == [["nodegate.load.a", "nodegate.load.b"]]
+    assert upward_imports(graph) == ["nodegate.newthing: package 'newthing' has no layer in "
+                                     "LAYERS"]
