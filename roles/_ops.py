@@ -22,6 +22,7 @@ from pyinfra.context import host
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, FindInFile, Sha1File
 from pyinfra.facts.rpm import RpmPackages
+from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 from pyinfra.operations import files, server
 
 from nodegate.facts.gate import GateReport, JoinDecision, MultinodeRun
@@ -29,7 +30,7 @@ from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
-from roles._common import TEMPLATES, TargetOS, cmd, mount_unit_name, q, target_os
+from roles._common import TEMPLATES, TargetOS, cmd, container, mount_unit_name, q, target_os
 
 REBOOT_MARKER = "/run/nodegate/reboot-required"
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -216,6 +217,50 @@ def reboot_if_needed(allow: bool, module: str = "nvidia",
         host.noop(message)
         return
     yield from server.reboot._inner(delay=30, interval=5, reboot_timeout=reboot_timeout)
+
+
+# --- services ----------------------------------------------------------------------------
+
+JOURNAL_LINES = 20
+
+
+def start_or_explain(unit: str, lines: int = JOURNAL_LINES) -> StringCommand:
+    """``systemctl start`` that, when the unit fails, prints which unit and its last journal
+    lines to stderr (pyinfra shows a failed command's output) and fails the host."""
+    why = f"nodegate: {unit} failed to start; its last {lines} journal lines:"
+    return cmd("systemctl", "start", q(unit), "||", "{", "echo", q(why), ">&2", ";",
+               "journalctl", "--no-pager", "-o", "short-precise", "-n", str(lines), "-u",
+               q(unit), ">&2", ";", "exit", "1", ";", "}")
+
+
+@operation()
+def driver_service(unit: str, module: str = "nvidia") -> Generator[Any, None, None]:
+    """Start and enable a unit that needs the NVIDIA kernel module (nvidia-persistenced).
+
+    Ordered after the driver: on metal the module is loaded first (``modprobe``), and while
+    a stale module is loaded (a driver change waiting for its reboot) the unit is only
+    enabled, since the new daemon cannot talk to the old module; it starts at that boot.
+    A start that fails names the unit and its journal lines and fails the host.
+    """
+    start = not host.get_fact(SystemdStatus, services=[unit]).get(unit)
+    if not start:
+        host.noop(f"{unit} is running")
+    elif not container():
+        loaded = host.get_fact(LoadedModuleVersions).get(module)
+        on_disk = host.get_fact(InstalledModule, module=module)
+        if loaded and on_disk and on_disk["version"] and \
+                Version(loaded) != Version(on_disk["version"]):
+            host.noop(f"{unit} starts at the next boot: {module} {loaded} is loaded but "
+                      f"{on_disk['version']} is installed")
+            start = False
+        elif not loaded:
+            yield cmd("modprobe", q(module))
+    if start:
+        yield start_or_explain(unit)
+    if not host.get_fact(SystemdEnabled, services=[unit]).get(unit):
+        yield cmd("systemctl", "enable", q(unit))
+    else:
+        host.noop(f"{unit} is enabled")
 
 
 # --- storage -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 from pyinfra.facts.files import File
 from pyinfra.facts.server import KernelVersion
-from pyinfra.operations import files, server, systemd
+from pyinfra.operations import files, server
 
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import LoadedModuleVersions
@@ -146,8 +146,8 @@ def nvidia_driver() -> None:
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
                          packages=packages, version=version, label="NVIDIA driver")
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
-        systemd.service(name="nvidia_driver: nvidia-persistenced enabled and running",
-                        service="nvidia-persistenced.service", running=True, enabled=True)
+        _ops.driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
+                            unit="nvidia-persistenced.service")
     _gpudirect(rdma, virt, replacing=bool(wrong))
     _ops.reboot_if_needed(name="nvidia_driver: reboot if the loaded module is stale",
                           allow=bool(knob("nvidia_driver_allow_reboot")))

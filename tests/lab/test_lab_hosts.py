@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.lab import config, lab, sitefile
+from nodegate.lab import cgroups, config, hosts, lab, sitefile
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,6 +251,43 @@ def test_pyinfra_sees_the_lab_site(lab_up: object) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("[node1]", "[node2]", "[slurmctl]"):
         assert name in proc.stdout + proc.stderr
+
+
+RACE = """printf '[Service]\\nType=oneshot\\nExecStart=/bin/true\\n' \\
+    > /run/systemd/system/nodegate-race.service
+systemctl daemon-reload; f=0
+for i in $(seq 30); do systemctl reset-failed nodegate-race.service 2>/dev/null
+  systemctl start nodegate-race.service 2>/dev/null || f=$((f+1)); done
+rm -f /run/systemd/system/nodegate-race.service; systemctl daemon-reload; echo $f"""
+
+
+def test_hosts_keep_their_unit_cgroups_apart(lab_up: object) -> None:
+    """Issue 22's root cause: every nspawn started in the root cgroup, so all guests shared
+    one cgroup tree and a unit running on one host was visible (and removable) on another."""
+    find = "find /sys/fs/cgroup -maxdepth 3 -type d -name slurmctld.service"
+    assert sh("slurmctl", find)
+    for name in ("node1", "node2"):
+        assert sh(name, find) == "", f"{name} sees the controller's slurmctld cgroup"
+    for index in (1, 2):
+        member = config.node(index)
+        pid = hosts.nspawn_pid(member)
+        assert pid is not None
+        assert f":/{cgroups.host_group(member.name)}/" in Path(f"/proc/{pid}/cgroup").read_text()
+
+
+def test_the_same_oneshot_started_on_every_host_at_once_never_fails(lab_up: object) -> None:
+    """The race itself, forced: 30 starts of one short oneshot on all hosts concurrently
+    (before the fix: 219/CGROUP "Failed to attach to cgroup", 16-30 of 30 failed)."""
+    procs = {name: subprocess.Popen([*lab.ssh_argv(member), RACE], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+             for name, member in (("node1", config.node(1)), ("node2", config.node(2)),
+                                  ("slurmctl", config.CONTROLLER))}
+    failed = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        failed[name] = int(out.strip().splitlines()[-1])
+    assert failed == {"node1": 0, "node2": 0, "slurmctl": 0}
 
 
 def test_pyinfra_runs_over_ssh(lab_up: object) -> None:

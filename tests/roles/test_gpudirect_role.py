@@ -12,7 +12,8 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "templates/nvidia_driver/nvidia
 
 
 def _modprobes(commands: list[str]) -> list[str]:
-    return [c for c in commands if c.startswith("modprobe")]
+    """peermem's modprobes (the driver's own ``modprobe nvidia`` before persistenced aside)."""
+    return [c for c in commands if c.startswith("modprobe") and "peermem" in c]
 
 
 def test_peermem_profile_loads_the_module_now_and_at_boot() -> None:
@@ -21,6 +22,8 @@ def test_peermem_profile_loads_the_module_now_and_at_boot() -> None:
     conf = result.uploads[PEERMEM_CONF]
     assert [x for x in conf.splitlines() if x and not x.startswith("#")] == ["nvidia-peermem"]
     assert _modprobes(result.commands) == ["modprobe -a nvidia_peermem"]
+    probes = [c for c in result.commands if c.startswith("modprobe")]
+    assert probes == ["modprobe nvidia", "modprobe -a nvidia_peermem"]  # the driver first
 
 
 def test_peermem_converged_with_the_module_loaded_is_a_noop() -> None:

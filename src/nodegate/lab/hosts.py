@@ -147,7 +147,9 @@ def start(member: Member, argv: list[str], board: dict[str, str | bool] | None) 
     """Start the host's supervisor, detached, unless one is already running."""
     if supervisor_pid(member) is not None:
         return
-    spec = {"argv": argv, "board": board}
+    from nodegate.lab import cgroups
+
+    spec = {"argv": argv, "board": board, "cgroup": cgroups.host_group(member.name)}
     (member.dir / "supervisor.json").write_text(json.dumps(spec, indent=1) + "\n")
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[2])

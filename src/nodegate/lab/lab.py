@@ -294,6 +294,9 @@ def _remove(member: Member) -> None:
     if net.netns_path(member.netns).exists() and lock.owns_network():
         run(["ip", "netns", "del", member.netns], check=False)
     shutil.rmtree(member.dir, ignore_errors=True)
+    from nodegate.lab import cgroups
+
+    cgroups.remove(cgroups.host_group(member.name))
 
 
 def down(*, purge: bool = False) -> list[str]:
@@ -324,6 +327,9 @@ def _down() -> None:
 
     services.stop_all()
     sitefile.site_path().unlink(missing_ok=True)
+    from nodegate.lab import cgroups
+
+    cgroups.remove(cgroups.instance_group())
 
 
 def leftovers() -> list[str]:
@@ -341,6 +347,9 @@ def leftovers() -> list[str]:
         if config.owns_link(name):
             found.append(f"link {name}")
     found += [f"loop {loop}" for loop in disks.lab_loops()]
+    from nodegate.lab import cgroups
+
+    found += cgroups.leftovers()
     for pid_dir in Path("/proc").iterdir():
         if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
             continue

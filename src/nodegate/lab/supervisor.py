@@ -66,6 +66,17 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
+        group = self.spec.get("cgroup")
+        if group:  # never boot into the root cgroup every other host shares (lab/cgroups.py)
+            from nodegate.lab import cgroups
+
+            try:
+                cgroups.enter(group)
+            except OSError as exc:
+                print(f"supervisor: cannot join cgroup {group}: {exc}", file=sys.stderr,
+                      flush=True)
+                (self.host_dir / "last-exit").write_text("1\n")
+                return 1
         (self.host_dir / "supervisor.pid").write_text(f"{os.getpid()}\n")
         boots = 0
         code = 0
