@@ -23,6 +23,7 @@ from pyinfra.operations import server  # noqa: E402
 
 import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from nodegate.facts.gpu import SlurmNodeState  # noqa: E402
+from roles._common import is_deploy_file  # noqa: E402
 
 
 @deploy("nodegate drain (Slurm)", data_defaults={"drain_reason": "maintenance"})
@@ -42,5 +43,5 @@ def drain() -> None:
     server.shell(name=f"drain {node} in Slurm", commands=[command])  # type: ignore[list-item]
 
 
-if "__name__" not in globals() or __name__ == "builtins":
+if is_deploy_file(globals()):
     drain()

@@ -23,6 +23,7 @@ from pyinfra.context import host  # noqa: E402
 
 import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from roles import _ops  # noqa: E402
+from roles._common import is_deploy_file  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
 
 
@@ -45,5 +46,5 @@ def join_gate() -> None:
                    report_dir=str(host.data.get("agent_report_dir")), require=require)
 
 
-if "__name__" not in globals() or __name__ == "builtins":
+if is_deploy_file(globals()):
     join_gate()

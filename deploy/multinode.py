@@ -25,6 +25,7 @@ from pyinfra.context import host  # noqa: E402
 
 import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
 from roles import _ops  # noqa: E402
+from roles._common import is_deploy_file  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
 
 
@@ -73,5 +74,5 @@ def multinode_gate(fail_host: bool = True) -> None:
             fail_host=fail_host)
 
 
-if "__name__" not in globals() or __name__ == "builtins":
+if is_deploy_file(globals()):
     multinode_gate()

@@ -25,6 +25,7 @@ import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails
 from nodegate.cluster.evidence import widen_checks  # noqa: E402
 from nodegate.vocabulary import LEVELS  # noqa: E402
 from roles import _ops  # noqa: E402
+from roles._common import is_deploy_file  # noqa: E402
 from roles.defaults import role_defaults  # noqa: E402
 
 
@@ -56,5 +57,5 @@ def validate_gate(fail_host: bool = True) -> None:
                      subcommand="validate", level=level, fail_host=fail_host)
 
 
-if "__name__" not in globals() or __name__ == "builtins":
+if is_deploy_file(globals()):
     validate_gate()

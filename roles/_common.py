@@ -150,12 +150,14 @@ def refuse(message: str) -> None:
 
 
 def is_deploy_file(namespace: dict[str, Any]) -> bool:
-    """True when pyinfra runs a role module as a deploy file (``pyinfra inv roles/nccl.py``).
+    """True when pyinfra runs a module as a deploy file (``pyinfra inv roles/nccl.py``,
+    ``pyinfra inv deploy/join.py``): the one test every role and entry point uses.
 
-    pyinfra executes deploy files without ``__name__`` in their namespace; an import (from
-    deploy.py or a test) has it, so importing a role never runs it.
+    pyinfra executes deploy files without ``__name__`` in their namespace (so a bare
+    ``__name__`` there resolves to the builtins module's, ``"builtins"``); an import (from
+    deploy.py or a test) has its own, so importing a module never runs it.
     """
-    return "__name__" not in namespace
+    return bool(namespace.get("__name__", "builtins") == "builtins")
 
 
 _UNIT_SAFE = re.compile(r"[A-Za-z0-9:_.]")

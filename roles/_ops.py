@@ -389,10 +389,20 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     message = (f"validation gate: nodegate {subcommand} exited {result['exit']} "
                f"(1 = a check failed, 2 = bad input, 3 = could not run); report in {out}")
 
+    yield from fail_here(message)
+
+
+def fail_here(message: str) -> Generator[Any, None, None]:
+    """Fail this host at execution time with ``message`` (the other hosts carry on): the
+    one way an operation here stops its host once the run executes. Before that, while
+    operations are prepared, ``roles._common.refuse`` is the one way.
+
+    pyinfra takes a Python command's return value as its status only when the function's
+    parameters are literally named ``state`` and ``host``; any other signature's result is
+    ignored. That convention is pyinfra's, not public API, so it lives here alone.
+    """
     who = host.name
 
-    # pyinfra uses the return value as the command's status only for a function whose
-    # parameters are literally named state and host; any other signature's result is ignored
     def _fail(state: Any, host: Any) -> bool:
         logger.error(f"{who}: {message}")
         return False
@@ -400,9 +410,9 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     yield FunctionCommand(_fail, (), {})
 
 
-__all__ = ["REBOOT_MARKER", "cmd_restart", "health_gate", "join_gate", "md_array", "mdadm_conf",
-           "mount_unit", "multinode_pair", "os_packages", "pinned_packages", "put_secret",
-           "put_text", "reboot_if_needed", "render", "run_when"]
+__all__ = ["REBOOT_MARKER", "cmd_restart", "fail_here", "health_gate", "join_gate", "md_array",
+           "mdadm_conf", "mount_unit", "multinode_pair", "os_packages", "pinned_packages",
+           "put_secret", "put_text", "reboot_if_needed", "render", "run_when"]
 
 
 @operation()
@@ -453,13 +463,7 @@ def multinode_pair(*, nodegate_bin: str, profile_path: str, report_dir: str, fet
         host.noop(f"{summary} (report in {out})")
         return
     message = f"{summary} (1 = a check failed, 2 = bad input, 3 = could not run); report in {out}"
-    who = host.name
-
-    def _fail(state: Any, host: Any) -> bool:  # named state, host: see health_gate
-        logger.error(f"{who}: {message}")
-        return False
-
-    yield FunctionCommand(_fail, (), {})
+    yield from fail_here(message)
 
 
 @operation()
@@ -502,12 +506,4 @@ def join_gate(nodegate_bin: str, level: str, node: str,
         yield FunctionCommand(_log, (), {})
         return
 
-    who = host.name
-
-    # pyinfra uses the return value as the command's status only for a function whose
-    # parameters are literally named state and host; any other signature's result is ignored
-    def _fail(state: Any, host: Any) -> bool:
-        logger.error(f"{who}: {message}")
-        return False
-
-    yield FunctionCommand(_fail, (), {})
+    yield from fail_here(message)

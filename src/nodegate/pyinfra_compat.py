@@ -17,9 +17,10 @@ every one of pyinfra's existing handlers treats it as that host's command error:
 ``Command socket/SSH error``, marks the host failed and carries on with the others.
 
 Installed on import (deploy.py and deploy/*.py import this module), idempotent, and only for
-the pyinfra versions whose handlers were read: :data:`CHECKED` (pyproject pins the same
-bounds). Elsewhere nothing is patched and a warning says so: re-read the handlers named above,
-then widen :data:`CHECKED`.
+the pyinfra minor versions whose handlers were read: :data:`CHECKED` (pyproject's ``deploy``
+extra pins the same). Elsewhere nothing is patched and a warning says so: re-read the handlers
+named above, update ``tests/roles/test_pyinfra_compat.py``'s snapshot of them, then add the
+minor to :data:`CHECKED`.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from paramiko import SSHException
 
 logger = logging.getLogger(__name__)
 
-# [low, high) of pyinfra versions whose exception handlers were checked: 3.1 (source) and
-# 3.10.0 (source and the lab, tests/roles/test_lab_e2e.py::test_node_stopped_mid_deploy_...)
-CHECKED: tuple[tuple[int, int], tuple[int, int]] = ((3, 1), (4, 0))
+#: (major, minor) of the pyinfra releases whose exception handlers were read: 3.1 (source) and
+#: 3.10 (source and the lab, tests/roles/test_lab_e2e.py::test_node_stopped_mid_deploy_...).
+#: The releases between were not read, so they are not patched.
+CHECKED: frozenset[tuple[int, int]] = frozenset({(3, 1), (3, 10)})
 PATCHED_METHODS = ("run_shell_command", "put_file", "get_file")
 _MARK = "__nodegate_connection_lost__"
 
@@ -61,9 +63,8 @@ def pyinfra_version() -> tuple[int, ...] | None:
 
 
 def is_checked(found: tuple[int, ...] | None) -> bool:
-    """Whether ``found`` lies in :data:`CHECKED`."""
-    low, high = CHECKED
-    return found is not None and low <= found[:2] < high
+    """Whether ``found`` is a minor version in :data:`CHECKED`."""
+    return found is not None and tuple(found[:2]) in CHECKED
 
 
 #: Methods that open an SFTP channel: on a dead transport pyinfra's
@@ -104,8 +105,9 @@ def install(connector: type[Any] | None = None) -> bool:
     found = pyinfra_version()
     if not is_checked(found):
         logger.warning(
-            "nodegate.pyinfra_compat: pyinfra %s is outside the checked range %s..%s; a lost "
-            "SSH connection may abort every host", found, *CHECKED,
+            "nodegate.pyinfra_compat: pyinfra %s is not a checked version (%s); a lost "
+            "SSH connection may abort every host", found,
+            ", ".join(f"{major}.{minor}" for major, minor in sorted(CHECKED)),
         )
         return False
     if connector is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -164,8 +165,10 @@ def test_unpatched_pyinfra_still_aborts_every_host(monkeypatch: pytest.MonkeyPat
 def test_installed_pyinfra_is_a_checked_version() -> None:
     """A pyinfra outside CHECKED (see pyproject's bounds) leaves SSHConnector unpatched."""
     assert pyinfra_compat.is_checked(pyinfra_compat.pyinfra_version())
+    assert pyinfra_compat.is_checked((3, 10, 2)) and pyinfra_compat.is_checked((3, 1, 0))
     assert not pyinfra_compat.is_checked((4, 0, 0))
     assert not pyinfra_compat.is_checked((3, 0, 9))
+    assert not pyinfra_compat.is_checked((3, 5, 0))  # never read
     assert not pyinfra_compat.is_checked(None)
 
 
@@ -179,6 +182,42 @@ def test_outside_checked_versions_nothing_is_patched(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(pyinfra_compat, "pyinfra_version", lambda: (4, 0, 0))
     assert not pyinfra_compat.install(Fake)
-    assert "outside the checked range" in caplog.text
+    assert "is not a checked version (3.1, 3.10)" in caplog.text
     with pytest.raises(EOFError):
         Fake().run_shell_command()
+
+
+#: What the patch was read against, in the installed pyinfra: function -> the exception types
+#: of its except clauses, in order. The patch turns paramiko's EOFError into an error the
+#: per-host ``(TimeoutError, OSError, SSHException)`` handlers catch; if pyinfra changes them,
+#: this fails: re-read the handlers (pyinfra_compat's docstring) before updating it.
+HANDLERS_READ = {
+    ("api/operations.py", "_run_host_op"): [
+        ["TimeoutError"], ["NestedOperationError"], ["Exception"],
+        ["TimeoutError", "OSError", "SSHException"],
+        ["TimeoutError", "OSError", "SSHException"], ["Exception"]],
+    ("api/facts.py", "_get_fact"): [
+        ["TimeoutError", "OSError", "SSHException"], ["FactProcessError"]],
+}
+
+
+def _handlers(source: str, function: str) -> list[list[str]]:
+    import ast
+
+    tree = ast.parse(source)
+    found = next(node for node in ast.walk(tree)
+                 if isinstance(node, ast.FunctionDef) and node.name == function)
+    out: list[list[str]] = []
+    for node in ast.walk(found):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            out.append([ast.unparse(t) for t in types])
+    return out
+
+
+@pytest.mark.parametrize(("path", "function"), sorted(HANDLERS_READ))
+def test_pyinfra_handlers_are_the_ones_read(path: str, function: str) -> None:
+    import pyinfra
+
+    source = (Path(pyinfra.__file__).parent / path).read_text()
+    assert _handlers(source, function) == HANDLERS_READ[(path, function)]
