@@ -36,52 +36,82 @@ def rpmvercmp(a: str, b: str) -> int:
         return 0
     i = j = 0
     while i < len(a) or j < len(b):
-        while i < len(a) and not _ascii_alnum(a[i]) and a[i] not in "~^":
-            i += 1
-        while j < len(b) and not _ascii_alnum(b[j]) and b[j] not in "~^":
-            j += 1
-        a_tilde, b_tilde = i < len(a) and a[i] == "~", j < len(b) and b[j] == "~"
-        if a_tilde or b_tilde:  # a tilde sorts before everything, the end included
-            if not a_tilde:
-                return 1
-            if not b_tilde:
-                return -1
-            i, j = i + 1, j + 1
-            continue
-        a_caret, b_caret = i < len(a) and a[i] == "^", j < len(b) and b[j] == "^"
-        if a_caret or b_caret:  # a caret sorts after the end, before anything else
-            if i >= len(a):
-                return -1
-            if j >= len(b):
-                return 1
-            if not a_caret:
-                return 1
-            if not b_caret:
-                return -1
-            i, j = i + 1, j + 1
+        i, j = _skip_separators(a, i), _skip_separators(b, j)
+        order = _tilde_order(a, i, b, j)
+        if order is None:
+            order = _caret_order(a, i, b, j)
+        if order is not None:
+            if order:
+                return order
+            i, j = i + 1, j + 1  # both sides had the same mark
             continue
         if i >= len(a) or j >= len(b):
             break
-        numeric = a[i].isdigit()
-        kind = str.isdigit if numeric else str.isalpha
-        i2, j2 = i, j
-        while i2 < len(a) and a[i2].isascii() and kind(a[i2]):
-            i2 += 1
-        while j2 < len(b) and b[j2].isascii() and kind(b[j2]):
-            j2 += 1
-        one, two = a[i:i2], b[j:j2]
-        if not two:  # segments of different kinds: a number is newer than letters
-            return 1 if numeric else -1
-        if numeric:
-            one, two = one.lstrip("0"), two.lstrip("0")
-            if len(one) != len(two):
-                return 1 if len(one) > len(two) else -1
-        if one != two:
-            return 1 if one > two else -1
-        i, j = i2, j2
+        order, i, j = _segment_order(a, i, b, j)
+        if order:
+            return order
     if i >= len(a) and j >= len(b):
         return 0
     return -1 if i >= len(a) else 1
+
+
+def _skip_separators(text: str, i: int) -> int:
+    """Past anything that is not an ASCII letter or digit, ``~`` or ``^``."""
+    while i < len(text) and not _ascii_alnum(text[i]) and text[i] not in "~^":
+        i += 1
+    return i
+
+
+def _tilde_order(a: str, i: int, b: str, j: int) -> int | None:
+    """A tilde sorts before everything, the end included: -1 or 1 when one side is at one,
+    0 when both are, None when neither is."""
+    a_tilde, b_tilde = i < len(a) and a[i] == "~", j < len(b) and b[j] == "~"
+    if not (a_tilde or b_tilde):
+        return None
+    if not a_tilde:
+        return 1
+    if not b_tilde:
+        return -1
+    return 0
+
+
+def _caret_order(a: str, i: int, b: str, j: int) -> int | None:
+    """A caret sorts after the end, before anything else: -1 or 1 when that decides, 0 when
+    both sides are at one, None when neither is."""
+    a_caret, b_caret = i < len(a) and a[i] == "^", j < len(b) and b[j] == "^"
+    if not (a_caret or b_caret):
+        return None
+    if i >= len(a):
+        return -1
+    if j >= len(b):
+        return 1
+    if not a_caret:
+        return 1
+    if not b_caret:
+        return -1
+    return 0
+
+
+def _segment_order(a: str, i: int, b: str, j: int) -> tuple[int, int, int]:
+    """Compare the run of digits (or of letters) starting at ``a[i]`` with the one at ``b[j]``:
+    (-1, 0 or 1, the end of each run)."""
+    numeric = a[i].isdigit()
+    kind = str.isdigit if numeric else str.isalpha
+    i2, j2 = i, j
+    while i2 < len(a) and a[i2].isascii() and kind(a[i2]):
+        i2 += 1
+    while j2 < len(b) and b[j2].isascii() and kind(b[j2]):
+        j2 += 1
+    one, two = a[i:i2], b[j:j2]
+    if not two:  # segments of different kinds: a number is newer than letters
+        return (1 if numeric else -1), i2, j2
+    if numeric:
+        one, two = one.lstrip("0"), two.lstrip("0")
+        if len(one) != len(two):
+            return (1 if len(one) > len(two) else -1), i2, j2
+    if one != two:
+        return (1 if one > two else -1), i2, j2
+    return 0, i2, j2
 
 
 def _split_evr(text: str) -> tuple[int, str, str]:

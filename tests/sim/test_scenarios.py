@@ -97,59 +97,76 @@ def test_readback_matches_yaml(name: str, nvml: NvmlRun) -> None:
     assert got["cuda"] == system["cuda_driver_version"]
     assert len(got["gpus"]) == len(board["gpus"])
     for i, (g, want) in enumerate(zip(got["gpus"], board["gpus"], strict=True)):
-        dom, bus, dev, fn = scenario.parse_bus_id(want["pci_bus_id"])
-        assert g["name"] == want["name"]
-        assert g["uuid"] == want["uuid"] and g["serial"] == want["serial"]
-        assert g["bus_id"] == f"{dom:08X}:{bus:02X}:{dev:02X}.{fn}"
-        assert g["bus_legacy"] == want["pci_bus_id"].upper()
-        assert g["by_uuid"] == i and g["by_bus"] == i
-        assert g["pci_device_id"] == (want["pci_device_id"] << 16) | 0x10DE
-        assert g["subsys"] == want["pci_subsystem_id"]
-        assert g["vbios"] == want["vbios_version"]
-        assert g["inforom"] == want["inforom"]["image"]
-        assert g["part"] == want["board_part_number"]
-        assert g["total_mib"] == want["memory"]["total_mib"]
-        assert g["reserved_mib"] == want["memory"]["reserved_mib"]
-        assert g["temp"] == round(want["temperature"]["idle_c"])
-        assert g["slowdown"] == want["temperature"]["slowdown_c"]
-        assert g["shutdown"] == want["temperature"]["shutdown_c"]
-        assert g["mem_max"] == want["temperature"]["memory_max_c"]
-        limit_mw = want["power"]["limit_w"] * 1000
-        assert g["enforced"] == g["limit"] == g["default_limit"] == limit_mw
-        assert abs(g["power"] - want["power"]["idle_w"] * 1000) < 1000
-        assert g["energy"] > 0
-        assert g["max_sm"] == want["clocks"]["sm_max_mhz"]
-        assert g["max_mem"] == want["clocks"]["memory_max_mhz"]
-        # idle: the current gen trained down to idle_gen (Gen1); the max is what it trains to
-        assert [g["gen"], g["width"]] == [want["pcie"]["idle_gen"], want["pcie"]["width"]] == [1, 16]
-        assert [g["max_gen"], g["max_width"]] == [want["pcie"]["gen"], g["width"]]
-        assert g["replays"] == 0
-        assert g["ecc"] == [1, 1] and g["dbe_vol"] == 0 and g["sbe_agg"] == 0
-        # every shipped board is Ampere or later: row remapping, no page retirement
-        assert g["remap"] == [0, 0, 0, 0] and g["retired"] == "NVMLError_NotSupported"
-        assert g["persistence"] == 1 and g["mig"] == [0, 0] and g["compute_mode"] == 0
-        assert g["procs"] == 0 and g["util"] == 0
-        assert g["reasons"] == 0x1  # GPU idle, nothing else
-        assert g["arch"] == {"hopper": 9, "ampere": 7}[want["architecture"]]
-        assert g["cc"] == want["cuda_compute_capability"]
-        assert g["numa"] == want["numa_node"]
-        links = want["nvlink"]["links"]
-        if links:
-            assert len(g["links"]) == links
-            assert g["beyond_last_link"] == "NVMLError_InvalidArgument"
-            # the scenario names a generation; NVML answers with nvml.h's nvmlNvlinkVersion_t
-            enum = {3: pynvml.NVML_NVLINK_VERSION_3_0,
-                    4: pynvml.NVML_NVLINK_VERSION_4_0}[want["nvlink"]["version"]]
-            assert all(link[:3] == [1, enum, 2] for link in g["links"])
-            assert all(link[4] == 1 for link in g["links"])
-            switches = {link[3] for link in g["links"]}
-            assert len(switches) == len(board["topology"]["nvswitch_bus_ids"])
-        else:
-            assert g["nvlink_error"] == "NVMLError_NotSupported"
-        if want["fabric"] is None:
-            assert g["fabric_error"] == "NVMLError_NotSupported"
-        else:
-            assert g["fabric"] == [3, 0]  # completed, success
+        _check_identity(g, want, i)
+        _check_memory_thermal_power(g, want)
+        _check_pcie_and_state(g, want)
+        _check_nvlink_and_fabric(g, want, board)
+
+
+def _check_identity(g: dict[str, Any], want: dict[str, Any], i: int) -> None:
+    dom, bus, dev, fn = scenario.parse_bus_id(want["pci_bus_id"])
+    assert g["name"] == want["name"]
+    assert g["uuid"] == want["uuid"] and g["serial"] == want["serial"]
+    assert g["bus_id"] == f"{dom:08X}:{bus:02X}:{dev:02X}.{fn}"
+    assert g["bus_legacy"] == want["pci_bus_id"].upper()
+    assert g["by_uuid"] == i and g["by_bus"] == i
+    assert g["pci_device_id"] == (want["pci_device_id"] << 16) | 0x10DE
+    assert g["subsys"] == want["pci_subsystem_id"]
+    assert g["vbios"] == want["vbios_version"]
+    assert g["inforom"] == want["inforom"]["image"]
+    assert g["part"] == want["board_part_number"]
+    assert g["arch"] == {"hopper": 9, "ampere": 7}[want["architecture"]]
+    assert g["cc"] == want["cuda_compute_capability"]
+    assert g["numa"] == want["numa_node"]
+
+
+def _check_memory_thermal_power(g: dict[str, Any], want: dict[str, Any]) -> None:
+    assert g["total_mib"] == want["memory"]["total_mib"]
+    assert g["reserved_mib"] == want["memory"]["reserved_mib"]
+    assert g["temp"] == round(want["temperature"]["idle_c"])
+    assert g["slowdown"] == want["temperature"]["slowdown_c"]
+    assert g["shutdown"] == want["temperature"]["shutdown_c"]
+    assert g["mem_max"] == want["temperature"]["memory_max_c"]
+    limit_mw = want["power"]["limit_w"] * 1000
+    assert g["enforced"] == g["limit"] == g["default_limit"] == limit_mw
+    assert abs(g["power"] - want["power"]["idle_w"] * 1000) < 1000
+    assert g["energy"] > 0
+    assert g["max_sm"] == want["clocks"]["sm_max_mhz"]
+    assert g["max_mem"] == want["clocks"]["memory_max_mhz"]
+
+
+def _check_pcie_and_state(g: dict[str, Any], want: dict[str, Any]) -> None:
+    # idle: the current gen trained down to idle_gen (Gen1); the max is what it trains to
+    assert [g["gen"], g["width"]] == [want["pcie"]["idle_gen"], want["pcie"]["width"]] == [1, 16]
+    assert [g["max_gen"], g["max_width"]] == [want["pcie"]["gen"], g["width"]]
+    assert g["replays"] == 0
+    assert g["ecc"] == [1, 1] and g["dbe_vol"] == 0 and g["sbe_agg"] == 0
+    # every shipped board is Ampere or later: row remapping, no page retirement
+    assert g["remap"] == [0, 0, 0, 0] and g["retired"] == "NVMLError_NotSupported"
+    assert g["persistence"] == 1 and g["mig"] == [0, 0] and g["compute_mode"] == 0
+    assert g["procs"] == 0 and g["util"] == 0
+    assert g["reasons"] == 0x1  # GPU idle, nothing else
+
+
+def _check_nvlink_and_fabric(g: dict[str, Any], want: dict[str, Any],
+                             board: dict[str, Any]) -> None:
+    links = want["nvlink"]["links"]
+    if links:
+        assert len(g["links"]) == links
+        assert g["beyond_last_link"] == "NVMLError_InvalidArgument"
+        # the scenario names a generation; NVML answers with nvml.h's nvmlNvlinkVersion_t
+        enum = {3: pynvml.NVML_NVLINK_VERSION_3_0,
+                4: pynvml.NVML_NVLINK_VERSION_4_0}[want["nvlink"]["version"]]
+        assert all(link[:3] == [1, enum, 2] for link in g["links"])
+        assert all(link[4] == 1 for link in g["links"])
+        switches = {link[3] for link in g["links"]}
+        assert len(switches) == len(board["topology"]["nvswitch_bus_ids"])
+    else:
+        assert g["nvlink_error"] == "NVMLError_NotSupported"
+    if want["fabric"] is None:
+        assert g["fabric_error"] == "NVMLError_NotSupported"
+    else:
+        assert g["fabric"] == [3, 0]  # completed, success
 
 
 def test_expected_profile_values() -> None:

@@ -571,6 +571,20 @@ def summaries(root: Path, *, cache: Path | bool | None = True, jobs: int | None 
         cache_file = None
     cached = _load_cache(cache_file)
     files = scan(root)
+    out, todo, stamps = _triage(files, cached)
+    # heads first, in this process: a few KB per file, cheaper than shipping summaries back
+    # from workers; only what needs a full decode goes to the pool
+    slow = todo if strict else _fast_pass(root, todo, out)
+    _slow_pass(root, slow, strict, jobs, out)
+    if todo or len(cached) != len(stamps):
+        _save_cache(cache_file, {rel: [stamps[rel], out[rel]] for rel in stamps})
+    return [out[rel] for rel, _ in files], len(todo)
+
+
+def _triage(files: list[tuple[str, tuple[int, int, int]]], cached: dict[str, Any],
+            ) -> tuple[dict[str, Summary], list[str], dict[str, list[int]]]:
+    """Split the scanned files into summaries known already (unreadable, or cached with the
+    same stamp) and the paths to parse now; also returns every readable file's stamp."""
     out: dict[str, Summary] = {}
     todo: list[str] = []
     stamps: dict[str, list[int]] = {}
@@ -584,21 +598,28 @@ def summaries(root: Path, *, cache: Path | bool | None = True, jobs: int | None 
             out[rel] = entry[1]
         else:
             todo.append(rel)
-    # heads first, in this process: a few KB per file, cheaper than shipping summaries back
-    # from workers; only what needs a full decode goes to the pool
+    return out, todo, stamps
+
+
+def _fast_pass(root: Path, todo: list[str], out: dict[str, Summary]) -> list[str]:
+    """Summarise from the file heads what can be (into ``out``); the rest need a full decode."""
     slow: list[str] = []
-    if strict:
-        slow = todo
-    else:
-        paths = [os.path.join(str(root), rel) for rel in todo]
-        if len(paths) > 4 * _PROBE and _on_disk(paths[:_PROBE]):
-            _prefetch(paths[_PROBE:])
-        for index, rel in enumerate(todo):
-            fast = fast_summary(paths[index], rel)
-            if fast is None:
-                slow.append(rel)
-            else:
-                out[rel] = fast
+    paths = [os.path.join(str(root), rel) for rel in todo]
+    if len(paths) > 4 * _PROBE and _on_disk(paths[:_PROBE]):
+        _prefetch(paths[_PROBE:])
+    for index, rel in enumerate(todo):
+        fast = fast_summary(paths[index], rel)
+        if fast is None:
+            slow.append(rel)
+        else:
+            out[rel] = fast
+    return slow
+
+
+def _slow_pass(root: Path, slow: list[str], strict: bool, jobs: int | None,
+               out: dict[str, Summary]) -> None:
+    """Fully decode ``slow`` into ``out``: in a process pool only when there are enough files
+    to pay for starting it."""
     workers = jobs if jobs is not None else min(4, os.cpu_count() or 1)
     if workers > 1 and len(slow) >= 400:
         size = max(50, len(slow) // (workers * 4))
@@ -612,9 +633,6 @@ def summaries(root: Path, *, cache: Path | bool | None = True, jobs: int | None 
     else:
         for summary in _slow_batch(str(root), slow, strict):
             out[summary["path"]] = summary
-    if todo or len(cached) != len(stamps):
-        _save_cache(cache_file, {rel: [stamps[rel], out[rel]] for rel in stamps})
-    return [out[rel] for rel, _ in files], len(todo)
 
 
 def _percentile(ordered: Sequence[float], q: float) -> float:
@@ -645,6 +663,18 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
             unreadable.append((item["path"], item["error"]))
         else:
             by_node.setdefault(item["node"], []).append(item)
+    nodes, metrics = _node_values(by_node)
+    margin = margin_pct / 100.0
+    for view in metrics.values():
+        _score_metric(view, margin)
+    ordered_metrics = sorted(metrics.values(), key=lambda m: (not m.outliers, m.key))
+    return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, parsed)
+
+
+def _node_values(by_node: dict[str, list[Summary]],
+                 ) -> tuple[list[NodeView], dict[str, MetricView]]:
+    """Each node's history (oldest first) and, per metric, every node's value taken from its
+    newest report that measured the metric."""
     nodes = []
     metrics: dict[str, MetricView] = {}
     for name in sorted(by_node):
@@ -662,30 +692,31 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
                 if view is None:
                     view = metrics[key] = MetricView(key, unit, sense)
                 view.values.append((name, worst, entity))
-    margin = margin_pct / 100.0
-    for view in metrics.values():
-        ordered = sorted(value for _, value, _ in view.values)
-        median = _percentile(ordered, 0.5)
-        view.stats = {
-            "n": float(len(ordered)), "min": ordered[0], "p5": _percentile(ordered, 0.05),
-            "p25": _percentile(ordered, 0.25), "median": median,
-            "p75": _percentile(ordered, 0.75), "p95": _percentile(ordered, 0.95),
-            "max": ordered[-1],
-        }
-        if median == 0 or len(ordered) < 3:
-            continue  # no meaningful relative margin (error counters, tiny fleets)
-        scale = abs(median)
-        higher = view.direction == "higher"
-        for node, value, entity in view.values:
-            # most nodes sit on the worse-than-median side of nothing: skip them cheaply
-            if (value >= median) if higher else (value <= median):
-                continue
-            deviation = (value - median) / scale
-            if deviation < -margin if higher else deviation > margin:
-                view.outliers.append(Outlier(node, entity, value, round(deviation * 100, 2)))
-        view.outliers.sort(key=lambda o: abs(o.deviation_pct), reverse=True)
-    ordered_metrics = sorted(metrics.values(), key=lambda m: (not m.outliers, m.key))
-    return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, parsed)
+    return nodes, metrics
+
+
+def _score_metric(view: MetricView, margin: float) -> None:
+    """Fill in ``view``'s fleet statistics and its outliers (worst first)."""
+    ordered = sorted(value for _, value, _ in view.values)
+    median = _percentile(ordered, 0.5)
+    view.stats = {
+        "n": float(len(ordered)), "min": ordered[0], "p5": _percentile(ordered, 0.05),
+        "p25": _percentile(ordered, 0.25), "median": median,
+        "p75": _percentile(ordered, 0.75), "p95": _percentile(ordered, 0.95),
+        "max": ordered[-1],
+    }
+    if median == 0 or len(ordered) < 3:
+        return  # no meaningful relative margin (error counters, tiny fleets)
+    scale = abs(median)
+    higher = view.direction == "higher"
+    for node, value, entity in view.values:
+        # most nodes sit on the worse-than-median side of nothing: skip them cheaply
+        if (value >= median) if higher else (value <= median):
+            continue
+        deviation = (value - median) / scale
+        if deviation < -margin if higher else deviation > margin:
+            view.outliers.append(Outlier(node, entity, value, round(deviation * 100, 2)))
+    view.outliers.sort(key=lambda o: abs(o.deviation_pct), reverse=True)
 
 
 def aggregate(root: str | os.PathLike[str], *, margin_pct: float = 10.0,

@@ -39,75 +39,102 @@ def _fmt(value: float) -> str:
 def render_text(view: FleetView, *, history: int = 5) -> str:
     """The fleet summary an operator reads in a terminal: nodes (failing first), metrics with
     their spread and outliers, and the recent history of nodes that have one."""
-    lines: list[str] = []
+    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
+    lines = [*_header_lines(view), "", *_node_lines(ordered), *_metric_lines(view),
+             *_card_lines(ordered), *_swap_lines(view), *_history_lines(view, history),
+             *_unreadable_lines(view)]
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(view: FleetView) -> list[str]:
     counts = view.verdicts()
     count_text = ", ".join(f"{counts[v]} {v}" for v in ("FAIL", "ERROR", "WARN", "SKIP", "PASS")
                            if counts.get(v))
-    lines.append(f"Fleet {view.root}: {len(view.nodes)} nodes, {view.n_reports} reports"
-                 + (f", {len(view.unreadable)} unreadable" if view.unreadable else "")
-                 + (f". Verdicts: {count_text}" if count_text else ""))
-    lines.append("")
-    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
+    return [f"Fleet {view.root}: {len(view.nodes)} nodes, {view.n_reports} reports"
+            + (f", {len(view.unreadable)} unreadable" if view.unreadable else "")
+            + (f". Verdicts: {count_text}" if count_text else "")]
+
+
+def _node_lines(ordered: list[NodeView]) -> list[str]:
     width = max([4, *(len(n.node) for n in ordered)])
-    lines.append(f"{'NODE':<{width}}  VERDICT  LATEST      FINISHED           FAILING")
+    lines = [f"{'NODE':<{width}}  VERDICT  LATEST      FINISHED           FAILING"]
     for node in ordered:
         latest = node.latest
         lines.append(f"{node.node:<{width}}  {node.verdict:<7}  {latest['level']:<10}  "
                      f"{_short_time(latest['finished_at'])}  {failing_text(node)}".rstrip())
-    if view.metrics:
-        lines.append("")
-        lines.append(f"Metrics: each node's worst entity; outliers worse than the fleet median "
-                     f"by more than {view.margin_pct:g}%")
-        key_width = max(len(m.key) for m in view.metrics)
-        lines.append(f"{'METRIC':<{key_width}}  {'UNIT':<7} {'NODES':>6} {'MIN':>9} "
-                     f"{'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
-        for metric in view.metrics:
-            stats = metric.stats
-            lines.append(f"{metric.key:<{key_width}}  {metric.unit:<7} {int(stats['n']):>6} "
-                         f"{_fmt(stats['min']):>9} {_fmt(stats['median']):>9} "
-                         f"{_fmt(stats['max']):>9}  {len(metric.outliers)}")
-        outliers = [(m, o) for m in view.metrics for o in m.outliers]
-        if outliers:
-            lines.append("")
-            lines.append("Outliers:")
-            for metric, outlier in outliers:
-                check = metric.key.split("[", 1)[0]
-                lines.append(f"  {outlier.node} {check}[{outlier.entity}] {_fmt(outlier.value)} "
-                             f"{metric.unit} ({outlier.deviation_pct:+.1f}% vs median "
-                             f"{_fmt(metric.stats['median'])})")
+    return lines
+
+
+def _metric_lines(view: FleetView) -> list[str]:
+    """The per-metric spread table, then every outlier (each section led by a blank line)."""
+    if not view.metrics:
+        return []
+    lines = ["", f"Metrics: each node's worst entity; outliers worse than the fleet median "
+                 f"by more than {view.margin_pct:g}%"]
+    key_width = max(len(m.key) for m in view.metrics)
+    lines.append(f"{'METRIC':<{key_width}}  {'UNIT':<7} {'NODES':>6} {'MIN':>9} "
+                 f"{'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
+    for metric in view.metrics:
+        stats = metric.stats
+        lines.append(f"{metric.key:<{key_width}}  {metric.unit:<7} {int(stats['n']):>6} "
+                     f"{_fmt(stats['min']):>9} {_fmt(stats['median']):>9} "
+                     f"{_fmt(stats['max']):>9}  {len(metric.outliers)}")
+    outliers = [(m, o) for m in view.metrics for o in m.outliers]
+    if outliers:
+        lines += ["", "Outliers:"]
+        for metric, outlier in outliers:
+            check = metric.key.split("[", 1)[0]
+            lines.append(f"  {outlier.node} {check}[{outlier.entity}] {_fmt(outlier.value)} "
+                         f"{metric.unit} ({outlier.deviation_pct:+.1f}% vs median "
+                         f"{_fmt(metric.stats['median'])})")
+    return lines
+
+
+def _card_lines(ordered: list[NodeView]) -> list[str]:
     cards = [(node, card) for node in ordered for card in node.failing_cards()]
-    if cards:
-        lines.append("")
-        lines.append("Failing cards (the physical GPU behind each failing check):")
-        for node, (entity, identity, items) in cards:
-            more = f", +{len(items) - 3} more" if len(items) > 3 else ""
-            lines.append(f"  {node.node} {entity} ({card_text(identity)}): "
-                         + ", ".join(items[:3]) + more)
+    if not cards:
+        return []
+    lines = ["", "Failing cards (the physical GPU behind each failing check):"]
+    for node, (entity, identity, items) in cards:
+        more = f", +{len(items) - 3} more" if len(items) > 3 else ""
+        lines.append(f"  {node.node} {entity} ({card_text(identity)}): "
+                     + ", ".join(items[:3]) + more)
+    return lines
+
+
+def _swap_lines(view: FleetView) -> list[str]:
     swaps = [(node, swap) for node in view.nodes for swap in node.swaps()]
-    if swaps:
-        lines.append("")
-        lines.append("Swapped cards (a slot's serial changed between two reports):")
-        for node, swap in swaps:
-            lines.append(f"  {node.node} {swap_text(swap)}")
+    if not swaps:
+        return []
+    lines = ["", "Swapped cards (a slot's serial changed between two reports):"]
+    lines += [f"  {node.node} {swap_text(swap)}" for node, swap in swaps]
+    return lines
+
+
+def _history_lines(view: FleetView, history: int) -> list[str]:
+    """The last ``history`` reports of each node that has more than one, swaps marked."""
     with_history = [n for n in view.nodes if len(n.history) > 1]
-    if with_history and history:
-        lines.append("")
-        lines.append(f"History (last {history} reports, oldest first):")
-        for node in with_history:
-            swapped: dict[str, list[str]] = {}
-            for swap in node.swaps():
-                swapped.setdefault(swap.report, []).append(swap.entity)
-            steps = [f"{_short_time(s['finished_at'])} {s['level']} {s['verdict']}"
-                     + (f" [swapped {','.join(swapped[s['path']])}]"
-                        if s["path"] in swapped else "")
-                     for s in node.history[-history:]]
-            lines.append(f"  {node.node}: " + " -> ".join(steps))
-    if view.unreadable:
-        lines.append("")
-        lines.append("Unreadable reports (not counted):")
-        for path, error in view.unreadable:
-            lines.append(f"  {path}: {error}")
-    return "\n".join(lines) + "\n"
+    if not (with_history and history):
+        return []
+    lines = ["", f"History (last {history} reports, oldest first):"]
+    for node in with_history:
+        swapped: dict[str, list[str]] = {}
+        for swap in node.swaps():
+            swapped.setdefault(swap.report, []).append(swap.entity)
+        steps = [f"{_short_time(s['finished_at'])} {s['level']} {s['verdict']}"
+                 + (f" [swapped {','.join(swapped[s['path']])}]"
+                    if s["path"] in swapped else "")
+                 for s in node.history[-history:]]
+        lines.append(f"  {node.node}: " + " -> ".join(steps))
+    return lines
+
+
+def _unreadable_lines(view: FleetView) -> list[str]:
+    if not view.unreadable:
+        return []
+    lines = ["", "Unreadable reports (not counted):"]
+    lines += [f"  {path}: {error}" for path, error in view.unreadable]
+    return lines
 
 
 def to_data(view: FleetView) -> dict[str, Any]:

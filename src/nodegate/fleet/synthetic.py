@@ -82,9 +82,34 @@ def synthetic_report(
     rng = random.Random(seed if seed is not None else node)
     start = started_at or dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
     broken = _parse_faults(faults)
-    down_links = broken.get("nvlink-down", set())
     slow = {entity.split(".")[0] for entity in broken.get("slow-gpu", set())}
     hot = {entity.split(".")[0] for entity in broken.get("hot-gpu", set())}
+    # the draws below happen in a fixed order (quick, then load, then the boot id), so a
+    # seed always plants the same values
+    results = _quick_results(rng, broken.get("nvlink-down", set()), hot, xid="xid" in broken)
+    series: dict[str, dict[str, dict[str, list[list[float | None]]]]] = {}
+    matrices: dict[str, dict[str, object]] = {}
+    if level is not Level.QUICK:
+        matrices["p2p_bandwidth"] = _p2p_matrix(rng, slow, results)
+        series["load"] = _gpu_load(rng, slow, hot, samples, results)
+        busbw = round(rng.gauss(480.0, 3.0) * (0.7 if slow else 1.0), 1)
+        results.append(_result("allreduce_busbw", "node", busbw, {"min": 400}, "GB/s",
+                               ok=busbw >= 400, severity=Severity.WARNING))
+    duration = {Level.QUICK: 0.4, Level.STANDARD: 412.5, Level.ACCEPTANCE: 7260.0}[level]
+    return build(
+        results, node=node, profile="xe9680-h100", level=level, started_at=start,
+        finished_at=start + dt.timedelta(seconds=duration), duration_s=duration,
+        backend="nvml" if level is Level.QUICK else "cuda/nccl",
+        boot_id=f"6f0c3c1e-3c2d-4a5e-9b1f-{rng.getrandbits(48):012x}",
+        labels={"site": "lab", "slurm_node": node, **(labels or {})},
+        series=series, matrices=matrices,
+        gpus=synthetic_gpus(node) if gpus is None else gpus,
+    )
+
+
+def _quick_results(rng: random.Random, down_links: set[str], hot: set[str], *,
+                   xid: bool) -> list[CheckResult]:
+    """The quick battery's NVML results: per GPU, per NVLink, then the node's Xid count."""
     results: list[CheckResult] = [_result("gpu_count", "node", 8, {"min": 8, "max": 8}, "")]
     for gpu in GPUS:
         results.append(_result("pcie_link", gpu, "Gen5 x16", "Gen5 x16", ""))
@@ -104,60 +129,56 @@ def synthetic_report(
                 message=None if up else f"NVLink {link} on GPU {gpu[3:]} is inactive"))
             results.append(_result("nvlink_crc_errors", entity, rng.choice((0, 0, 0, 1)),
                                    {"max": 100}, "errors"))
-    xid = "xid" in broken
     results.append(_result("xid_events", "node", 1 if xid else 0, {"max": 0}, "events",
                            ok=not xid, severity=Severity.CRITICAL,
                            message="Xid 79: GPU has fallen off the bus" if xid else None))
-    series: dict[str, dict[str, dict[str, list[list[float | None]]]]] = {}
-    matrices: dict[str, dict[str, object]] = {}
-    if level is not Level.QUICK:
-        values: list[list[float | None]] = []
-        for src in GPUS:
-            row: list[float | None] = []
-            for dst in GPUS:
-                if src == dst:
-                    row.append(None)
-                    continue
-                factor = 0.8 if (src in slow or dst in slow) else 1.0
-                bandwidth = round(rng.gauss(389.0, 2.0) * factor, 1)
-                row.append(bandwidth)
-                results.append(_result(
-                    "p2p_bandwidth", f"{src}-{dst}", bandwidth, {"min": 335}, "GB/s",
-                    ok=bandwidth >= 335, severity=Severity.WARNING))
-            values.append(row)
-        matrices["p2p_bandwidth"] = {"unit": "GB/s", "entities": list(GPUS), "values": values,
-                                     "description": "unidirectional P2P copy bandwidth"}
-        telemetry: dict[str, dict[str, list[list[float | None]]]] = {}
-        for gpu in GPUS:
-            factor = 0.8 if gpu in slow else 1.0
-            hbm = round(rng.gauss(2950.0, 15.0) * factor, 1)
-            gemm = round(rng.gauss(720.0, 6.0) * factor, 1)
-            results.append(_result("hbm_bandwidth", gpu, hbm, {"min": 2600}, "GB/s",
-                                   ok=hbm >= 2600, severity=Severity.WARNING))
-            results.append(_result("gemm_tflops", gpu, gemm, {"min": 600}, "TFLOPS",
-                                   ok=gemm >= 600, severity=Severity.WARNING))
-            base_temp = 62.0 + (18.0 if gpu in hot else 0.0)
-            power: list[list[float | None]] = []
-            temps: list[list[float | None]] = []
-            clocks: list[list[float | None]] = []
-            for index in range(samples):
-                t = float(index)
-                ramp = min(1.0, index / 5.0)
-                power.append([t, round(120 + ramp * (560 + rng.gauss(0, 8)), 1)])
-                temps.append([t, round(34 + ramp * (base_temp - 34) + index * 0.05, 1)])
-                clocks.append([t, float(1980 - (90 if gpu in hot and index > 20 else 0))])
-            telemetry[gpu] = {"power_w": power, "temperature_c": temps, "sm_clock_mhz": clocks}
-        series["load"] = telemetry
-        busbw = round(rng.gauss(480.0, 3.0) * (0.7 if slow else 1.0), 1)
-        results.append(_result("allreduce_busbw", "node", busbw, {"min": 400}, "GB/s",
-                               ok=busbw >= 400, severity=Severity.WARNING))
-    duration = {Level.QUICK: 0.4, Level.STANDARD: 412.5, Level.ACCEPTANCE: 7260.0}[level]
-    return build(
-        results, node=node, profile="xe9680-h100", level=level, started_at=start,
-        finished_at=start + dt.timedelta(seconds=duration), duration_s=duration,
-        backend="nvml" if level is Level.QUICK else "cuda/nccl",
-        boot_id=f"6f0c3c1e-3c2d-4a5e-9b1f-{rng.getrandbits(48):012x}",
-        labels={"site": "lab", "slurm_node": node, **(labels or {})},
-        series=series, matrices=matrices,
-        gpus=synthetic_gpus(node) if gpus is None else gpus,
-    )
+    return results
+
+
+def _p2p_matrix(rng: random.Random, slow: set[str],
+                results: list[CheckResult]) -> dict[str, object]:
+    """Every ordered GPU pair's P2P bandwidth (appended to ``results``) and the matrix of them;
+    a pair touching a slow GPU runs at 80%."""
+    values: list[list[float | None]] = []
+    for src in GPUS:
+        row: list[float | None] = []
+        for dst in GPUS:
+            if src == dst:
+                row.append(None)
+                continue
+            factor = 0.8 if (src in slow or dst in slow) else 1.0
+            bandwidth = round(rng.gauss(389.0, 2.0) * factor, 1)
+            row.append(bandwidth)
+            results.append(_result(
+                "p2p_bandwidth", f"{src}-{dst}", bandwidth, {"min": 335}, "GB/s",
+                ok=bandwidth >= 335, severity=Severity.WARNING))
+        values.append(row)
+    return {"unit": "GB/s", "entities": list(GPUS), "values": values,
+            "description": "unidirectional P2P copy bandwidth"}
+
+
+def _gpu_load(rng: random.Random, slow: set[str], hot: set[str], samples: int,
+              results: list[CheckResult]) -> dict[str, dict[str, list[list[float | None]]]]:
+    """Per GPU: HBM and GEMM results (appended to ``results``) and the telemetry series under
+    load; a hot GPU runs warmer and throttles its clock after 20 samples."""
+    telemetry: dict[str, dict[str, list[list[float | None]]]] = {}
+    for gpu in GPUS:
+        factor = 0.8 if gpu in slow else 1.0
+        hbm = round(rng.gauss(2950.0, 15.0) * factor, 1)
+        gemm = round(rng.gauss(720.0, 6.0) * factor, 1)
+        results.append(_result("hbm_bandwidth", gpu, hbm, {"min": 2600}, "GB/s",
+                               ok=hbm >= 2600, severity=Severity.WARNING))
+        results.append(_result("gemm_tflops", gpu, gemm, {"min": 600}, "TFLOPS",
+                               ok=gemm >= 600, severity=Severity.WARNING))
+        base_temp = 62.0 + (18.0 if gpu in hot else 0.0)
+        power: list[list[float | None]] = []
+        temps: list[list[float | None]] = []
+        clocks: list[list[float | None]] = []
+        for index in range(samples):
+            t = float(index)
+            ramp = min(1.0, index / 5.0)
+            power.append([t, round(120 + ramp * (560 + rng.gauss(0, 8)), 1)])
+            temps.append([t, round(34 + ramp * (base_temp - 34) + index * 0.05, 1)])
+            clocks.append([t, float(1980 - (90 if gpu in hot and index > 20 else 0))])
+        telemetry[gpu] = {"power_w": power, "temperature_c": temps, "sm_clock_mhz": clocks}
+    return telemetry

@@ -111,9 +111,30 @@ def up(count: int = 2, fault_tokens: list[str] | None = None,
         return _up(count, faults, scenario, with_mirror, t0)
 
 
+@dataclass
+class _Boot:
+    """What ``lab up`` shares across its hosts, and what the per-host steps collect for the
+    waits and the site file that follow."""
+
+    lower: Path
+    pub: str
+    members: list[Member]
+    nodes: list[Member]
+    scenario: str
+    faults: dict[str, list[str]]
+    with_mirror: bool
+    mirror_dir: Path | None
+    hosts_lines: list[str]
+    specs: dict[str, str] = field(default_factory=dict)
+    disk_ids: dict[str, list[str]] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    restart_ctld: bool = False
+    restart_slurmd: list[Member] = field(default_factory=list)
+
+
 def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bool,
         t0: float) -> UpResult:
-    from nodegate.lab import base, controller, mirror, services, sitefile
+    from nodegate.lab import base, mirror, services, sitefile
 
     lower = base.extracted(base.build())
     pub = ensure_key()
@@ -129,75 +150,107 @@ def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bo
     pdu_started = services.start_pdu()
     hosts_lines = [f"{config.HOST_ADDRESS} labhost mirror"]
     hosts_lines += [f"{m.address} {m.name}" for m in members]
-    specs: dict[str, str] = {}
-    disk_ids: dict[str, list[str]] = {}
-    started: list[str] = []
-    restart_ctld = False
-    restart_slurmd: list[Member] = []
+    boot = _Boot(lower, pub, members, nodes, scenario, faults, with_mirror, mirror_dir,
+                 hosts_lines)
     for member in members:
-        netns = net.ensure_host(member)
-        lowers = [lower]
-        if mirror_dir is not None:  # Slurm packages: slurmctld or slurmd, munge, client
-            lowers.insert(0, controller.ensure_layer(lower, mirror_dir, member.kind))
-        root = hosts.mount_root(member, lowers)
-        binds: list[str] = []
-        binds_ro: list[str] = []
-        board: dict[str, str | bool] | None = None
-        env: dict[str, str] | None = None
-        if member.kind == "node":
-            spec = "+".join([scenario, *faults.get(member.name, [])])
-            specs[member.name] = spec
-            running = hosts.supervisor_pid(member) is not None
-            env, state_dir, lib_dir = hosts.board_env(member, spec, fresh=not running)
-            board = {"spec": spec, "state_dir": str(state_dir),
-                     "fabric_needs_manager": with_mirror and "fabric-" not in spec}
-            binds.append(f"{state_dir}:{hosts.SIM_DIR_IN_NODE}")
-            binds_ro.append(f"{lib_dir}:{hosts.SIM_LIB_IN_NODE}")
-            node_disks = disks.ensure(member)
-            disk_ids[member.name] = [d.by_id for d in node_disks]
-            binds += [d.loop for d in node_disks]
-            binds += hosts.gpu_devices(member, controller.GPUS_PER_NODE)
-            tmpfiles = root / "etc/tmpfiles.d/nodegate-lab-disks.conf"
-            tmpfiles.parent.mkdir(parents=True, exist_ok=True)
-            tmpfiles.write_text(disks.tmpfiles(node_disks))
-            services.start_bmc(member, lib_dir, state_dir)
-            pki = services.bmc_ca_path().parent
-            if pki.is_dir():  # the BMC CA at the same path on the node (site file ca_bundle)
-                binds_ro.append(f"{pki}:{pki}")
-        if mirror_dir is not None:
-            changed = controller.configure(root, nodes, member.kind)
-            if changed and hosts.supervisor_pid(member) is not None:
-                if member.kind == "controller":
-                    restart_ctld = True
-                else:
-                    restart_slurmd.append(member)
-        hosts.write_identity(member, root, pub, hosts_lines, env)
-        source = root / "etc/apt/sources.list.d/nodegate-lab.list"
-        if with_mirror:
-            source.write_text(mirror.apt_source())
-        else:
-            source.unlink(missing_ok=True)
-        if hosts.supervisor_pid(member) is None:
-            hosts.start(member, hosts.nspawn_argv(member, root, netns, binds, binds_ro), board)
-            started.append(member.name)
-    known = "".join(f"{m.address},{m.name} {hosts.host_key(m)}\n" for m in members)
-    known_hosts_path().write_text(known)
-    _wait_ssh(members)
-    if restart_ctld:  # --nodes changed under a running controller: slurmctld rereads nodes
-        _ssh(CONTROLLER, "systemctl", "restart", "slurmctld")
-    for member in restart_slurmd:  # and the nodes' slurmd the new slurm.conf
-        _ssh(member, "systemctl", "restart", "slurmd")
-    if mirror_dir is not None:
-        _wait_unit(CONTROLLER, "slurmctld")
-        _join_slurm(nodes)
-    services.wait_bmcs(nodes)
+        _bring_up(member, boot)
+    _wait_ready(boot)
     if pdu_started:
         services.wait_pdu()
     site = sitefile.write(sitefile.site_data(
-        nodes, specs, disk_ids, key_path(), known_hosts_path(),
+        nodes, boot.specs, boot.disk_ids, key_path(), known_hosts_path(),
         with_pdu=pdu_started, with_mirror=with_mirror,
         nodegate_version=mirror.nodegate_version(mirror_dir) if mirror_dir else None))
-    return UpResult(site, members, started, time.monotonic() - t0)
+    return UpResult(site, members, boot.started, time.monotonic() - t0)
+
+
+def _bring_up(member: Member, boot: _Boot) -> None:
+    """Mount the host's root, write what makes it this host, and boot it unless running."""
+    from nodegate.lab import controller, mirror
+
+    netns = net.ensure_host(member)
+    lowers = [boot.lower]
+    if boot.mirror_dir is not None:  # Slurm packages: slurmctld or slurmd, munge, client
+        lowers.insert(0, controller.ensure_layer(boot.lower, boot.mirror_dir, member.kind))
+    root = hosts.mount_root(member, lowers)
+    binds: list[str] = []
+    binds_ro: list[str] = []
+    board: dict[str, str | bool] | None = None
+    env: dict[str, str] | None = None
+    if member.kind == "node":
+        board, env = _prepare_node(member, root, boot, binds, binds_ro)
+    if boot.mirror_dir is not None:
+        _configure_slurm(member, root, boot)
+    hosts.write_identity(member, root, boot.pub, boot.hosts_lines, env)
+    source = root / "etc/apt/sources.list.d/nodegate-lab.list"
+    if boot.with_mirror:
+        source.write_text(mirror.apt_source())
+    else:
+        source.unlink(missing_ok=True)
+    if hosts.supervisor_pid(member) is None:
+        hosts.start(member, hosts.nspawn_argv(member, root, netns, binds, binds_ro), board)
+        boot.started.append(member.name)
+
+
+def _prepare_node(member: Member, root: Path, boot: _Boot, binds: list[str],
+                  binds_ro: list[str]) -> tuple[dict[str, str | bool], dict[str, str]]:
+    """A node's simulated board, disks, GPU device nodes and BMC; appends the node's binds and
+    returns (the supervisor's board record, the simulator env inside the node)."""
+    from nodegate.lab import controller, services
+
+    spec = "+".join([boot.scenario, *boot.faults.get(member.name, [])])
+    boot.specs[member.name] = spec
+    running = hosts.supervisor_pid(member) is not None
+    env, state_dir, lib_dir = hosts.board_env(member, spec, fresh=not running)
+    board: dict[str, str | bool] = {
+        "spec": spec, "state_dir": str(state_dir),
+        "fabric_needs_manager": boot.with_mirror and "fabric-" not in spec}
+    binds.append(f"{state_dir}:{hosts.SIM_DIR_IN_NODE}")
+    binds_ro.append(f"{lib_dir}:{hosts.SIM_LIB_IN_NODE}")
+    node_disks = disks.ensure(member)
+    boot.disk_ids[member.name] = [d.by_id for d in node_disks]
+    binds += [d.loop for d in node_disks]
+    binds += hosts.gpu_devices(member, controller.GPUS_PER_NODE)
+    tmpfiles = root / "etc/tmpfiles.d/nodegate-lab-disks.conf"
+    tmpfiles.parent.mkdir(parents=True, exist_ok=True)
+    tmpfiles.write_text(disks.tmpfiles(node_disks))
+    services.start_bmc(member, lib_dir, state_dir)
+    pki = services.bmc_ca_path().parent
+    if pki.is_dir():  # the BMC CA at the same path on the node (site file ca_bundle)
+        binds_ro.append(f"{pki}:{pki}")
+    return board, env
+
+
+def _configure_slurm(member: Member, root: Path, boot: _Boot) -> None:
+    """Write the host's Slurm config; a running host whose config changed gets its daemon
+    restarted once every host answers SSH."""
+    from nodegate.lab import controller
+
+    changed = controller.configure(root, boot.nodes, member.kind)
+    if changed and hosts.supervisor_pid(member) is not None:
+        if member.kind == "controller":
+            boot.restart_ctld = True
+        else:
+            boot.restart_slurmd.append(member)
+
+
+def _wait_ready(boot: _Boot) -> None:
+    """Pin the host keys, wait for SSH, restart what a config change needs, join the nodes
+    to Slurm and wait for their BMCs."""
+    from nodegate.lab import services
+
+    members = boot.members
+    known = "".join(f"{m.address},{m.name} {hosts.host_key(m)}\n" for m in members)
+    known_hosts_path().write_text(known)
+    _wait_ssh(members)
+    if boot.restart_ctld:  # --nodes changed under a running controller: slurmctld rereads nodes
+        _ssh(CONTROLLER, "systemctl", "restart", "slurmctld")
+    for member in boot.restart_slurmd:  # and the nodes' slurmd the new slurm.conf
+        _ssh(member, "systemctl", "restart", "slurmd")
+    if boot.mirror_dir is not None:
+        _wait_unit(CONTROLLER, "slurmctld")
+        _join_slurm(boot.nodes)
+    services.wait_bmcs(boot.nodes)
 
 
 def _join_slurm(nodes: list[Member], timeout_s: float = 30.0) -> None:

@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from nodegate.load import seams
@@ -84,18 +85,52 @@ def synthetic_batch(step: int, rank: int, *, batch: int, seq_len: int, vocab: in
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
-          model: dict[str, Any], precision: str = "bf16") -> dict[str, Any]:
-    """Train for ``steps`` steps or ``seconds`` (at least ``min_steps``); return the figures."""
+@dataclass(frozen=True)
+class _Seams:
+    """The test seams aimed at this rank (``seams``): kill, hang or fail at a step, or slow
+    every step down."""
+
+    kill_at: int | None
+    hang_at: int | None
+    fail_at: int | None
+    slow: float
+
+    @classmethod
+    def for_rank(cls, rank: int) -> _Seams:
+        return cls(seams.fault_step(seams.KILL_RANK, rank), seams.fault_step(seams.HANG_RANK, rank),
+                   seams.fault_step(seams.FAIL_RANK, rank), seams.slow_seconds(rank))
+
+    def before_step(self, step: int) -> None:
+        if self.kill_at is not None and step == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.hang_at is not None and step == self.hang_at:
+            while True:  # the hang seam: alive, silent, holding its collectives
+                time.sleep(1.0)
+
+
+@dataclass
+class _Trainer:
+    """One rank's DDP model, optimiser and precision settings: what each step needs."""
+
+    net: Any
+    ddp: Any
+    opt: Any
+    scaler: Any
+    use_amp: bool
+    amp_dtype: Any
+    vocab: int
+    seq_len: int
+    batch: int
+
+
+def _trainer(ctx: WorkerContext, model: dict[str, Any], precision: str) -> _Trainer:
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     vocab, seq_len, batch = int(model["vocab"]), int(model["seq_len"]), int(model["batch"])
     torch.manual_seed(0)  # same initial weights on every rank (DDP broadcasts them anyway)
     net = _model(vocab, int(model["d_model"]), int(model["layers"]), int(model["heads"]),
                  seq_len).to(ctx.device)
-    n_params = sum(p.numel() for p in net.parameters())
     # DDP broadcasts rank 0's weights: a collective
     with ctx.collective(), warnings.catch_warnings():  # broadcast_buffers: deprecated, no
         warnings.simplefilter("ignore", FutureWarning)  # final successor yet
@@ -106,11 +141,55 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
     amp_dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     # fp16 gradients underflow without loss scaling (bf16 has fp32's range and needs none)
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp and precision == "fp16")
-    kill_at = seams.fault_step(seams.KILL_RANK, ctx.rank)
-    hang_at = seams.fault_step(seams.HANG_RANK, ctx.rank)
-    fail_at = seams.fault_step(seams.FAIL_RANK, ctx.rank)
-    slow = seams.slow_seconds(ctx.rank)
+    return _Trainer(net, ddp, opt, scaler, use_amp, amp_dtype, vocab, seq_len, batch)
 
+
+def _train_step(ctx: WorkerContext, run: _Trainer, step: int,
+                faults: _Seams) -> tuple[float, float, float]:
+    """One forward and backward pass; returns (loss, forward seconds, step seconds)."""
+    import torch
+
+    x, y = synthetic_batch(step, ctx.rank, batch=run.batch, seq_len=run.seq_len,
+                           vocab=run.vocab, device=ctx.device)
+    t0 = time.perf_counter()
+    with torch.autocast(device_type="cuda", dtype=run.amp_dtype, enabled=run.use_amp):
+        logits = run.ddp(x)
+        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, run.vocab),
+                                                 y.reshape(-1))
+    if faults.slow:
+        time.sleep(faults.slow)
+    if faults.fail_at is not None and step == faults.fail_at:  # where a CUDA error surfaces: a sync
+        raise RuntimeError(seams.injected_error(ctx.rank, step))
+    ctx.sync()
+    t1 = time.perf_counter()
+    run.opt.zero_grad(set_to_none=True)
+    run.scaler.scale(loss).backward()
+    run.scaler.step(run.opt)
+    run.scaler.update()
+    ctx.sync()
+    t2 = time.perf_counter()
+    return float(loss.item()), t1 - t0, t2 - t0
+
+
+def _all_stop(ctx: WorkerContext, want: bool) -> bool:
+    """True once any rank wants to stop: every rank must stop at the same step, or the others
+    wait in an all-reduce forever."""
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if want else 0.0], device=ctx.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item() > 0)
+
+
+def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
+          model: dict[str, Any], precision: str = "bf16") -> dict[str, Any]:
+    """Train for ``steps`` steps or ``seconds`` (at least ``min_steps``); return the figures."""
+    import torch
+
+    run = _trainer(ctx, model, precision)
+    n_params = sum(p.numel() for p in run.net.parameters())
+    faults = _Seams.for_rank(ctx.rank)
     losses: list[float] = []
     step_s: list[float] = []
     forward_s: list[float] = []
@@ -119,50 +198,26 @@ def train(ctx: WorkerContext, *, steps: int, min_steps: int, seconds: float,
     step = 0
     while True:
         ctx.step(step)
-        if kill_at is not None and step == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-        if hang_at is not None and step == hang_at:
-            while True:  # the hang seam: alive, silent, holding its collectives
-                time.sleep(1.0)
+        faults.before_step(step)
         # forward, backward (DDP's all-reduce) and the stop vote wait on the other ranks
         with ctx.collective():
-            x, y = synthetic_batch(step, ctx.rank, batch=batch, seq_len=seq_len, vocab=vocab,
-                                   device=ctx.device)
-            t0 = time.perf_counter()
-            with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
-                logits = ddp(x)
-                loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab),
-                                                         y.reshape(-1))
-            if slow:
-                time.sleep(slow)
-            if fail_at is not None and step == fail_at:  # where a CUDA error surfaces: a sync
-                raise RuntimeError(seams.injected_error(ctx.rank, step))
-            ctx.sync()
-            t1 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()  # type: ignore[no-untyped-call,unused-ignore]
-            scaler.step(opt)
-            scaler.update()
-            ctx.sync()
-            t2 = time.perf_counter()
-            losses.append(float(loss.item()))
-            forward_s.append(t1 - t0)
-            step_s.append(t2 - t0)
+            loss, forward, total = _train_step(ctx, run, step, faults)
+            losses.append(loss)
+            forward_s.append(forward)
+            step_s.append(total)
             step += 1
-            # every rank must stop at the same step, or the others wait in an all-reduce forever
             want = step >= steps or (time.perf_counter() - start >= seconds and step >= min_steps)
-            flag = torch.tensor([1.0 if want else 0.0], device=ctx.device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            if flag.item() > 0:
+            if _all_stop(ctx, want):
                 break
     ctx.step(step)
     with torch.no_grad():
-        flat = torch.cat([p.detach().reshape(-1).float() for p in net.parameters()])
+        flat = torch.cat([p.detach().reshape(-1).float() for p in run.net.parameters()])
+    batch, seq_len = run.batch, run.seq_len
     return {"steps": step, "losses": losses, "step_s": step_s, "forward_s": forward_s,
             "tokens_per_step": batch * seq_len, "n_params": n_params,
             "flops_per_step": 6.0 * n_params * batch * seq_len,
             "param_digest": digest(flat), "seconds": time.perf_counter() - start,
-            "precision": precision if use_amp else "fp32",
+            "precision": precision if run.use_amp else "fp32",
             "wall": [wall_start, time.time()]}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nodegate.load import formulas, seams
@@ -60,6 +61,27 @@ def _checksum(tensor: Any) -> Any:
     return flat.view(dtype).sum(dtype=dtype)
 
 
+def _set_tf32(enabled: bool) -> None:
+    """Let fp32 matmuls use TF32 tensor cores only when TF32 is what is measured."""
+    import torch
+
+    matmul: Any = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # torch >= 2.9; allow_tf32 is deprecated there
+        matmul.fp32_precision = "tf32" if enabled else "ieee"
+    else:
+        matmul.allow_tf32 = enabled
+
+
+def _calibrated_batch(ctx: WorkerContext, once: Callable[[], None]) -> int:
+    """Matmuls per batch so one batch takes ~0.1 s: the clock is then read without a sync per
+    matmul (runs ``once`` one more time to measure it)."""
+    t0 = time.perf_counter()
+    once()
+    ctx.sync()
+    per = max(time.perf_counter() - t0, 1e-6)
+    return max(1, min(1000, int(0.1 / per)))
+
+
 def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
          barrier: bool = True) -> dict[str, Any]:
     """Seeded n x n matmuls for ``seconds``: achieved TFLOPS, the output digest (compared
@@ -69,11 +91,7 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
     import torch.distributed as dist
 
     if ctx.backend.cuda:
-        matmul: Any = torch.backends.cuda.matmul
-        if hasattr(matmul, "fp32_precision"):  # torch >= 2.9; allow_tf32 is deprecated there
-            matmul.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
-        else:
-            matmul.allow_tf32 = dtype == "tf32"
+        _set_tf32(dtype == "tf32")
     tdtype = _dtype(dtype)
     a = _seeded(n, 1234, tdtype, ctx.device)
     b = _seeded(n, 5678, tdtype, ctx.device)
@@ -98,12 +116,7 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
     if barrier:
         with ctx.collective():
             dist.barrier()  # every GPU loads at once: power and heat are judged on a full node
-    # calibrate a batch that takes ~0.1 s, so the clock is read without a sync per matmul
-    t0 = time.perf_counter()
-    once()
-    ctx.sync()
-    per = max(time.perf_counter() - t0, 1e-6)
-    batch = max(1, min(1000, int(0.1 / per)))
+    batch = _calibrated_batch(ctx, once)
     mismatches = torch.zeros((), dtype=torch.int64, device=ctx.device)
     iters = 0
     wall_start = time.time()

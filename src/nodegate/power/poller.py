@@ -59,6 +59,34 @@ class PollerConfig:
 
 def load_config(path: Path) -> PollerConfig:
     """Parse and validate the poller YAML; every mistake is a ConfigError naming file and key."""
+    f = str(path)
+    data = _read_mapping(path)
+    interval = float(data.get("interval_s", 30))
+    timeout = float(data.get("timeout_s", 2))
+    retries = int(data.get("retries", 1))
+    if not 1 <= interval <= 3600:
+        raise ConfigError("interval_s must be within 1..3600", file=f, key="interval_s")
+    if timeout * (retries + 1) >= interval:
+        raise ConfigError("timeout_s x (retries + 1) must be below interval_s", file=f,
+                          key="timeout_s")
+    cfg = PollerConfig(interval_s=interval)
+    cfg.textfile, cfg.listen = _output(data.get("output") or {}, f)
+    names: set[str] = set()
+    for i, item in enumerate(data.get("pdus") or []):
+        name, target, model = _pdu(item, f"pdus[{i}]", f, timeout, retries)
+        cfg.pdus.append((_unique(name, names, f, f"pdus[{i}]"), target, model))
+    for i, item in enumerate(data.get("bmcs") or []):
+        name, target_b = _bmc(item, f"bmcs[{i}]", f, timeout, retries)
+        cfg.bmcs.append((_unique(name, names, f, f"bmcs[{i}]"), target_b))
+    if not cfg.pdus and not cfg.bmcs:
+        raise ConfigError("no pdus and no bmcs to poll", file=f)
+    return cfg
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    """The config's top-level mapping, refused when others may write the file, when it holds a
+    literal secret (checked before anything reads it: no literal reaches a log) or an unknown
+    key."""
     from nodegate.yamlio import load_yaml
 
     f = str(path)
@@ -72,69 +100,68 @@ def load_config(path: Path) -> PollerConfig:
     data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError("top level must be a mapping", file=f)
-    reject_literal_secrets(data, file=f)  # before anything reads it: no literal reaches a log
+    reject_literal_secrets(data, file=f)
     unknown = set(data) - KNOWN_KEYS
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}", file=f)
-    interval = float(data.get("interval_s", 30))
-    timeout = float(data.get("timeout_s", 2))
-    retries = int(data.get("retries", 1))
-    if not 1 <= interval <= 3600:
-        raise ConfigError("interval_s must be within 1..3600", file=f, key="interval_s")
-    if timeout * (retries + 1) >= interval:
-        raise ConfigError("timeout_s x (retries + 1) must be below interval_s", file=f,
-                          key="timeout_s")
-    cfg = PollerConfig(interval_s=interval)
-    out = data.get("output") or {}
+    return data
+
+
+def _output(out: Any, f: str) -> tuple[Path | None, tuple[str, int] | None]:
+    """``output``: a node_exporter textfile path, a HOST:PORT to serve on, or both."""
     if not isinstance(out, dict) or not (out.get("textfile") or out.get("listen")):
         raise ConfigError("output needs textfile: PATH or listen: HOST:PORT", file=f,
                           key="output")
+    textfile: Path | None = None
+    listen: tuple[str, int] | None = None
     if out.get("textfile"):
-        cfg.textfile = Path(str(out["textfile"]))
-        if not cfg.textfile.name.endswith(".prom"):
+        textfile = Path(str(out["textfile"]))
+        if not textfile.name.endswith(".prom"):
             raise ConfigError("textfile must end in .prom (node_exporter reads only those)",
                               file=f, key="output.textfile")
     if out.get("listen"):
         host, _, port = str(out["listen"]).rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError("listen must be HOST:PORT", file=f, key="output.listen")
-        cfg.listen = (host, int(port))
-    names: set[str] = set()
-    for i, item in enumerate(data.get("pdus") or []):
-        key = f"pdus[{i}]"
-        if not isinstance(item, dict) or not {"name", "url", "model"} <= set(item):
-            raise ConfigError("each PDU needs name, url, model", file=f, key=key)
-        extra = set(item) - {"name", "url", "model", "community"}
-        if extra:
-            raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
-        url = str(item["url"])
-        if "community" in item:  # community by reference as its own key
-            sep = "&" if "?" in url else "?"
-            url = f"{url}{sep}community={item['community']}"
-        target = parse_snmp_url(url, key=f"{key}.url", file=f).with_limits(timeout, retries)
-        check_snmp_refs(target, key=f"{key}.url")
-        check_model(str(item["model"]), key=f"{key}.model", file=f)
-        cfg.pdus.append((_unique(str(item["name"]), names, f, key), target, str(item["model"])))
-    for i, item in enumerate(data.get("bmcs") or []):
-        key = f"bmcs[{i}]"
-        if not isinstance(item, dict) or not {"name", "url", "password"} <= set(item):
-            raise ConfigError("each BMC needs name, url, password (a reference)", file=f, key=key)
-        extra = set(item) - {"name", "url", "password", "ca_bundle", "insecure", "max_sessions"}
-        if extra:
-            raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
-        ca = item.get("ca_bundle")
-        if ca is not None and not Path(str(ca)).is_file():
-            raise ConfigError(f"CA bundle {ca} does not exist", file=f, key=f"{key}.ca_bundle")
-        target_b = parse_bmc_url(
-            str(item["url"]), password=str(item["password"]), ca_bundle=ca,
-            insecure=bool(item.get("insecure", False)), timeout_s=max(timeout, 2.0),
-            retries=retries, max_sessions=int(item.get("max_sessions", 2)),
-            key=key, file=f)
-        check_bmc_refs(target_b, key=f"{key}.password")
-        cfg.bmcs.append((_unique(str(item["name"]), names, f, key), target_b))
-    if not cfg.pdus and not cfg.bmcs:
-        raise ConfigError("no pdus and no bmcs to poll", file=f)
-    return cfg
+        listen = (host, int(port))
+    return textfile, listen
+
+
+def _pdu(item: Any, key: str, f: str, timeout: float,
+         retries: int) -> tuple[str, SnmpTarget, str]:
+    """One ``pdus`` entry: (name, SNMP target with the poll's limits, model)."""
+    if not isinstance(item, dict) or not {"name", "url", "model"} <= set(item):
+        raise ConfigError("each PDU needs name, url, model", file=f, key=key)
+    extra = set(item) - {"name", "url", "model", "community"}
+    if extra:
+        raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
+    url = str(item["url"])
+    if "community" in item:  # community by reference as its own key
+        sep = "&" if "?" in url else "?"
+        url = f"{url}{sep}community={item['community']}"
+    target = parse_snmp_url(url, key=f"{key}.url", file=f).with_limits(timeout, retries)
+    check_snmp_refs(target, key=f"{key}.url")
+    check_model(str(item["model"]), key=f"{key}.model", file=f)
+    return str(item["name"]), target, str(item["model"])
+
+
+def _bmc(item: Any, key: str, f: str, timeout: float, retries: int) -> tuple[str, BmcTarget]:
+    """One ``bmcs`` entry: (name, Redfish target); the password must be a reference."""
+    if not isinstance(item, dict) or not {"name", "url", "password"} <= set(item):
+        raise ConfigError("each BMC needs name, url, password (a reference)", file=f, key=key)
+    extra = set(item) - {"name", "url", "password", "ca_bundle", "insecure", "max_sessions"}
+    if extra:
+        raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
+    ca = item.get("ca_bundle")
+    if ca is not None and not Path(str(ca)).is_file():
+        raise ConfigError(f"CA bundle {ca} does not exist", file=f, key=f"{key}.ca_bundle")
+    target = parse_bmc_url(
+        str(item["url"]), password=str(item["password"]), ca_bundle=ca,
+        insecure=bool(item.get("insecure", False)), timeout_s=max(timeout, 2.0),
+        retries=retries, max_sessions=int(item.get("max_sessions", 2)),
+        key=key, file=f)
+    check_bmc_refs(target, key=f"{key}.password")
+    return str(item["name"]), target
 
 
 def _unique(name: str, seen: set[str], file: str, key: str) -> str:

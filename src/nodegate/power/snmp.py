@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import SplitResult, parse_qs, unquote
 
 from nodegate.bounds import parse_number
 from nodegate.errors import ConfigError
@@ -87,21 +87,34 @@ def parse_snmp_url(
     if parts.password is not None:
         raise ConfigError("PDU URL must not carry a password (user:password@)", key=key, file=file)
     if parts.scheme == "snmp":
-        community: str | SecretRef | None
-        if parts.username:
-            if not allow_literal_community:
-                raise ConfigError(
-                    "literal SNMP community in URL; use snmp://HOST?community=env:NAME",
-                    key=key, file=file)
-            community = unquote(parts.username)
-            remember_secret(community)
-        elif "community" in query:
-            community = parse_ref(query["community"], key=key, file=file)
-        else:
-            raise ConfigError("SNMP v2c URL needs COMMUNITY@ or ?community=env:NAME",
-                              key=key, file=file)
+        community = _v2c_community(parts, query, allow_literal_community, key=key, file=file)
         return SnmpTarget(parts.hostname, port, "2c", community=community,
                           timeout_s=timeout, retries=retries)
+    return _v3_target(parts, parts.hostname, port, query, timeout=timeout, retries=retries,
+                      key=key, file=file)
+
+
+def _v2c_community(parts: SplitResult, query: dict[str, str], allow_literal: bool, *,
+                   key: str | None, file: str | None) -> str | SecretRef:
+    """The community: literal as ``COMMUNITY@`` (only where allowed; remembered for redaction)
+    or a reference in ``?community=``."""
+    if parts.username:
+        if not allow_literal:
+            raise ConfigError(
+                "literal SNMP community in URL; use snmp://HOST?community=env:NAME",
+                key=key, file=file)
+        community = unquote(parts.username)
+        remember_secret(community)
+        return community
+    if "community" in query:
+        return parse_ref(query["community"], key=key, file=file)
+    raise ConfigError("SNMP v2c URL needs COMMUNITY@ or ?community=env:NAME",
+                      key=key, file=file)
+
+
+def _v3_target(parts: SplitResult, host: str, port: int, query: dict[str, str], *,
+               timeout: float, retries: int, key: str | None, file: str | None) -> SnmpTarget:
+    """A v3 authPriv target: a user, known protocols and both keys as references."""
     if not parts.username:
         raise ConfigError("SNMP v3 URL needs a user: snmpv3://USER@HOST", key=key, file=file)
     auth = query.get("auth", "sha256").lower()
@@ -113,7 +126,7 @@ def parse_snmp_url(
         raise ConfigError("SNMP v3 needs auth_key= and priv_key= references (authPriv only)",
                           key=key, file=file)
     return SnmpTarget(
-        parts.hostname, port, "3", user=unquote(parts.username),
+        host, port, "3", user=unquote(parts.username),
         auth_protocol=auth, auth_key=parse_ref(query["auth_key"], key=key, file=file),
         priv_protocol=priv, priv_key=parse_ref(query["priv_key"], key=key, file=file),
         timeout_s=timeout, retries=retries,

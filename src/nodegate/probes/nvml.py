@@ -308,25 +308,45 @@ def _read_board(nvml: Any, *, with_nvlink_counters: bool,
 
 
 def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> None:
+    """Every field of one GPU, in a fixed call order (a lost GPU stops the reads after it)."""
+    _read_identity(nvml, r, h)
+    _read_inforom(nvml, r, h)
+    _read_thermal_power(nvml, r, h)
+    _read_pcie(nvml, r, h)
+    _read_memory_errors(nvml, r, h)
+    _read_modes(nvml, r, h)
+    _read_fabric(nvml, r, h)
+    _read_processes(nvml, r, h)
+    _read_nvlinks(nvml, r, h, with_counters=with_nvlink_counters)
+
+
+def _read_text(r: _Reader, label: str, fn: Callable[..., Any], *args: Any) -> str | None:
+    value = r.read(label, fn, *args)
+    return _text(value) if value is not None else None
+
+
+def _read_identity(nvml: Any, r: _Reader, h: Any) -> None:
+    """What names the physical card: name, UUID, serial, PCI address, VBIOS, part number."""
     g = r.gpu
-    name = r.read("name", nvml.nvmlDeviceGetName, h)
-    g.name = _text(name) if name is not None else None
-    uuid = r.read("uuid", nvml.nvmlDeviceGetUUID, h)
-    g.uuid = _text(uuid) if uuid is not None else None
-    serial = r.read("serial", nvml.nvmlDeviceGetSerial, h)
-    g.serial = _text(serial) if serial is not None else None
+    g.name = _read_text(r, "name", nvml.nvmlDeviceGetName, h)
+    g.uuid = _read_text(r, "uuid", nvml.nvmlDeviceGetUUID, h)
+    g.serial = _read_text(r, "serial", nvml.nvmlDeviceGetSerial, h)
     pci = r.read("pci", nvml.nvmlDeviceGetPciInfo, h)
     if pci is not None:
         g.bus_id = _text(pci.busId)
         g.pci_device_id = pci_device_id(pci.pciDeviceId)
-    vbios = r.read("vbios", nvml.nvmlDeviceGetVbiosVersion, h)
-    g.vbios = _text(vbios) if vbios is not None else None
-    part = r.read("board_part_number", nvml.nvmlDeviceGetBoardPartNumber, h)
-    g.board_part_number = _text(part) if part is not None else None
-    inforom = r.read("inforom", nvml.nvmlDeviceGetInforomImageVersion, h)
-    g.inforom_image = _text(inforom) if inforom is not None else None
-    ecc_object = r.read("inforom_ecc", nvml.nvmlDeviceGetInforomVersion, h, nvml.NVML_INFOROM_ECC)
-    g.inforom_ecc = _text(ecc_object) if ecc_object is not None else None
+    g.vbios = _read_text(r, "vbios", nvml.nvmlDeviceGetVbiosVersion, h)
+    g.board_part_number = _read_text(r, "board_part_number",
+                                     nvml.nvmlDeviceGetBoardPartNumber, h)
+
+
+def _read_inforom(nvml: Any, r: _Reader, h: Any) -> None:
+    """InfoROM versions and whether its checksum validates (a corrupted one is a result, not
+    a read error)."""
+    g = r.gpu
+    g.inforom_image = _read_text(r, "inforom", nvml.nvmlDeviceGetInforomImageVersion, h)
+    g.inforom_ecc = _read_text(r, "inforom_ecc", nvml.nvmlDeviceGetInforomVersion, h,
+                               nvml.NVML_INFOROM_ECC)
     try:
         nvml.nvmlDeviceValidateInforom(h)
         g.inforom_valid = True
@@ -336,6 +356,11 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
             g.inforom_valid = False
         elif code == nvml.NVML_ERROR_GPU_IS_LOST:
             g.lost, g.lost_error = True, str(exc)
+
+
+def _read_thermal_power(nvml: Any, r: _Reader, h: Any) -> None:
+    """Memory size, temperatures and their thresholds, power and its limits, SM clocks."""
+    g = r.gpu
     memory = r.read("memory", nvml.nvmlDeviceGetMemoryInfo, h)
     if memory is not None:
         g.memory_total_mib = mib(memory.total)
@@ -356,6 +381,11 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
         nvml.nvmlDeviceGetCurrentClocksThrottleReasons
     g.clock_event_reasons = r.read("clock_event_reasons", reasons_fn, h)
+
+
+def _read_pcie(nvml: Any, r: _Reader, h: Any) -> None:
+    """PCIe link generation and width (current, slot maximum, GPU maximum) and replays."""
+    g = r.gpu
     g.pcie_gen = r.read("pcie_gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
     g.pcie_gen_max = r.read("pcie_gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
     g.pcie_gen_gpu_max = r.read("pcie_gen_gpu_max", nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration,
@@ -363,6 +393,11 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     g.pcie_width = r.read("pcie_width", nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
     g.pcie_width_max = r.read("pcie_width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
     g.pcie_replays = r.read("pcie_replays", nvml.nvmlDeviceGetPcieReplayCounter, h)
+
+
+def _read_memory_errors(nvml: Any, r: _Reader, h: Any) -> None:
+    """ECC mode and counters, row remapping, and retired pages."""
+    g = r.gpu
     ecc = r.read("ecc_mode", nvml.nvmlDeviceGetEccMode, h)
     if ecc is not None:
         g.ecc_enabled = bool(ecc[0])
@@ -385,6 +420,11 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     g.retired_pages_dbe = len(dbe_pages) if dbe_pages is not None else None
     pending = r.read("retired_pages_pending", nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)
     g.retired_pages_pending = bool(pending) if pending is not None else None
+
+
+def _read_modes(nvml: Any, r: _Reader, h: Any) -> None:
+    """Persistence, MIG and compute modes, and utilization."""
+    g = r.gpu
     persistence = r.read("persistence", nvml.nvmlDeviceGetPersistenceMode, h)
     g.persistence = bool(persistence) if persistence is not None else None
     mig = r.read("mig_mode", nvml.nvmlDeviceGetMigMode, h)
@@ -392,9 +432,6 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     g.compute_mode = r.read("compute_mode", nvml.nvmlDeviceGetComputeMode, h)
     utilization = r.read("utilization", nvml.nvmlDeviceGetUtilizationRates, h)
     g.utilization_pct = int(utilization.gpu) if utilization is not None else None
-    _read_fabric(nvml, r, h)
-    _read_processes(nvml, r, h)
-    _read_nvlinks(nvml, r, h, with_counters=with_nvlink_counters)
 
 
 def _read_fabric(nvml: Any, r: _Reader, h: Any) -> None:

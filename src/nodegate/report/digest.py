@@ -143,43 +143,60 @@ def agrees_with_head(digest: Any, head: Mapping[str, Any]) -> str | None:
     if digest.get("report_id") != head.get("report_id"):
         return "report_id differs from the report's"
     counts = head.get("counts")
-    if type(counts) is not dict or len(counts) != len(_COUNT_KEYS):
+    if type(counts) is not dict or (total := _counts_total(counts)) is None:
         return "counts malformed"
-    total = 0
-    for key in _COUNT_KEYS:
-        count = counts.get(key)
-        if type(count) is not int or count < 0:
-            return "counts malformed"
-        total += count
     if digest.get("counts") != counts:
         return "counts differ from the report's"
     if head.get("verdict") != verdict_from_counts(counts):
         return "verdict differs from the counts"
-    failing = digest.get("failing")
-    metrics = digest.get("metrics")
-    if type(failing) is not list or len(failing) != min(counts["FAIL"] + counts["ERROR"],
-                                                        MAX_FAILING_KEPT):
+    if not _failing_ok(digest.get("failing"), counts["FAIL"] + counts["ERROR"]):
         return "failing malformed"
-    for item in failing:
-        if type(item) is not str:
-            return "failing malformed"
-    if type(metrics) is not dict:
+    measured = _metrics_measured(digest.get("metrics"))
+    if measured is None:
         return "metrics malformed"
+    if measured > total:
+        return "metrics count more values than there are results"
+    return None
+
+
+def _counts_total(counts: dict[str, Any]) -> int | None:
+    """How many results the head's counts add up to; None unless they are one non-negative
+    ``int`` per verdict."""
+    if len(counts) != len(_COUNT_KEYS):
+        return None
+    total = 0
+    for key in _COUNT_KEYS:
+        count = counts.get(key)
+        if type(count) is not int or count < 0:
+            return None
+        total += count
+    return total
+
+
+def _failing_ok(failing: Any, n_failing: int) -> bool:
+    """A list of strings, as long as the failing results it can keep."""
+    if type(failing) is not list or len(failing) != min(n_failing, MAX_FAILING_KEPT):
+        return False
+    return all(type(item) is str for item in failing)
+
+
+def _metrics_measured(metrics: Any) -> int | None:
+    """How many values the digest's metrics summarise; None when an entry is malformed."""
+    if type(metrics) is not dict:
+        return None
     measured = 0
     for entry in metrics.values():
         if type(entry) is not list or len(entry) != len(METRIC_FIELDS):
-            return "metrics malformed"
+            return None
         unit, sense, worst, entity, median, count = entry
         # x - x == 0.0 is False for NaN and the infinities (json.loads accepts both)
         if (type(worst) is not float or type(median) is not float or worst - worst != 0.0
                 or median - median != 0.0 or type(unit) is not str or type(entity) is not str
                 or sense not in ("higher", "lower") or type(count) is not int
                 or count < 1):
-            return "metrics malformed"
+            return None
         measured += count
-    if measured > total:
-        return "metrics count more values than there are results"
-    return None
+    return measured
 
 
 def first_difference(embedded: Mapping[str, Any],

@@ -167,7 +167,55 @@ def gpu_model(node: ET.Element, slot: int, *, source: str) -> tuple[str, list[in
 
 def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capture"
                  ) -> dict[str, Any]:
-    """One ``gpus:`` entry from a ``<gpu>`` element."""
+    """One ``gpus:`` entry from a ``<gpu>`` element, one section of the capture at a time."""
+    gpu = _identity(node, slot, source=source)
+    gpu["numa_node"] = 0 if slot < max(1, count // 2) else 1
+    gpu["inforom"] = {
+        "image": _text(node, "inforom_version/img_version"),
+        "oem": _text(node, "inforom_version/oem_object"),
+        "ecc": _text(node, "inforom_version/ecc_object"),
+        "power": _text(node, "inforom_version/pwr_object"),
+    }
+    gpu["memory"], gpu["processes"] = _memory(node)
+    gpu["temperature"] = _temperature(node.find("temperature"))
+    gpu["power"] = _power(node)
+    gpu["clocks"] = _clocks(node)
+    gpu["clocks_event_reasons"] = [
+        reason for reason in REASONS
+        if _first(_flag(node, f"clocks_event_reasons/clocks_event_reason_{reason}"),
+                  _flag(node, f"clocks_throttle_reasons/clocks_throttle_reason_{reason}"))]
+    _put(gpu, "utilization_pct", _int(node, "utilization/gpu_util"))
+    gpu["pcie"] = _pcie(node, busy=bool(gpu.get("utilization_pct")))
+    gpu["ecc"] = _ecc(node)
+    gpu["remapped_rows"] = _remapped_rows(node)
+    gpu["retired_pages"] = {
+        "sbe": _pages(node.find("retired_pages/multiple_single_bit_retirement"),
+                      key=f"gpu[{slot}]/retired_pages/multiple_single_bit_retirement",
+                      source=source),
+        "dbe": _pages(node.find("retired_pages/double_bit_retirement"),
+                      key=f"gpu[{slot}]/retired_pages/double_bit_retirement", source=source),
+        "pending": bool(_flag(node, "retired_pages/pending_retirement")),
+    }
+    _put(gpu, "persistence", _flag(node, "persistence_mode"))
+    _put(gpu, "mig", _flag(node, "mig_mode/current_mig"))
+    _put(gpu, "mig_pending", _flag(node, "mig_mode/pending_mig"))
+    mode = (_text(node, "compute_mode") or "Default").lower()
+    gpu["compute_mode"] = {"exclusive_process": "exclusive_process",
+                           "prohibited": "prohibited"}.get(mode, "default")
+    gpu["fabric"] = _fabric(node)
+    new_layout = node.find("gpu_power_readings") is not None
+    _require(gpu, slot, source=source, power_limit="gpu_power_readings/current_power_limit"
+             if new_layout else "power_readings/power_limit")
+    # NVLink: `nvidia-smi -q -x` has no NVLink section (none in the DTDs v10-v13 nor in any
+    # public capture we found; NVLink state comes from `nvidia-smi nvlink`, which has no XML
+    # form). Links are not invented from the product name: a capture holds none, so the
+    # scenario has none. Add `nvlink:` to the scenario by hand to replay them.
+    gpu["nvlink"] = {"links": 0}
+    return gpu
+
+
+def _identity(node: ET.Element, slot: int, *, source: str) -> dict[str, Any]:
+    """Name, architecture, PCI ids and the card's identity; refuses what cannot be a GPU."""
     gpu: dict[str, Any] = {}
     name = _text(node, "product_name")
     if name is None:
@@ -176,24 +224,7 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
     arch, capability = gpu_model(node, slot, source=source)
     gpu["architecture"] = arch
     gpu["cuda_compute_capability"] = capability
-    bus_id = _text(node, "pci/pci_bus_id") or node.get("id")
-    key = f"gpu[{slot}]/pci/pci_bus_id"
-    if not bus_id:
-        raise ConfigError("GPU has no PCI bus id", file=source, key=key)
-    try:
-        gpu["pci_bus_id"] = canonical_bus_id(bus_id)
-    except ValueError:
-        raise ConfigError(f"not a PCI bus id: {bus_id!r}", file=source, key=key) from None
-    dev_id = _hex(node, "pci/pci_device_id", slot=slot, source=source)
-    key = f"gpu[{slot}]/pci/pci_device_id"
-    if dev_id is None:
-        raise ConfigError("PCI device id missing or redacted; the simulated board needs it",
-                          file=source, key=key)
-    # nvidia-smi prints NVML's pciDeviceId: device id in the high 16 bits, vendor in the low
-    if dev_id & 0xFFFF != NVIDIA_VENDOR or not dev_id >> 16:
-        raise ConfigError(f"{dev_id:08X} is not an NVIDIA device id (vendor 10DE in the low "
-                          "16 bits): redacted?", file=source, key=key)
-    gpu["pci_device_id"] = dev_id >> 16
+    gpu["pci_bus_id"], gpu["pci_device_id"] = _pci_ids(node, slot, source=source)
     _put(gpu, "pci_subsystem_id", _hex(node, "pci/pci_sub_system_id", slot=slot, source=source))
     uuid = _text(node, "uuid")
     if uuid is not None and not _UUID.match(uuid):
@@ -210,13 +241,33 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
             gpu["board_id"] = int(board_id)
         else:
             gpu["board_id"] = _hex(node, "board_id", slot=slot, source=source)
-    gpu["numa_node"] = 0 if slot < max(1, count // 2) else 1
-    gpu["inforom"] = {
-        "image": _text(node, "inforom_version/img_version"),
-        "oem": _text(node, "inforom_version/oem_object"),
-        "ecc": _text(node, "inforom_version/ecc_object"),
-        "power": _text(node, "inforom_version/pwr_object"),
-    }
+    return gpu
+
+
+def _pci_ids(node: ET.Element, slot: int, *, source: str) -> tuple[str, int]:
+    """(canonical bus id, PCI device id): both required, the device id an NVIDIA one."""
+    bus_id = _text(node, "pci/pci_bus_id") or node.get("id")
+    key = f"gpu[{slot}]/pci/pci_bus_id"
+    if not bus_id:
+        raise ConfigError("GPU has no PCI bus id", file=source, key=key)
+    try:
+        canonical = canonical_bus_id(bus_id)
+    except ValueError:
+        raise ConfigError(f"not a PCI bus id: {bus_id!r}", file=source, key=key) from None
+    dev_id = _hex(node, "pci/pci_device_id", slot=slot, source=source)
+    key = f"gpu[{slot}]/pci/pci_device_id"
+    if dev_id is None:
+        raise ConfigError("PCI device id missing or redacted; the simulated board needs it",
+                          file=source, key=key)
+    # nvidia-smi prints NVML's pciDeviceId: device id in the high 16 bits, vendor in the low
+    if dev_id & 0xFFFF != NVIDIA_VENDOR or not dev_id >> 16:
+        raise ConfigError(f"{dev_id:08X} is not an NVIDIA device id (vendor 10DE in the low "
+                          "16 bits): redacted?", file=source, key=key)
+    return canonical, dev_id >> 16
+
+
+def _memory(node: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(memory sizes, processes); ``used_mib`` is what no listed process accounts for."""
     mem: dict[str, Any] = {}
     _put(mem, "total_mib", _int(node, "fb_memory_usage/total"))
     _put(mem, "reserved_mib", _int(node, "fb_memory_usage/reserved"))
@@ -230,19 +281,22 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
     used = _int(node, "fb_memory_usage/used")
     if used is not None:
         mem["used_mib"] = max(0, used - sum(p["used_mib"] for p in procs))
-    gpu["memory"] = mem
-    gpu["processes"] = procs
+    return mem, procs
 
+
+def _temperature(t: ET.Element | None) -> dict[str, Any]:
     temp: dict[str, Any] = {}
-    t = node.find("temperature")
     _put(temp, "idle_c", _num(t, "gpu_temp"))
     _put(temp, "memory_idle_c", _num(t, "memory_temp"))
     _put(temp, "shutdown_c", _int(t, "gpu_temp_max_threshold"))
     _put(temp, "slowdown_c", _int(t, "gpu_temp_slow_threshold"))
     _put(temp, "gpu_max_c", _int(t, "gpu_temp_max_gpu_threshold"))
     _put(temp, "memory_max_c", _int(t, "gpu_temp_max_mem_threshold"))
-    gpu["temperature"] = temp
+    return temp
 
+
+def _power(node: ET.Element) -> dict[str, Any]:
+    """Limits and idle draw from the 550+ (``gpu_power_readings``) or the 535 layout."""
     p = node.find("gpu_power_readings")
     if p is None:
         p = node.find("power_readings")
@@ -254,8 +308,10 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
     _put(power, "max_limit_w", _num(p, "max_power_limit"))
     _put(power, "idle_w", _first(_num(p, "instant_power_draw"), _num(p, "average_power_draw"),
                                  _num(p, "power_draw")))
-    gpu["power"] = power
+    return power
 
+
+def _clocks(node: ET.Element) -> dict[str, Any]:
     clocks: dict[str, Any] = {}
     _put(clocks, "graphics_max_mhz", _int(node, "max_clocks/graphics_clock"))
     _put(clocks, "sm_max_mhz", _int(node, "max_clocks/sm_clock"))
@@ -267,34 +323,30 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
          _int(node, "default_applications_clocks/graphics_clock"))
     _put(clocks, "default_applications_memory_mhz",
          _int(node, "default_applications_clocks/mem_clock"))
-    gpu["clocks"] = clocks
-    reasons = []
-    for reason in REASONS:
-        if _first(_flag(node, f"clocks_event_reasons/clocks_event_reason_{reason}"),
-                  _flag(node, f"clocks_throttle_reasons/clocks_throttle_reason_{reason}")):
-            reasons.append(reason)
-    gpu["clocks_event_reasons"] = reasons
-    _put(gpu, "utilization_pct", _int(node, "utilization/gpu_util"))
+    return clocks
 
-    link = "pci/pci_gpu_link_info"
+
+def _pcie(node: ET.Element, *, busy: bool) -> dict[str, Any]:
+    """The PCIe link. max_link_gen is NVML's link max (the lower of GPU and host),
+    max_device_link_gen the GPU's own. The captured current gen is what the board read then:
+    kept as its reading when idle; when the capture was idle, the link is taken to train to
+    its max when busy."""
     pcie: dict[str, Any] = {}
-    # max_link_gen is NVML's link max (the lower of GPU and host), max_device_link_gen the
-    # GPU's own. The captured current gen is what the board read then: kept as its reading
-    # when idle; when the capture was idle, the link is taken to train to its max when busy.
-    current = _int(node, f"{link}/pcie_gen/current_link_gen")
-    link_max = _first(_int(node, f"{link}/pcie_gen/max_link_gen"),
-                      _int(node, f"{link}/pcie_gen/max_device_link_gen"))
-    busy = bool(gpu.get("utilization_pct"))
+    current = _int(node, f"{LINK}/pcie_gen/current_link_gen")
+    link_max = _first(_int(node, f"{LINK}/pcie_gen/max_link_gen"),
+                      _int(node, f"{LINK}/pcie_gen/max_device_link_gen"))
     _put(pcie, "gen", current if busy or link_max is None else link_max)
     _put(pcie, "idle_gen", current)
     _put(pcie, "max_gen", link_max)
-    _put(pcie, "gpu_max_gen", _first(_int(node, f"{link}/pcie_gen/max_device_link_gen"),
+    _put(pcie, "gpu_max_gen", _first(_int(node, f"{LINK}/pcie_gen/max_device_link_gen"),
                                      link_max))
-    _put(pcie, "width", _int(node, f"{link}/link_widths/current_link_width"))
-    _put(pcie, "max_width", _int(node, f"{link}/link_widths/max_link_width"))
+    _put(pcie, "width", _int(node, f"{LINK}/link_widths/current_link_width"))
+    _put(pcie, "max_width", _int(node, f"{LINK}/link_widths/max_link_width"))
     _put(pcie, "replay_counter", _int(node, "pci/replay_counter"))
-    gpu["pcie"] = pcie
+    return pcie
 
+
+def _ecc(node: ET.Element) -> dict[str, Any]:
     ecc: dict[str, Any] = {}
     _put(ecc, "enabled", _flag(node, "ecc_mode/current_ecc"))
     _put(ecc, "pending", _flag(node, "ecc_mode/pending_ecc"))
@@ -305,54 +357,33 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
     _put(ecc, "volatile_dbe", vol_u)
     _put(ecc, "aggregate_sbe", agg_c)
     _put(ecc, "aggregate_dbe", agg_u)
-    gpu["ecc"] = ecc
+    return ecc
 
+
+def _remapped_rows(node: ET.Element) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     _put(rows, "correctable", _int(node, "remapped_rows/remapped_row_corr"))
     _put(rows, "uncorrectable", _int(node, "remapped_rows/remapped_row_unc"))
     _put(rows, "pending", _flag(node, "remapped_rows/remapped_row_pending"))
     _put(rows, "failure", _flag(node, "remapped_rows/remapped_row_failure"))
-    gpu["remapped_rows"] = rows
-    gpu["retired_pages"] = {
-        "sbe": _pages(node.find("retired_pages/multiple_single_bit_retirement"),
-                      key=f"gpu[{slot}]/retired_pages/multiple_single_bit_retirement",
-                      source=source),
-        "dbe": _pages(node.find("retired_pages/double_bit_retirement"),
-                      key=f"gpu[{slot}]/retired_pages/double_bit_retirement", source=source),
-        "pending": bool(_flag(node, "retired_pages/pending_retirement")),
-    }
+    return rows
 
-    _put(gpu, "persistence", _flag(node, "persistence_mode"))
-    _put(gpu, "mig", _flag(node, "mig_mode/current_mig"))
-    _put(gpu, "mig_pending", _flag(node, "mig_mode/pending_mig"))
-    mode = (_text(node, "compute_mode") or "Default").lower()
-    gpu["compute_mode"] = {"exclusive_process": "exclusive_process",
-                           "prohibited": "prohibited"}.get(mode, "default")
 
+def _fabric(node: ET.Element) -> dict[str, Any] | None:
+    """NVLink fabric state (Hopper and later); None where the capture has none."""
     state = (_text(node, "fabric/state") or "").lower().replace(" ", "_")
-    if state in ("completed", "in_progress", "not_started"):
-        status = (_text(node, "fabric/status") or "success").lower().replace(" ", "_")
-        fabric: dict[str, Any] = {"state": state,
-                                  "status": status if status in ("success", "not_ready", "in_use")
-                                  else ("success" if state == "completed" else "not_ready")}
-        _put(fabric, "clique_id", _int(node, "fabric/cliqueId"))
-        _put(fabric, "cluster_uuid", _text(node, "fabric/clusterUuid"))
-        bandwidth = _text(node, "fabric/health/bandwidth")
-        if bandwidth:
-            fabric["degraded_bandwidth"] = bandwidth.lower() != "full"
-        gpu["fabric"] = fabric
-    else:
-        gpu["fabric"] = None
-
-    new_layout = node.find("gpu_power_readings") is not None
-    _require(gpu, slot, source=source, power_limit="gpu_power_readings/current_power_limit"
-             if new_layout else "power_readings/power_limit")
-    # NVLink: `nvidia-smi -q -x` has no NVLink section (none in the DTDs v10-v13 nor in any
-    # public capture we found; NVLink state comes from `nvidia-smi nvlink`, which has no XML
-    # form). Links are not invented from the product name: a capture holds none, so the
-    # scenario has none. Add `nvlink:` to the scenario by hand to replay them.
-    gpu["nvlink"] = {"links": 0}
-    return gpu
+    if state not in ("completed", "in_progress", "not_started"):
+        return None
+    status = (_text(node, "fabric/status") or "success").lower().replace(" ", "_")
+    fabric: dict[str, Any] = {"state": state,
+                              "status": status if status in ("success", "not_ready", "in_use")
+                              else ("success" if state == "completed" else "not_ready")}
+    _put(fabric, "clique_id", _int(node, "fabric/cliqueId"))
+    _put(fabric, "cluster_uuid", _text(node, "fabric/clusterUuid"))
+    bandwidth = _text(node, "fabric/health/bandwidth")
+    if bandwidth:
+        fabric["degraded_bandwidth"] = bandwidth.lower() != "full"
+    return fabric
 
 
 def _require(gpu: dict[str, Any], slot: int, *, source: str, power_limit: str) -> None:

@@ -254,48 +254,60 @@ def resolve(data: Board, *, source: str) -> Board:
     base = deep_merge(GPU_DEFAULTS, data.get("gpu", {}))
     seen: dict[str, str] = {}
     for slot, entry in enumerate(data["gpus"]):
-        gpu = deep_merge(base, entry)
-        for key in REQUIRED_GPU_KEYS:
-            if _get(gpu, key) is None:
-                raise ConfigError("missing required key", file=source, key=f"gpus[{slot}].{key}")
-        _fill_identity(board, gpu, slot)
-        for unique in ("pci_bus_id", "uuid", "serial"):
-            value = str(gpu[unique]).upper()
-            where = f"gpus[{slot}].{unique}"
-            if f"{unique}:{value}" in seen:
-                raise ConfigError(
-                    f"duplicate {unique} {gpu[unique]} (also {seen[f'{unique}:{value}']})",
-                    file=source,
-                    key=where,
-                )
-            seen[f"{unique}:{value}"] = where
-        links = gpu["nvlink"]["links"]
-        for i, link in enumerate(gpu["nvlink"]["inactive"]):
-            if link >= links:
-                raise ConfigError(
-                    f"link {link} out of range (GPU has {links} links)",
-                    file=source,
-                    key=f"gpus[{slot}].nvlink.inactive[{i}]",
-                )
-        for i, err in enumerate(gpu["nvlink"]["errors"]):
-            if err["link"] >= links:
-                raise ConfigError(
-                    f"link {err['link']} out of range (GPU has {links} links)",
-                    file=source,
-                    key=f"gpus[{slot}].nvlink.errors[{i}].link",
-                )
-        if gpu["memory"]["used_mib"] + gpu["memory"]["reserved_mib"] > gpu["memory"]["total_mib"]:
-            raise ConfigError(
-                "used + reserved exceeds total", file=source, key=f"gpus[{slot}].memory"
-            )
-        gpu["slot"] = slot
-        board["gpus"].append(gpu)
+        board["gpus"].append(_resolve_gpu(board, base, entry, slot, seen, source=source))
     for i, event in enumerate(board["xid_events"]):
         if event["gpu"] >= len(board["gpus"]):
             raise ConfigError(
                 f"GPU {event['gpu']} not on this board", file=source, key=f"xid_events[{i}].gpu"
             )
     return board
+
+
+def _resolve_gpu(board: Board, base: Gpu, entry: Gpu, slot: int,
+                 seen: dict[str, str], *, source: str) -> Gpu:
+    """One complete GPU: the board's defaults under ``entry``, checked; ``seen`` collects the
+    identities that must be unique on the board."""
+    gpu = deep_merge(base, entry)
+    for key in REQUIRED_GPU_KEYS:
+        if _get(gpu, key) is None:
+            raise ConfigError("missing required key", file=source, key=f"gpus[{slot}].{key}")
+    _fill_identity(board, gpu, slot)
+    for unique in ("pci_bus_id", "uuid", "serial"):
+        value = str(gpu[unique]).upper()
+        where = f"gpus[{slot}].{unique}"
+        if f"{unique}:{value}" in seen:
+            raise ConfigError(
+                f"duplicate {unique} {gpu[unique]} (also {seen[f'{unique}:{value}']})",
+                file=source,
+                key=where,
+            )
+        seen[f"{unique}:{value}"] = where
+    _check_links(gpu, slot, source=source)
+    if gpu["memory"]["used_mib"] + gpu["memory"]["reserved_mib"] > gpu["memory"]["total_mib"]:
+        raise ConfigError(
+            "used + reserved exceeds total", file=source, key=f"gpus[{slot}].memory"
+        )
+    gpu["slot"] = slot
+    return gpu
+
+
+def _check_links(gpu: Gpu, slot: int, *, source: str) -> None:
+    """Inactive links and link errors must name links the GPU has."""
+    links = gpu["nvlink"]["links"]
+    for i, link in enumerate(gpu["nvlink"]["inactive"]):
+        if link >= links:
+            raise ConfigError(
+                f"link {link} out of range (GPU has {links} links)",
+                file=source,
+                key=f"gpus[{slot}].nvlink.inactive[{i}]",
+            )
+    for i, err in enumerate(gpu["nvlink"]["errors"]):
+        if err["link"] >= links:
+            raise ConfigError(
+                f"link {err['link']} out of range (GPU has {links} links)",
+                file=source,
+                key=f"gpus[{slot}].nvlink.errors[{i}].link",
+            )
 
 
 def load(name_or_path: str) -> Board:
