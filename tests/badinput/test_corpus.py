@@ -237,6 +237,12 @@ SIM_CASES = [
     Case("sim-import-redacted-pci-id", ("sim", "import", str(CORPUS / "telegraf-rtx-3090-v12.xml"),
                                         "-o", "{d}/out.yaml"), 2,
          ("telegraf-rtx-3090-v12.xml", "gpu[0]/pci/pci_device_id")),
+    # a corrupt page count once made the import build a list of that many pages (MemoryError)
+    Case("sim-import-huge-retired-count",
+         ("sim", "import", "{d}/c.xml", "-o", "{d}/out.yaml"), 2, ("c.xml", "retired_count"),
+         {"c.xml": (CORPUS / "telegraf-tesla-t4.xml").read_text().replace(
+             "<retired_count>0</retired_count>", "<retired_count>999999999999</retired_count>",
+             1)}),
     Case("sim-command-missing", ("sim", "run", "h100-hgx", "--", "no-such-command-here"), 2,
          ("no-such-command-here",)),
 ]

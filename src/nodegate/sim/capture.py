@@ -120,6 +120,10 @@ def _ecc_counts(errors: ET.Element | None, scope: str) -> tuple[int | None, int 
     return _int(node, "single_bit/total"), _int(node, "double_bit/total")
 
 
+#: Retired pages per cause the simulator holds (scenario.schema.json maxItems, MAX_PAGES in C)
+MAX_RETIRED_PAGES = 64
+
+
 def _pages(node: ET.Element | None, *, key: str, source: str) -> list[int]:
     if node is None:
         return []
@@ -132,6 +136,11 @@ def _pages(node: ET.Element | None, *, key: str, source: str) -> list[int]:
             raise ConfigError(f"not a hex page address: {text!r}", file=source, key=key)
         addrs.append(int(text, 16))
     count = _int(node, "retired_count") or 0
+    if count > MAX_RETIRED_PAGES:
+        # checked before the pages are made up below: a corrupt count would fill the memory
+        raise ConfigError(f"{count} retired pages: the simulator holds at most "
+                          f"{MAX_RETIRED_PAGES} per cause (scenario schema, nvml_sim.c MAX_PAGES)",
+                          file=source, key=f"{key}/retired_count")
     base = 0x1A0000
     while len(addrs) < count:  # count without a page list: synthesize distinct pages
         addrs.append(base + len(addrs))
