@@ -6,12 +6,12 @@ GPUs; the second run must exit at once with a clear message rather than queue up
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import os
 from pathlib import Path
 from types import TracebackType
 
-from nodegate.errors import CannotRunError
+from nodegate import flock
 
 
 def default_lock_path() -> Path:
@@ -26,35 +26,24 @@ def default_lock_path() -> Path:
 
 
 class BatteryLock:
+    """``with BatteryLock():`` — one battery run per node at a time (``nodegate.flock``)."""
+
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or default_lock_path()
-        self._fd: int | None = None
+        self._held: contextlib.ExitStack | None = None
 
     def __enter__(self) -> BatteryLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise CannotRunError(f"cannot create the battery lock {self.path}: "
-                                 f"{exc.strerror or exc} (set NODEGATE_LOCK_FILE to a writable "
-                                 "path)") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise CannotRunError(
-                f"another nodegate battery run holds {self.path} (pid {holder}); not starting"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+        stack = contextlib.ExitStack()
+        stack.enter_context(flock.exclusive(
+            self.path, what="battery lock", mode=0o644,
+            hint=" (set NODEGATE_LOCK_FILE to a writable path)",
+            busy=lambda pid: f"another nodegate battery run holds {self.path} (pid {pid}); "
+                             "not starting"))
+        self._held = stack
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._held is not None:
+            self._held.close()
+            self._held = None

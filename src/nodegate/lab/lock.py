@@ -10,12 +10,10 @@ the first needs its own ``NODEGATE_LAB_INSTANCE``: its own names, subnet and loc
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from nodegate import flock
 from nodegate.errors import CannotRunError
 from nodegate.lab import config
 
@@ -29,27 +27,13 @@ WAIT_S = 600.0
 @contextlib.contextmanager
 def exclusive(what: str, wait_s: float = WAIT_S) -> Iterator[None]:
     """Hold the machine's lab lock for ``what``; wait for another ``up``/``down`` to finish."""
-    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + wait_s
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise CannotRunError(f"lab {what}: another `nodegate lab up/down` still "
-                                         f"holds {LOCK_FILE} after {wait_s:.0f} s") from None
-                if not told:
-                    print(f"lab {what}: waiting for another `nodegate lab up/down` to finish",
-                          flush=True)
-                    told = True
-                time.sleep(0.5)
+    with flock.exclusive(
+            LOCK_FILE, what="lab lock", wait_s=wait_s,
+            busy=lambda pid: f"lab {what}: another `nodegate lab up/down` (pid {pid}) still "
+                             f"holds {LOCK_FILE} after {wait_s:.0f} s",
+            on_wait=lambda: print(f"lab {what}: waiting for another `nodegate lab up/down` "
+                                  "to finish", flush=True)):
         yield
-    finally:
-        os.close(fd)  # closing releases the flock
 
 
 def owner() -> str | None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from nodegate import flock
 from nodegate.errors import CannotRunError
 from nodegate.lab import config
 from nodegate.lab.base import debian_mirror
@@ -79,20 +80,9 @@ def exclusive(directory: Path, wait_s: float = 0.0) -> Iterator[None]:
     first one's VM. A flock in /run, waited for up to ``wait_s``."""
     digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:8]
     lock = Path("/run") / f"nodegate-mdvm-{directory.name}-{digest}.lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise CannotRunError(f"{directory} is in use (lock {lock})") from None
-                time.sleep(2)
+    with flock.exclusive(lock, what="VM lock", wait_s=wait_s, poll_s=2.0,
+                         busy=lambda pid: f"{directory} is in use (lock {lock}, pid {pid})"):
         yield
-    finally:
-        os.close(fd)
 
 
 # --- the cached root tree ----------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""The one exclusive file lock: the battery's (one run per node), the lab's (one ``up``/``down``
+per instance) and the md rehearsal VM's (one user per VM directory) are all this.
+
+``flock(2)`` on a file opened for the lock: the kernel drops it when the holder dies, so a
+crashed run never leaves a stale lock behind. The holder's pid is written into the file so a
+refused caller can say who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from nodegate.errors import CannotRunError
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, *, busy: Callable[[str], str], what: str = "lock", hint: str = "",
+              wait_s: float = 0.0, poll_s: float = 0.5, mode: int = 0o600,
+              on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold ``path`` exclusively for the ``with`` block, waiting up to ``wait_s`` for it.
+
+    ``busy(holder_pid)`` words the CannotRunError when the lock stays held; ``on_wait`` is
+    called once when the first try finds it held (to tell a waiting operator). A lock file
+    that cannot be created is a CannotRunError naming ``what``, the path and ``hint``.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        raise CannotRunError(f"cannot create the {what} {path}: "
+                             f"{exc.strerror or exc}{hint}") from None
+    try:
+        _acquire(fd, wait_s=wait_s, poll_s=poll_s, busy=busy, on_wait=on_wait)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _acquire(fd: int, *, wait_s: float, poll_s: float, busy: Callable[[str], str],
+             on_wait: Callable[[], None] | None) -> None:
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.lseek(fd, 0, os.SEEK_SET)
+                holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+                raise CannotRunError(busy(holder)) from None
+            if on_wait is not None and not told:
+                on_wait()
+                told = True
+            time.sleep(poll_s)
