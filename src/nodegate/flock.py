@@ -21,8 +21,9 @@ from nodegate.errors import CannotRunError
 @contextlib.contextmanager
 def exclusive(path: Path, *, busy: Callable[[str], str], what: str = "lock", hint: str = "",
               wait_s: float = 0.0, poll_s: float = 0.5, mode: int = 0o600,
-              on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-    """Hold ``path`` exclusively for the ``with`` block, waiting up to ``wait_s`` for it.
+              on_wait: Callable[[], None] | None = None) -> Iterator[int]:
+    """Hold ``path`` exclusively for the ``with`` block (which gets the lock's descriptor),
+    waiting up to ``wait_s`` for it.
 
     ``busy(holder_pid)`` words the CannotRunError when the lock stays held; ``on_wait`` is
     called once when the first try finds it held (to tell a waiting operator). A lock file
@@ -39,7 +40,7 @@ def exclusive(path: Path, *, busy: Callable[[str], str], what: str = "lock", hin
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         try:
-            yield
+            yield fd
         finally:
             os.ftruncate(fd, 0)
     finally:

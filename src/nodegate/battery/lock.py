@@ -31,10 +31,11 @@ class BatteryLock:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or default_lock_path()
         self._held: contextlib.ExitStack | None = None
+        self._fd: int | None = None  # the lock's descriptor while held
 
     def __enter__(self) -> BatteryLock:
         stack = contextlib.ExitStack()
-        stack.enter_context(flock.exclusive(
+        self._fd = stack.enter_context(flock.exclusive(
             self.path, what="battery lock", mode=0o644,
             hint=" (set NODEGATE_LOCK_FILE to a writable path)",
             busy=lambda pid: f"another nodegate battery run holds {self.path} (pid {pid}); "
@@ -47,3 +48,4 @@ class BatteryLock:
         if self._held is not None:
             self._held.close()
             self._held = None
+            self._fd = None

@@ -27,6 +27,7 @@ from typing import Any
 from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
+from nodegate.schema_check import first_problem
 from nodegate.yamlio import json_path, load_yaml, shorten
 
 
@@ -99,26 +100,19 @@ def _non_finite(node: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int,
 
 
 def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None = None) -> None:
-    import jsonschema
-
     bad = _non_finite(data)
     if bad is not None:
         raise ConfigError("not a finite number (NaN and infinities are refused: a bound of "
                           ".inf disables a check, .nan fails every comparison)",
                           file=file, host=host, key=json_path(bad))
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), str(e.path)))
-    if not errors:
+    problem = first_problem(schema, data)
+    if problem is None:
         return
-    err = errors[0]
-    key = json_path(err.absolute_path)
-    message = shorten(err.message)
-    if err.validator == "additionalProperties":
-        message = f"unknown key ({err.message})"
-        extra = _unknown_keys(err.instance, err.schema)
-        if extra:
-            key = f"{key}.{extra[0]}" if err.absolute_path else extra[0]
-            message = "unknown key"
+    err = problem.error
+    key = json_path(problem.path)
+    message = shorten(problem.message)
+    if problem.validator == "additionalProperties":
+        message = "unknown key" if problem.unknown_key else f"unknown key ({err.message})"
     elif err.validator == "oneOf" and isinstance(err.instance, dict):
         message = "a threshold needs exactly one of 'min' or 'max'"
     elif err.validator == "pattern" and "source" in key:
@@ -127,13 +121,6 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
             "'measured:' or 'policy:'"
         )
     raise ConfigError(message, file=file, host=host, key=key)
-
-
-def _unknown_keys(instance: Any, schema: Mapping[str, Any]) -> list[str]:
-    if not isinstance(instance, dict):
-        return []
-    allowed = set(schema.get("properties", {}))
-    return sorted(k for k in instance if k not in allowed)
 
 
 @lru_cache(maxsize=64)

@@ -23,16 +23,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodegate.errors import ConfigError
 from nodegate.report import digest as _digest
 from nodegate.report._atomic import atomic_write_text
 from nodegate.results import CheckResult, Verdict, overall_verdict
+from nodegate.schema_check import first_problem
 from nodegate.vocabulary import VERDICT_ORDER, Level
-
-if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator, ValidationError
 
 SCHEMA_ID = "nodegate.report/1"
 SCHEMA_RESOURCE = "nodegate.report-1.schema.json"
@@ -308,13 +306,6 @@ def schema() -> dict[str, Any]:
     return loaded
 
 
-@lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(schema())
-
-
 def validate(data: Any, *, source: str = "<report>") -> None:
     """Raise ConfigError(file=source, key=JSON path) unless ``data`` is a valid report.
 
@@ -329,41 +320,11 @@ def validate(data: Any, *, source: str = "<report>") -> None:
             file=source,
             key="$.schema",
         )
-    errors = list(_validator().iter_errors(data))
-    if errors:
-        from jsonschema.exceptions import best_match
-
-        error = best_match(errors)
-        assert error is not None
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ConfigError(f"{error.message}{more}", file=source, key=_error_path(error))
+    problem = first_problem(schema(), data)
+    if problem is not None:
+        more = f" (and {problem.count - 1} more)" if problem.count > 1 else ""
+        raise ConfigError(f"{problem.message}{more}", file=source, key=json_path(problem.path))
     _check_semantics(data, source)
-
-
-def _error_path(error: ValidationError) -> str:
-    """JSON path of the offending key; for extra/missing keys, the key itself, not its parent."""
-    path = list(error.absolute_path)
-    instance = error.instance
-    subschema = error.schema
-    validator_value = error.validator_value
-    if (
-        error.validator == "additionalProperties"
-        and isinstance(instance, Mapping)
-        and isinstance(subschema, Mapping)
-    ):
-        known = set(subschema.get("properties", {}))
-        extra = sorted(str(key) for key in instance if key not in known)
-        if extra:
-            path.append(extra[0])
-    elif (
-        error.validator == "required"
-        and isinstance(instance, Mapping)
-        and isinstance(validator_value, list)
-    ):
-        missing = [key for key in validator_value if key not in instance]
-        if missing:
-            path.append(missing[0])
-    return json_path(path)
 
 
 def json_path(parts: Sequence[str | int]) -> str:

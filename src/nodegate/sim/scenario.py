@@ -18,7 +18,8 @@ from typing import Any
 
 from nodegate.errors import ConfigError
 from nodegate.mapping import deep_merge
-from nodegate.yamlio import load_yaml, shorten
+from nodegate.schema_check import first_problem
+from nodegate.yamlio import json_path, load_yaml, shorten
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 SCHEMA_PATH = Path(__file__).resolve().parent / "scenario.schema.json"
@@ -107,31 +108,14 @@ def shipped() -> dict[str, Path]:
     return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
 
 
-def _key_of(path: list[str | int] | Any) -> str:
-    """``['gpus', 3, 'pcie']`` -> ``gpus[3].pcie``: how operators name a scenario key."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def validate(data: Any, *, source: str) -> None:
     """Schema-check a parsed scenario; raise ConfigError naming the first bad key."""
-    import jsonschema
-
     if not isinstance(data, dict):
         raise ConfigError("a scenario must be a YAML mapping", file=source)
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
-    if errors:
-        err = jsonschema.exceptions.best_match(errors) or errors[0]
-        path = list(err.absolute_path)
-        if err.validator == "additionalProperties":
-            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            if extra:
-                path.append(extra[0])
-                raise ConfigError("unknown scenario key", file=source, key=_key_of(path))
-        raise ConfigError(shorten(err.message), file=source, key=_key_of(path))
+    problem = first_problem(schema(), data)
+    if problem is not None:
+        message = "unknown scenario key" if problem.unknown_key else shorten(problem.message)
+        raise ConfigError(message, file=source, key=json_path(problem.path))
 
 
 def load_file(path: Path) -> Board:

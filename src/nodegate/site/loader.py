@@ -15,6 +15,7 @@ from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.mapping import deep_merge
 from nodegate.profiles import resolve_profile
+from nodegate.schema_check import first_problem
 from nodegate.secret_refs import reject_literal_secrets
 from nodegate.site.model import CONTROLLER_GROUP, Site, SiteHost
 from nodegate.site.schema import SITE_SCHEMA
@@ -37,21 +38,11 @@ def site_path(name: str) -> Path:
 
 
 def _validate(data: Any, file: str) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(SITE_SCHEMA)
-    errors = sorted(validator.iter_errors(data), key=lambda e: len(e.absolute_path))
-    if errors:
-        err = errors[0]
-        parts = list(err.absolute_path)
+    problem = first_problem(SITE_SCHEMA, data)
+    if problem is not None:
+        parts = problem.path
         host = str(parts[1]) if len(parts) >= 2 and parts[0] == "hosts" else None
-        message = shorten(err.message)
-        if err.validator == "additionalProperties":
-            allowed = set(err.schema.get("properties", {}))
-            extra = sorted(k for k in err.instance if k not in allowed)
-            if extra:
-                parts.append(extra[0])
-                message = "unknown key"
+        message = "unknown key" if problem.unknown_key else shorten(problem.message)
         raise ConfigError(message, file=file, host=host, key=json_path(parts))
 
 
