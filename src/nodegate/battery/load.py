@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from nodegate.errors import CannotRunError
+from nodegate.load.outcome import LoadOutcome
 from nodegate.profiles import Profile
 from nodegate.progress import Progress
-from nodegate.results import CheckResult
-
-
-@dataclass
-class LoadGroupOutcome:
-    results: list[CheckResult]
-    series: dict[str, Any] = field(default_factory=dict)
-    matrices: dict[str, Any] = field(default_factory=dict)
-    backend: str = "unknown"
-    phases: list[Any] = field(default_factory=list)
-
 
 #: The phase checks a skipped load run reports, one per phase the level would run.
 PHASES = {"standard": ("gemm", "memory", "p2p", "allreduce"),
@@ -43,7 +32,7 @@ def foreign_holders() -> dict[str, str]:
             for gpu in board.gpus if gpu.processes}
 
 
-def skipped(level: str, holders: dict[str, str]) -> LoadGroupOutcome:
+def skipped(level: str, holders: dict[str, str]) -> LoadOutcome:
     """The phases do not run (never collide with a user's job); each reports ERROR, not SKIP,
     so a node whose load level could not run is not joined as if it had passed."""
     from nodegate.judge.common import make
@@ -51,7 +40,7 @@ def skipped(level: str, holders: dict[str, str]) -> LoadGroupOutcome:
 
     reason = "GPUs held by other processes: " + "; ".join(
         f"{entity} by {who}" for entity, who in sorted(holders.items()))
-    return LoadGroupOutcome(
+    return LoadOutcome(
         results=[make(f"{phase}_completed", "node", Verdict.ERROR, reason=reason,
                       severity=Severity.CRITICAL, holders=holders)
                  for phase in PHASES.get(level, ())],
@@ -61,7 +50,7 @@ def skipped(level: str, holders: dict[str, str]) -> LoadGroupOutcome:
 def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
                    workers: int | None = None,
                    progress: Progress | Callable[[str], None] | None = None
-                   ) -> LoadGroupOutcome:
+                   ) -> LoadOutcome:
     holders = foreign_holders()
     if holders:
         return skipped(level, holders)
@@ -78,6 +67,6 @@ def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
     # (phase windows, sample rate: keys starting with "_") stays out of it
     telemetry = {k: v for k, v in dict(outcome.series).items() if not k.startswith("_")}
     series = {"load": telemetry} if telemetry else {}
-    return LoadGroupOutcome(results=list(outcome.results), series=series,
+    return LoadOutcome(results=list(outcome.results), series=series,
                             matrices=dict(outcome.matrices), backend=str(outcome.backend),
                             phases=list(getattr(outcome, "phases", [])))

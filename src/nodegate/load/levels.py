@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodegate.load import config, devices, plan, seams, tasks, verdicts
+from nodegate.load.outcome import LoadOutcome
 from nodegate.load.telemetry import Sampler, Telemetry
 from nodegate.load.workers import Gang, PhaseOutcome
 from nodegate.progress import Beat, Progress, adapt
@@ -27,17 +28,6 @@ from nodegate.results import CheckResult, Verdict
 
 #: Headroom on every phase deadline beyond its own duration and the collective timeout.
 DEADLINE_SLACK_S = 30.0
-
-
-@dataclass
-class LoadOutcome:
-    results: list[CheckResult]
-    series: dict[str, Any] = field(default_factory=dict)
-    matrices: dict[str, Any] = field(default_factory=dict)
-    backend: str = "unknown"
-    phases: list[dict[str, Any]] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    seams: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
