@@ -22,6 +22,7 @@ from pyinfra.context import host  # noqa: E402
 from pyinfra.operations import server  # noqa: E402
 
 import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
+from nodegate.cluster.slurm import parse_state  # noqa: E402
 from nodegate.facts.gpu import SlurmNodeState  # noqa: E402
 from roles._common import is_deploy_file  # noqa: E402
 
@@ -34,7 +35,7 @@ def drain() -> None:
         host.noop("no Slurm node name in the site data: nothing to drain")
         return
     state = host.get_fact(SlurmNodeState, node=str(node))
-    if state is not None and "DRAIN" in state:
+    if state is not None and "DRAIN" in parse_state(state)[1]:
         host.noop(f"{node} already {state}")
         return
     reason = f"nodegate: maintenance {host.data.get('drain_reason')}"

@@ -18,6 +18,7 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files, server
 
+from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import LoadedModuleVersions
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
@@ -77,20 +78,12 @@ def desired() -> tuple[str, str, str]:
     return str(branch), str(version), str(modules)
 
 
-def slurm_drained(state: str) -> bool:
-    """Drained, not draining: ``IDLE+DRAIN``/``DOWN+DRAIN`` (scontrol) or ``DRAINED`` (sinfo);
-    ``MIXED+DRAIN``/``ALLOCATED+DRAIN`` still run jobs."""
-    base, *flags = state.upper().split("+")
-    return base == "DRAINED" or "DRAINED" in flags or (
-        "DRAIN" in flags and base in ("IDLE", "DOWN"))
-
-
 def gpu_busy_reason(python: str) -> str | None:
     """Why changing the driver now is unsafe (GPU processes, or no way to tell), or None."""
     if knob("nvidia_driver_drained"):
         return None
     slurm_name = (host.data.get("nodegate_slurm") or {}).get("node_name") or host.name
-    if slurm_drained(host.get_fact(SlurmNodeState, node=slurm_name) or ""):
+    if is_drained(host.get_fact(SlurmNodeState, node=slurm_name) or ""):
         return None
     processes = host.get_fact(GpuProcesses, python=python)
     if processes is None:

@@ -22,6 +22,7 @@ from nodegate.cluster.slurm import (
     RetryPolicy,
     SlurmScheduler,
     controller_from_conf,
+    is_drained,
     parse_show_node,
     parse_sinfo,
     parse_state,
@@ -72,6 +73,16 @@ def test_parse_sinfo_dedupes_partitions() -> None:
 ])
 def test_parse_state(token: str, base: str, flags: set[str]) -> None:
     assert parse_state(token) == (base, frozenset(flags))
+
+
+@pytest.mark.parametrize(("token", "drained"), [
+    ("IDLE+DRAIN", True), ("DOWN+DRAIN", True), ("DOWN*+DRAIN", True), ("drained", True),
+    ("IDLE+DRAINED", True), ("MIXED+DRAIN", False), ("ALLOCATED+DRAIN", False),
+    ("IDLE", False), ("draining", False), ("", False),
+])
+def test_drained_means_no_job_left(token: str, drained: bool) -> None:
+    """The one reading the driver role (reboot only when drained) and the gate share."""
+    assert is_drained(token) is drained
 
 
 class FakeSlurm:

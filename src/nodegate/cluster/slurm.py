@@ -269,6 +269,14 @@ def parse_state(token: str) -> tuple[str, frozenset[str]]:
     return base, frozenset(flags)
 
 
+def is_drained(token: str) -> bool:
+    """Drained, not draining: ``IDLE+DRAIN``/``DOWN+DRAIN`` (scontrol) or ``DRAINED`` (sinfo);
+    ``MIXED+DRAIN``/``ALLOCATED+DRAIN`` still run jobs. The one reading of a state token the
+    roles, the deploy entry points and the gate share."""
+    base, flags = parse_state(token)
+    return bool(flags & {"DRAIN", "DRAINED"}) and base in ("idle", "down", "drained")
+
+
 _REASON_STAMP = re.compile(r" \[[^\[\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
 
 

@@ -63,7 +63,8 @@ class GpuProcesses(FactBase[list[GpuProcess] | None]):
 
 
 class SlurmNodeState(FactBase[str | None]):
-    """This node's Slurm state (``IDLE``, ``DRAINED``, ``MIXED+DRAIN``...), None without Slurm."""
+    """This node's Slurm state token (``IDLE``, ``DRAINED``, ``MIXED+DRAIN``...), None without
+    Slurm; read it with ``nodegate.cluster.slurm.parse_state`` / ``is_drained``."""
 
     @override
     def requires_command(self, node: str) -> str:
