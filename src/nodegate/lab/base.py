@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nodegate.errors import CannotRunError
@@ -80,34 +81,48 @@ def _customise(root: Path) -> None:
     sshd_d.mkdir(parents=True, exist_ok=True)
     (sshd_d / "nodegate-lab.conf").write_text(
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n")
+    drop_apt_caches(root)
+
+
+def drop_apt_caches(root: Path) -> None:
+    """No downloaded .debs or package lists in an image: they are stale by the next boot."""
     shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
     (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
     for lists in (root / "var/lib/apt/lists").glob("*_*"):
         lists.unlink()
 
 
-def build(*, force: bool = False, log: Path | None = None) -> Path:
-    """Return the cached base tarball, running debootstrap first when it is missing."""
-    target = tarball_path()
+def debootstrap_tarball(target: Path, packages: Sequence[str],
+                        customise: Callable[[Path], None], *, log: Path | None = None,
+                        force: bool = False) -> Path:
+    """The cached tarball ``target`` of a Debian minbase root with ``packages``, made by
+    debootstrap from this machine's mirror and ``customise`` (minutes) only when missing:
+    the lab's base and the md rehearsal VM's root are both built here."""
     if target.is_file() and not force:
         return target
-    need("debootstrap", "tar")
+    need("debootstrap", "tar", "chroot")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="base-", dir=target.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{target.stem[:20]}-", dir=target.parent) as tmp:
         root = Path(tmp) / "root"
-        cmd = ["debootstrap", "--variant=minbase", "--include=" + ",".join(config.BASE_PACKAGES),
-               config.SUITE, str(root), debian_mirror()]
-        proc = run(cmd, check=False, timeout=1800)
+        proc = run(["debootstrap", "--variant=minbase", "--include=" + ",".join(packages),
+                    config.SUITE, str(root), debian_mirror()], check=False, timeout=1800)
         if log is not None:
             log.write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
             raise CannotRunError(f"debootstrap failed ({proc.returncode}): {' | '.join(tail)}")
-        _customise(root)
+        customise(root)
         partial = target.with_suffix(".partial")
-        run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."])
+        run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."],
+            timeout=600)
         os.replace(partial, target)
     return target
+
+
+def build(*, force: bool = False, log: Path | None = None) -> Path:
+    """Return the cached base tarball, running debootstrap first when it is missing."""
+    return debootstrap_tarball(tarball_path(), config.BASE_PACKAGES, _customise, log=log,
+                               force=force)
 
 
 def extracted(tarball: Path) -> Path:

@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -40,7 +39,7 @@ from typing import Any
 from nodegate import flock
 from nodegate.errors import CannotRunError
 from nodegate.lab import config
-from nodegate.lab.base import debian_mirror
+from nodegate.lab.base import debootstrap_tarball, drop_apt_caches
 from nodegate.lab.proc import need, run
 from nodegate.paths import cache_dir
 
@@ -137,34 +136,12 @@ def _customise(root: Path) -> None:
     conf.write_text(conf.read_text().replace("\nMODULES=most\n", "\nMODULES=dep\n"))
     if "\nMODULES=dep\n" not in conf.read_text():
         raise CannotRunError(f"no MODULES=most line in {conf}")
-    shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
-    (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
-    for lists in (root / "var/lib/apt/lists").glob("*_*"):
-        lists.unlink()
+    drop_apt_caches(root)
 
 
 def build(*, force: bool = False, log: Path | None = None) -> Path:
     """The cached root tarball; debootstrap (minutes) only when it is missing."""
-    target = tarball_path()
-    if target.is_file() and not force:
-        return target
-    need("debootstrap", "tar", "chroot")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="mdvm-", dir=target.parent) as tmp:
-        root = Path(tmp) / "root"
-        proc = run(["debootstrap", "--variant=minbase", "--include=" + ",".join(PACKAGES),
-                    config.SUITE, str(root), debian_mirror()], check=False, timeout=1800)
-        if log is not None:
-            log.write_text(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-            raise CannotRunError(f"debootstrap failed ({proc.returncode}): {' | '.join(tail)}")
-        _customise(root)
-        partial = target.with_suffix(".partial")
-        run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."],
-            timeout=600)
-        os.replace(partial, target)
-    return target
+    return debootstrap_tarball(tarball_path(), PACKAGES, _customise, log=log, force=force)
 
 
 # --- one VM --------------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""lab.base.debootstrap_tarball: the one image build the lab's base and the md VM share
+(debootstrap, customise, tar, atomic replace), with the external tools stubbed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodegate.errors import CannotRunError
+from nodegate.lab import base
+
+
+def _fake_run(calls: list[list[str]], debootstrap_rc: int = 0) -> Any:
+    def run(cmd: list[str], check: bool = True, timeout: float | None = None,
+            **_: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        if cmd[0] == "debootstrap":
+            Path(cmd[-2]).mkdir(parents=True)  # the root debootstrap fills
+            return subprocess.CompletedProcess(cmd, debootstrap_rc, "I: Base system installed\n",
+                                               "" if debootstrap_rc == 0 else "E: no mirror\n")
+        if cmd[0] == "tar":
+            Path(cmd[cmd.index("-cf") + 1]).write_bytes(b"tar")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    return run
+
+
+def test_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(base, "run", _fake_run(calls))
+    monkeypatch.setattr(base, "need", lambda *tools: None)
+    monkeypatch.setattr(base, "debian_mirror", lambda: "http://mirror.invalid/debian")
+    customised: list[Path] = []
+    target = tmp_path / "cache" / "img-abc.tar"
+    log = tmp_path / "debootstrap.log"
+    got = base.debootstrap_tarball(target, ["openssh-server", "mdadm"], customised.append,
+                                   log=log)
+    assert got == target and target.read_bytes() == b"tar"
+    assert calls[0][:3] == ["debootstrap", "--variant=minbase", "--include=openssh-server,mdadm"]
+    assert calls[0][-1] == "http://mirror.invalid/debian"
+    assert len(customised) == 1 and customised[0].name == "root"
+    assert "Base system installed" in log.read_text()
+    assert not target.with_suffix(".partial").exists()
+    calls.clear()
+    assert base.debootstrap_tarball(target, ["x"], customised.append) == target
+    assert calls == []  # cached: nothing runs
+
+
+def test_a_failed_debootstrap_names_its_last_lines(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(base, "run", _fake_run(calls, debootstrap_rc=1))
+    monkeypatch.setattr(base, "need", lambda *tools: None)
+    monkeypatch.setattr(base, "debian_mirror", lambda: "http://mirror.invalid/debian")
+    target = tmp_path / "img.tar"
+    with pytest.raises(CannotRunError, match=r"debootstrap failed \(1\): .*E: no mirror"):
+        base.debootstrap_tarball(target, ["x"], lambda root: None)
+    assert not target.exists() and [c[0] for c in calls] == ["debootstrap"]
