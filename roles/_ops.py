@@ -182,10 +182,6 @@ def put_secret(dest: str, text: str) -> Generator[Any, None, None]:
     yield cmd("chmod", "600", q(dest))
 
 
-def cmd_restart(unit: str) -> StringCommand:
-    return cmd("systemctl", "restart", q(unit))
-
-
 # --- reboot ------------------------------------------------------------------------------
 
 
@@ -410,7 +406,7 @@ def fail_here(message: str) -> Generator[Any, None, None]:
     yield FunctionCommand(_fail, (), {})
 
 
-__all__ = ["REBOOT_MARKER", "cmd_restart", "fail_here", "health_gate", "join_gate", "md_array",
+__all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "mount_unit", "multinode_pair", "os_packages", "pinned_packages",
            "put_secret", "put_text", "reboot_if_needed", "render", "run_when"]
 

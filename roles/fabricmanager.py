@@ -12,7 +12,7 @@ from pyinfra.context import host
 from pyinfra.operations import systemd
 
 from roles import _ops
-from roles._common import TargetOS, cmd, is_deploy_file, knob, profile, refuse, target_os
+from roles._common import TargetOS, is_deploy_file, knob, profile, refuse, target_os
 from roles.defaults import role_defaults
 from roles.nvidia_driver import desired, gpu_busy_reason
 
@@ -48,8 +48,8 @@ def fabricmanager() -> None:
                                 packages=packages, version=version, label="fabric manager")
     systemd.service(name="fabricmanager: nvidia-fabricmanager enabled and running",
                     service="nvidia-fabricmanager.service", running=True, enabled=True)
-    _ops.run_when(name="fabricmanager: restart after a version change", _if=pkgs.did_change,
-                  command=cmd("systemctl", "restart", "nvidia-fabricmanager.service"))
+    systemd.service(name="fabricmanager: restart after a version change",
+                    service="nvidia-fabricmanager.service", restarted=True, _if=pkgs.did_change)
     generation = int((prof.get("nvlink") or {}).get("generation") or 0)
     if knob("fabricmanager_nvlsm", "driver.nvlsm") and generation >= 5:
         _ops.os_packages(name="fabricmanager: nvlsm (NVLink5 subnet manager)",

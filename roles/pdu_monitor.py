@@ -143,9 +143,8 @@ def pdu_monitor() -> None:
     systemd.service(name=f"pdu_monitor: {SERVICE} enabled and running", service=SERVICE,
                     running=True, enabled=True)
     changed = [op.did_change for op in (config, unit, secrets) if op is not None]
-    _ops.run_when(name="pdu_monitor: restart after a change",
-                  _if=lambda: any(c() for c in changed),
-                  command=_ops.cmd_restart(SERVICE))
+    systemd.service(name="pdu_monitor: restart after a change", service=SERVICE,
+                    restarted=True, _if=lambda: any(c() for c in changed))
 
 
 if is_deploy_file(globals()):
