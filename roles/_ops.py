@@ -78,6 +78,8 @@ def pinned_packages(packages: list[str], version: str, label: str) -> Generator[
 
     On apt the exact build comes from the role's apt preferences pin when ``version`` has no
     Debian revision (the driver: 570.133.20-*); a full version (libnccl2) is asked for as is.
+    Not pyinfra's ``apt.packages``/``dnf.packages``: they neither hold a version nor allow the
+    downgrade the profile may ask for.
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
@@ -143,7 +145,10 @@ def run_when(command: StringCommand) -> Generator[Any, None, None]:
 
 @operation()
 def deb_from_url(package: str, url: str) -> Generator[Any, None, None]:
-    """Install a .deb from a URL once (NVIDIA's cuda-keyring), when the package is absent."""
+    """Install a .deb from a URL once (NVIDIA's cuda-keyring), when the package is absent.
+
+    Not pyinfra's ``apt.deb``: it keeps the download in /tmp and reads its version on every run
+    to upgrade; a keyring only has to be present, and nothing is left behind."""
     if package in host.get_fact(DebPackages):
         host.noop(f"{package} installed")
         return

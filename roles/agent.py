@@ -66,7 +66,12 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
 
     ``needs``: distributions an extra brings (``torch``). pip leaves an installed requirement of
     the same version alone, extras or not, so a node that got nodegate before it needed torch
-    gets the missing ones installed on their own."""
+    gets the missing ones installed on their own.
+
+    Not pyinfra's ``pip.venv``/``pip.packages``: they compare a pin's text with the installed
+    version, so ``nodegate==0.1.0`` would never match an installed ``0.1.0+src.<digest>`` build
+    (PEP 440 says it does), and an extra missing beside a same-version install goes unseen; here
+    the pin is compared as pip does (``packaging``)."""
     if not host.get_fact(File, path=f"{venv}/pyvenv.cfg"):  # bin/python is a symlink
         yield cmd(q(python), "-m", "venv", q(venv))
     targets = [requirement]
