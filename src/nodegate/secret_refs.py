@@ -67,28 +67,29 @@ def _url_problem(value: str) -> str | None:
 
 def _walk(data: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
     """(path, reason) for every literal secret under ``data``."""
-    found: list[tuple[KeyPath, str]] = []
     if isinstance(data, Mapping):
-        for key, value in data.items():
-            here = (*path, str(key))
-            if is_secret_key(str(key)):
-                if value not in (None, "") and not is_reference(value):
-                    found.append((here, "literal secret"))
-                continue
-            if isinstance(value, str):
-                problem = _url_problem(value)
-                if problem:
-                    found.append((here, problem))
-                continue
-            found.extend(_walk(value, here))
-    elif isinstance(data, list):
-        for index, item in enumerate(data):
-            found.extend(_walk(item, (*path, index)))
-    elif isinstance(data, str) and path and isinstance(path[-1], int):
+        return [hit for key, value in data.items()
+                for hit in _walk_entry(str(key), value, (*path, str(key)))]
+    if isinstance(data, list):
+        return [hit for index, item in enumerate(data) for hit in _walk(item, (*path, index))]
+    if isinstance(data, str) and path and isinstance(path[-1], int):
         problem = _url_problem(data)  # a URL inside a list
         if problem:
-            found.append((path, problem))
-    return found
+            return [(path, problem)]
+    return []
+
+
+def _walk_entry(key: str, value: Any, here: KeyPath) -> list[tuple[KeyPath, str]]:
+    """One mapping entry: a secret-named key must hold a reference (or nothing); any other
+    string is checked as a URL with credentials; containers are walked."""
+    if is_secret_key(key):
+        if value not in (None, "") and not is_reference(value):
+            return [(here, "literal secret")]
+        return []
+    if isinstance(value, str):
+        problem = _url_problem(value)
+        return [(here, problem)] if problem else []
+    return _walk(value, here)
 
 
 def dotted(path: KeyPath) -> str:

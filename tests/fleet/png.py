@@ -18,21 +18,45 @@ def _paeth(a: int, b: int, c: int) -> int:
     return b if pb <= pc else c
 
 
+def _chunks(data: bytes) -> tuple[bytes, bytes]:
+    """The IHDR body and the IDAT bodies joined, from a PNG's chunk stream."""
+    pos, header, idat = 8, b"", b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    return header, idat
+
+
+def _unfilter(kind: int, line: bytearray, prev: bytearray, channels: int) -> None:
+    """Undo one scanline's filter in place (PNG filter types 1-4; 0 is none)."""
+    for x in range(len(line)):
+        a = line[x - channels] if x >= channels else 0
+        b = prev[x]
+        c = prev[x - channels] if x >= channels else 0
+        if kind == 1:
+            line[x] = (line[x] + a) & 0xFF
+        elif kind == 2:
+            line[x] = (line[x] + b) & 0xFF
+        elif kind == 3:
+            line[x] = (line[x] + (a + b) // 2) & 0xFF
+        elif kind == 4:
+            line[x] = (line[x] + _paeth(a, b, c)) & 0xFF
+
+
 def decode(path: Path) -> tuple[int, int, int, list[bytes]]:
     """(width, height, channels, rows of raw bytes)."""
     data = path.read_bytes()
     if data[:8] != b"\x89PNG\r\n\x1a\n":
         raise ValueError(f"{path} is not a PNG")
-    pos, idat = 8, b""
+    header, idat = _chunks(data)
     width = height = depth = color = interlace = 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
-        body = data[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
+    if header:
+        width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header)
     if depth != 8 or color not in CHANNELS or interlace:
         raise ValueError(f"unsupported PNG (depth {depth}, color {color}, interlace {interlace})")
     channels = CHANNELS[color]
@@ -42,20 +66,8 @@ def decode(path: Path) -> tuple[int, int, int, list[bytes]]:
     prev = bytearray(stride)
     for y in range(height):
         start = y * (stride + 1)
-        kind = raw[start]
         line = bytearray(raw[start + 1 : start + 1 + stride])
-        for x in range(stride):
-            a = line[x - channels] if x >= channels else 0
-            b = prev[x]
-            c = prev[x - channels] if x >= channels else 0
-            if kind == 1:
-                line[x] = (line[x] + a) & 0xFF
-            elif kind == 2:
-                line[x] = (line[x] + b) & 0xFF
-            elif kind == 3:
-                line[x] = (line[x] + (a + b) // 2) & 0xFF
-            elif kind == 4:
-                line[x] = (line[x] + _paeth(a, b, c)) & 0xFF
+        _unfilter(raw[start], line, prev, channels)
         rows.append(bytes(line))
         prev = line
     return width, height, channels, rows

@@ -103,39 +103,50 @@ def upward_imports(graph: Graph) -> list[str]:
     return problems
 
 
+class _Tarjan:
+    """Tarjan's strongly connected components over ``graph``, visiting in sorted order."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.on_stack: set[str] = set()
+        self.found: list[list[str]] = []
+
+    def visit(self, node: str) -> None:
+        self.index[node] = self.low[node] = len(self.index)
+        self.stack.append(node)
+        self.on_stack.add(node)
+        for nxt in sorted(self.graph.get(node, ())):
+            if nxt not in self.index:
+                self.visit(nxt)
+                self.low[node] = min(self.low[node], self.low[nxt])
+            elif nxt in self.on_stack:
+                self.low[node] = min(self.low[node], self.index[nxt])
+        if self.low[node] == self.index[node]:
+            self._pop_component(node)
+
+    def _pop_component(self, root: str) -> None:
+        """Pop ``root``'s component off the stack; keep it when it is a cycle (2+ nodes)."""
+        component = []
+        while True:
+            top = self.stack.pop()
+            self.on_stack.discard(top)
+            component.append(top)
+            if top == root:
+                break
+        if len(component) > 1:
+            self.found.append(sorted(component))
+
+
 def cycles(graph: Graph) -> list[list[str]]:
     """Strongly connected components of more than one node (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
+    tarjan = _Tarjan(graph)
     for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+        if node not in tarjan.index:
+            tarjan.visit(node)
+    return tarjan.found
 
 
 def _is_package_init(module: str, graph: Graph) -> bool:

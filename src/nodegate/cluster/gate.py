@@ -218,14 +218,32 @@ def decide_join(
         return foreign
     suites = [r for r in reports if suite_of(r) is not None]
     reports = battery_reports(reports)
-    required = policy.level
-    held = hold_level(state.reason) if state.drained else None
-    if held is not None and LEVEL_RANK[held] > LEVEL_RANK[required]:
-        required = held
+    required = _required_level(state, policy)
     evidence = latest(reports, min_level=required)
     if evidence is None:
         reason = f"{REASON_PREFIX} {required.value} report missing"
         return _drain(state, reason, f"no {required.value} report", None)
+    blocked = (_evidence_problem(state, evidence, required, policy, now, profile=profile)
+               or _newer_failure(state, evidence, reports)
+               or _suites_problem(state, suites, policy, now))
+    if blocked is not None:
+        return blocked
+    return _join(state, evidence)
+
+
+def _required_level(state: NodeState, policy: JoinPolicy) -> Level:
+    """The policy's level, or a drain hold's deeper one: a hold is lifted only by the level
+    that set it."""
+    held = hold_level(state.reason) if state.drained else None
+    if held is not None and LEVEL_RANK[held] > LEVEL_RANK[policy.level]:
+        return held
+    return policy.level
+
+
+def _evidence_problem(state: NodeState, evidence: NodeReport, required: Level,
+                      policy: JoinPolicy, now: dt.datetime, *,
+                      profile: Mapping[str, Any] | None) -> Decision | None:
+    """A drain when the evidence report is failing, stale or incomplete; else None."""
     if not is_passing(evidence):
         reason = drain_reason(evidence)
         return _drain(state, reason, f"{evidence.level.value} report {evidence.verdict.value}",
@@ -239,17 +257,33 @@ def decide_join(
         reason = f"{REASON_PREFIX} {required.value} report incomplete ({_clip(lacking[0])})"
         return _drain(state, reason, f"{evidence.level.value} report incomplete for a "
                       f"{required.value} join: {'; '.join(lacking)}", evidence)
+    return None
+
+
+def _newer_failure(state: NodeState, evidence: NodeReport,
+                   reports: Sequence[NodeReport]) -> Decision | None:
+    """A drain when any report newer than the evidence fails: the latest word wins."""
     newer = [r for r in reports if r.finished_at > evidence.finished_at and not is_passing(r)]
-    if newer:
-        worst = max(newer, key=lambda r: r.finished_at)
-        reason = drain_reason(worst)
-        return _drain(state, reason, f"a newer {worst.level.value} report {worst.verdict.value}",
-                      worst)
+    if not newer:
+        return None
+    worst = max(newer, key=lambda r: r.finished_at)
+    return _drain(state, drain_reason(worst),
+                  f"a newer {worst.level.value} report {worst.verdict.value}", worst)
+
+
+def _suites_problem(state: NodeState, suites: Sequence[NodeReport], policy: JoinPolicy,
+                    now: dt.datetime) -> Decision | None:
+    """The first drain among the required suites and a suite hold's own suite; else None."""
     held_suite = suite_hold(state.reason) if state.drained else None
     for suite in dict.fromkeys([*policy.require, *([held_suite] if held_suite else [])]):
         blocked = _suite_problem(state, suite, suites, policy, now)
         if blocked is not None:
             return blocked
+    return None
+
+
+def _join(state: NodeState, evidence: NodeReport) -> Decision:
+    """With the evidence good: resume a node nodegate drained; leave any other as it is."""
     if state.available:
         return Decision(state.node, Action.NONE,
                         f"in service; {evidence.level.value} report PASSes",

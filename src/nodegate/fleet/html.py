@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -127,14 +128,35 @@ def _ramp(fraction: float) -> str:
     return "#1a9850"
 
 
-def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], unit: str,
-                   width: int = 420, height: int = 220) -> str:
-    """Time series, one line per entity; gaps where a sample was missed (null)."""
-    left, right, top, bottom = 52, 90, 24, 30
-    points = [(float(p[0]), float(p[1])) for pts in lines.values() for p in pts
-              if len(p) == 2 and isinstance(p[1], (int, float)) and isinstance(p[0], (int, float))]
-    if not points:
-        return ""
+@dataclass(frozen=True)
+class _Frame:
+    """A chart's plot area and the data ranges it maps onto it."""
+
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    t0: float
+    t1: float
+    v0: float
+    v1: float
+
+    def sx(self, t: float) -> float:
+        return self.left + (t - self.t0) / (self.t1 - self.t0) * self.plot_w
+
+    def sy(self, v: float) -> float:
+        return self.top + (1 - (v - self.v0) / (self.v1 - self.v0)) * self.plot_h
+
+
+def _chart_points(lines: Mapping[str, Sequence[Sequence[Any]]]) -> list[tuple[float, float]]:
+    """Every numeric (time, value) sample of every line; nulls and malformed points left out."""
+    return [(float(p[0]), float(p[1])) for pts in lines.values() for p in pts
+            if len(p) == 2 and isinstance(p[1], (int, float)) and isinstance(p[0], (int, float))]
+
+
+def _chart_ranges(points: Sequence[tuple[float, float]]) -> tuple[float, float, float, float]:
+    """Time and value ranges, widened so a flat line or one instant still has a scale, and
+    values padded 5 % so the extremes do not touch the frame."""
     t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
     v0, v1 = min(p[1] for p in points), max(p[1] for p in points)
     if t1 == t0:
@@ -142,47 +164,68 @@ def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], uni
     if v1 == v0:
         v0, v1 = v0 - 1, v1 + 1
     pad = (v1 - v0) * 0.05
-    v0, v1 = v0 - pad, v1 + pad
-    plot_w, plot_h = width - left - right, height - top - bottom
+    return t0, t1, v0 - pad, v1 + pad
 
-    def sx(t: float) -> float:
-        return left + (t - t0) / (t1 - t0) * plot_w
 
-    def sy(v: float) -> float:
-        return top + (1 - (v - v0) / (v1 - v0)) * plot_h
+def _chart_axes(frame: _Frame, unit: str, height: int) -> list[str]:
+    """Value ticks at bottom, middle and top; the time span and the unit below the plot."""
+    parts = []
+    for fraction in (0.0, 0.5, 1.0):
+        value = frame.v0 + (frame.v1 - frame.v0) * fraction
+        parts.append(f'<text x="{frame.left - 4}" y="{frame.sy(value) + 4:.1f}" '
+                     f'text-anchor="end">{_num(value)}</text>')
+    right = frame.left + frame.plot_w
+    parts.append(f'<text x="{frame.left}" y="{height - 8}">{_num(frame.t0)} s</text>')
+    parts.append(f'<text x="{right}" y="{height - 8}" text-anchor="end">'
+                 f'{_num(frame.t1)} s</text>')
+    parts.append(f'<text x="{frame.left + frame.plot_w / 2:.0f}" y="{height - 8}" '
+                 f'text-anchor="middle" class="muted">{escape(unit)}</text>')
+    return parts
 
+
+def _line_segments(frame: _Frame, pts: Sequence[Sequence[Any]]) -> list[list[str]]:
+    """A line's points in plot coordinates, split where a sample is missing (a gap)."""
+    segments: list[list[str]] = [[]]
+    for point in pts:
+        if len(point) != 2 or not isinstance(point[1], (int, float)):
+            if segments[-1]:
+                segments.append([])
+            continue
+        segments[-1].append(f"{frame.sx(float(point[0])):.1f},{frame.sy(float(point[1])):.1f}")
+    return segments
+
+
+def _chart_line(frame: _Frame, index: int, name: str, pts: Sequence[Sequence[Any]]) -> list[str]:
+    """One entity's polylines and its legend entry."""
+    color = LINE_COLORS[index % len(LINE_COLORS)]
+    parts = [f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
+             f'points="{" ".join(segment)}"><title>{escape(name)}</title></polyline>'
+             for segment in _line_segments(frame, pts) if len(segment) > 1]
+    y = frame.top + 10 + index * 13
+    right = frame.left + frame.plot_w
+    parts.append(f'<rect x="{right + 8}" y="{y - 8}" width="10" height="3" '
+                 f'fill="{color}"/><text x="{right + 22}" y="{y - 3}">'
+                 f'{escape(name)}</text>')
+    return parts
+
+
+def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], unit: str,
+                   width: int = 420, height: int = 220) -> str:
+    """Time series, one line per entity; gaps where a sample was missed (null)."""
+    left, right, top, bottom = 52, 90, 24, 30
+    points = _chart_points(lines)
+    if not points:
+        return ""
+    frame = _Frame(left, top, width - left - right, height - top - bottom,
+                   *_chart_ranges(points))
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'role="img" aria-label="{escape(title)}">',
              f'<text x="4" y="14" font-weight="600">{escape(title)}</text>',
-             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#f6f8fa" '
-             f'stroke="#d0d7de"/>']
-    for fraction in (0.0, 0.5, 1.0):
-        value = v0 + (v1 - v0) * fraction
-        parts.append(f'<text x="{left - 4}" y="{sy(value) + 4:.1f}" text-anchor="end">'
-                     f'{_num(value)}</text>')
-    parts.append(f'<text x="{left}" y="{height - 8}">{_num(t0)} s</text>')
-    parts.append(f'<text x="{left + plot_w}" y="{height - 8}" text-anchor="end">'
-                 f'{_num(t1)} s</text>')
-    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle" '
-                 f'class="muted">{escape(unit)}</text>')
+             f'<rect x="{left}" y="{top}" width="{frame.plot_w}" height="{frame.plot_h}" '
+             f'fill="#f6f8fa" stroke="#d0d7de"/>']
+    parts.extend(_chart_axes(frame, unit, height))
     for index, (name, pts) in enumerate(lines.items()):
-        color = LINE_COLORS[index % len(LINE_COLORS)]
-        segments: list[list[str]] = [[]]
-        for point in pts:
-            if len(point) != 2 or not isinstance(point[1], (int, float)):
-                if segments[-1]:
-                    segments.append([])
-                continue
-            segments[-1].append(f"{sx(float(point[0])):.1f},{sy(float(point[1])):.1f}")
-        for segment in segments:
-            if len(segment) > 1:
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
-                             f'points="{" ".join(segment)}"><title>{escape(name)}</title>'
-                             f'</polyline>')
-        y = top + 10 + index * 13
-        parts.append(f'<rect x="{left + plot_w + 8}" y="{y - 8}" width="10" height="3" '
-                     f'fill="{color}"/><text x="{left + plot_w + 22}" y="{y - 3}">'
-                     f'{escape(name)}</text>')
+        parts.extend(_chart_line(frame, index, name, pts))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -270,33 +313,44 @@ def _plot_order(view: FleetView, limit: int) -> list[NodeView]:
 
 
 def _node_section(view: FleetView, node: NodeView) -> str:
+    cards = [*_matrix_cards(view, node), *_series_cards(view, node)]
     parts = [f'<h3 id="node-{escape(node.node)}">{escape(node.node)} '
-             f'{_badge(node.verdict)}</h3><div class="plots">']
-    drawn = 0
-    with_matrix = _load_full(view, node, "matrices")
-    if with_matrix:
-        for name, matrix in sorted(with_matrix["matrices"].items()):
-            if isinstance(matrix, dict) and matrix.get("entities"):
-                parts.append('<div class="card">' + heatmap_svg(
-                    name, matrix["entities"], matrix["values"], str(matrix.get("unit", "")))
-                             + "</div>")
-                drawn += 1
-    with_series = _load_full(view, node, "series")
-    if with_series:
-        for set_name, entities in sorted(with_series["series"].items()):
-            metrics: dict[str, dict[str, Any]] = {}
-            for entity, by_metric in entities.items():
-                for metric, points in by_metric.items():
-                    metrics.setdefault(metric, {})[entity] = points
-            for metric, lines in sorted(metrics.items()):
-                svg = line_chart_svg(f"{set_name}: {metric}", lines, _unit_of(metric))
-                if svg:
-                    parts.append(f'<div class="card">{svg}</div>')
-                    drawn += 1
-    if not drawn:
+             f'{_badge(node.verdict)}</h3><div class="plots">', *cards]
+    if not cards:
         parts.append('<p class="muted">no matrices or series in this node\'s reports</p>')
     parts.append("</div>")
     return "".join(parts)
+
+
+def _matrix_cards(view: FleetView, node: NodeView) -> list[str]:
+    """A heatmap card per matrix (P2P bandwidth) of the node's newest report that has any."""
+    with_matrix = _load_full(view, node, "matrices")
+    if not with_matrix:
+        return []
+    return ['<div class="card">' + heatmap_svg(
+                name, matrix["entities"], matrix["values"], str(matrix.get("unit", "")))
+            + "</div>"
+            for name, matrix in sorted(with_matrix["matrices"].items())
+            if isinstance(matrix, dict) and matrix.get("entities")]
+
+
+def _series_cards(view: FleetView, node: NodeView) -> list[str]:
+    """A line chart card per series set and metric of the node's newest report with series:
+    the report stores entity -> metric -> points, a chart wants metric -> entity -> points."""
+    with_series = _load_full(view, node, "series")
+    if not with_series:
+        return []
+    cards = []
+    for set_name, entities in sorted(with_series["series"].items()):
+        metrics: dict[str, dict[str, Any]] = {}
+        for entity, by_metric in entities.items():
+            for metric, points in by_metric.items():
+                metrics.setdefault(metric, {})[entity] = points
+        for metric, lines in sorted(metrics.items()):
+            svg = line_chart_svg(f"{set_name}: {metric}", lines, _unit_of(metric))
+            if svg:
+                cards.append(f'<div class="card">{svg}</div>')
+    return cards
 
 
 def _unit_of(metric: str) -> str:
@@ -310,22 +364,34 @@ def _unit_of(metric: str) -> str:
 
 def render_html(view: FleetView, *, plots: int = 50, history: int = 20) -> str:
     """The whole page as one string."""
+    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in ("FAIL", "ERROR"), n.node))
+    out = [*_page_head(view), *_nodes_table(ordered, history), *_cards_table(view, ordered),
+           *_distributions(view), *_plots(view, plots), *_unreadable(view),
+           f"<script>{SCRIPT}</script></body></html>\n"]
+    return "".join(out)
+
+
+def _page_head(view: FleetView) -> list[str]:
+    """Document head, title and the verdict counts."""
     counts = view.verdicts()
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>nodegate fleet report: {escape(str(view.root))}</title>",
-           f"<style>{CSS}</style></head><body>",
-           f"<h1>nodegate fleet report</h1><p class=\"muted\">{escape(str(view.root))} - "
-           f"{len(view.nodes)} nodes, {view.n_reports} reports, generated {escape(now)}</p>",
-           "<p>" + " ".join(f"{_badge(v)} {counts[v]}" for v in
-                            ("FAIL", "ERROR", "WARN", "SKIP", "PASS") if counts.get(v)) + "</p>"]
-    out.append('<h2>Nodes</h2><input id="filter" type="search" placeholder="filter: node, '
-               'verdict, check" aria-label="filter nodes"> <span class="muted"><span '
-               'id="shown"></span> shown</span>')
-    out.append('<table id="nodes"><thead><tr><th>node</th><th>verdict</th><th>latest</th>'
-               '<th>finished</th><th>failing checks</th><th>history</th></tr></thead><tbody>')
-    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in ("FAIL", "ERROR"), n.node))
+    return ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>nodegate fleet report: {escape(str(view.root))}</title>",
+            f"<style>{CSS}</style></head><body>",
+            f"<h1>nodegate fleet report</h1><p class=\"muted\">{escape(str(view.root))} - "
+            f"{len(view.nodes)} nodes, {view.n_reports} reports, generated {escape(now)}</p>",
+            "<p>" + " ".join(f"{_badge(v)} {counts[v]}" for v in
+                             ("FAIL", "ERROR", "WARN", "SKIP", "PASS") if counts.get(v)) + "</p>"]
+
+
+def _nodes_table(ordered: Sequence[NodeView], history: int) -> list[str]:
+    """The filterable node table: verdict, latest report, failing checks, history dots."""
+    out = ['<h2>Nodes</h2><input id="filter" type="search" placeholder="filter: node, '
+           'verdict, check" aria-label="filter nodes"> <span class="muted"><span '
+           'id="shown"></span> shown</span>',
+           '<table id="nodes"><thead><tr><th>node</th><th>verdict</th><th>latest</th>'
+           '<th>finished</th><th>failing checks</th><th>history</th></tr></thead><tbody>']
     for node in ordered:
         latest = node.latest
         failing = failing_text(node, limit=5)
@@ -337,51 +403,77 @@ def render_html(view: FleetView, *, plots: int = 50, history: int = 20) -> str:
                    f"<td>{escape(latest['level'])}</td><td>{escape(latest['finished_at'])}</td>"
                    f"<td>{escape(failing)}</td><td>{dots}</td></tr>")
     out.append("</tbody></table>")
+    return out
+
+
+def _cards_table(view: FleetView, ordered: Sequence[NodeView]) -> list[str]:
+    """Failing GPUs by card identity and card swaps; nothing when there are neither."""
     cards = [(node, card) for node in ordered for card in node.failing_cards()]
     swaps = [(node, swap) for node in view.nodes for swap in node.swaps()]
-    if cards or swaps:
-        out.append("<h2>Cards</h2><table><thead><tr><th>node</th><th>GPU</th><th>what</th>"
-                   "</tr></thead><tbody>")
-        for node, (entity, identity, items) in cards:
-            out.append(f"<tr><td>{escape(node.node)}</td><td>{escape(entity)}</td><td>failing "
-                       f"({escape(card_text(identity))}): {escape(', '.join(items[:5]))}"
-                       "</td></tr>")
-        for node, swap in swaps:
-            out.append(f"<tr><td>{escape(node.node)}</td><td>{escape(swap.entity)}</td>"
-                       f"<td>{escape(swap_text(swap))}</td></tr>")
-        out.append("</tbody></table>")
-    if view.metrics:
-        out.append(f"<h2>Fleet distributions</h2><p class=\"muted\">Each node's worst entity "
-                   f"per metric; outliers are worse than the fleet median by more than "
-                   f"{view.margin_pct:g}%.</p><div class=\"plots\">")
-        for metric in view.metrics:
-            svg = distribution_svg(metric, view.margin_pct)
-            if svg:
-                out.append(f'<div class="card">{svg}</div>')
-        out.append("</div>")
-        rows = [(m, o) for m in view.metrics for o in m.outliers]
-        if rows:
-            out.append("<h3>Outliers</h3><table><thead><tr><th>node</th><th>metric</th>"
-                       "<th>entity</th><th>value</th><th>vs median</th></tr></thead><tbody>")
-            for metric, outlier in rows[:500]:
-                out.append(f"<tr><td>{escape(outlier.node)}</td><td>{escape(metric.key)}</td>"
-                           f"<td>{escape(outlier.entity)}</td><td>{_num(outlier.value)} "
-                           f"{escape(metric.unit)}</td><td>{outlier.deviation_pct:+.1f}% "
-                           f"(median {_num(metric.stats['median'])})</td></tr>")
-            out.append("</tbody></table>")
+    if not (cards or swaps):
+        return []
+    out = ["<h2>Cards</h2><table><thead><tr><th>node</th><th>GPU</th><th>what</th>"
+           "</tr></thead><tbody>"]
+    for node, (entity, identity, items) in cards:
+        out.append(f"<tr><td>{escape(node.node)}</td><td>{escape(entity)}</td><td>failing "
+                   f"({escape(card_text(identity))}): {escape(', '.join(items[:5]))}"
+                   "</td></tr>")
+    for node, swap in swaps:
+        out.append(f"<tr><td>{escape(node.node)}</td><td>{escape(swap.entity)}</td>"
+                   f"<td>{escape(swap_text(swap))}</td></tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _distributions(view: FleetView) -> list[str]:
+    """Per-metric histograms of the fleet and the outlier table."""
+    if not view.metrics:
+        return []
+    out = [f"<h2>Fleet distributions</h2><p class=\"muted\">Each node's worst entity "
+           f"per metric; outliers are worse than the fleet median by more than "
+           f"{view.margin_pct:g}%.</p><div class=\"plots\">"]
+    for metric in view.metrics:
+        svg = distribution_svg(metric, view.margin_pct)
+        if svg:
+            out.append(f'<div class="card">{svg}</div>')
+    out.append("</div>")
+    return out + _outliers_table(view)
+
+
+def _outliers_table(view: FleetView) -> list[str]:
+    """The first 500 outliers with their deviation from the median; nothing when none."""
+    rows = [(m, o) for m in view.metrics for o in m.outliers]
+    if not rows:
+        return []
+    out = ["<h3>Outliers</h3><table><thead><tr><th>node</th><th>metric</th>"
+           "<th>entity</th><th>value</th><th>vs median</th></tr></thead><tbody>"]
+    for metric, outlier in rows[:500]:
+        out.append(f"<tr><td>{escape(outlier.node)}</td><td>{escape(metric.key)}</td>"
+                   f"<td>{escape(outlier.entity)}</td><td>{_num(outlier.value)} "
+                   f"{escape(metric.unit)}</td><td>{outlier.deviation_pct:+.1f}% "
+                   f"(median {_num(metric.stats['median'])})</td></tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _plots(view: FleetView, plots: int) -> list[str]:
+    """Per-node plot sections for up to ``plots`` nodes, failing and outlier nodes first."""
     chosen = _plot_order(view, plots)
-    if chosen:
-        out.append(f"<h2>Per-node plots</h2><p class=\"muted\">P2P matrix and telemetry "
-                   f"under load for {len(chosen)} of {len(view.nodes)} nodes (failing and "
-                   f"outlier nodes first).</p>")
-        out.extend(_node_section(view, node) for node in chosen)
-    if view.unreadable:
-        out.append("<h2>Unreadable reports</h2><ul>")
-        out.extend(f"<li>{escape(path)}: {escape(error)}</li>" for path, error in
-                   view.unreadable)
-        out.append("</ul>")
-    out.append(f"<script>{SCRIPT}</script></body></html>\n")
-    return "".join(out)
+    if not chosen:
+        return []
+    return [f"<h2>Per-node plots</h2><p class=\"muted\">P2P matrix and telemetry "
+            f"under load for {len(chosen)} of {len(view.nodes)} nodes (failing and "
+            f"outlier nodes first).</p>",
+            *(_node_section(view, node) for node in chosen)]
+
+
+def _unreadable(view: FleetView) -> list[str]:
+    """Reports that could not be read, with the reason; nothing when all were read."""
+    if not view.unreadable:
+        return []
+    return ["<h2>Unreadable reports</h2><ul>",
+            *(f"<li>{escape(path)}: {escape(error)}</li>" for path, error in view.unreadable),
+            "</ul>"]
 
 
 def write_html(view: FleetView, path: str | Path, *, plots: int = 50) -> Path:

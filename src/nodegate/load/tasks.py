@@ -217,6 +217,68 @@ def _host_copies(ctx: WorkerContext, device_buf: Any, *, node: int | None,
             "pinning": pinning, "pages_on_node": pages, "placed": devices.placed_on(pages, node)}
 
 
+class _PairCopies:
+    """One buffer to send and one to receive on each device, and a stream per GPU, made
+    before any clock starts (the first stream makes torch's stream pool)."""
+
+    def __init__(self, ctx: WorkerContext, nbytes: int) -> None:
+        import torch
+
+        from nodegate.load import devices
+
+        self.ctx = ctx
+        devs = [devices.torch_device(ctx.backend, i) for i in range(ctx.world)]
+        self.bufs = [torch.empty(nbytes, dtype=torch.uint8, device=d).fill_(i)
+                     for i, d in enumerate(devs)]
+        self.back = [torch.empty(nbytes, dtype=torch.uint8, device=d) for d in devs]
+        self.streams = ([torch.cuda.Stream(device=dev) for dev in devs]  # type: ignore[no-untyped-call,unused-ignore]
+                        if ctx.backend.cuda else [])
+
+    def sync_all(self) -> None:
+        from nodegate.load import devices
+
+        for i in range(self.ctx.world):
+            devices.sync(self.ctx.backend, i if self.ctx.backend.cuda else None)
+
+    def both_ways(self, s: int, d: int) -> None:
+        """s->d on s's stream and d->s on d's at once; on CPU, one after the other."""
+        import torch
+
+        if not self.streams:
+            self.back[d].copy_(self.bufs[s])
+            self.back[s].copy_(self.bufs[d])
+            return
+        with torch.cuda.stream(self.streams[s]):
+            self.back[d].copy_(self.bufs[s], non_blocking=True)
+        with torch.cuda.stream(self.streams[d]):
+            self.back[s].copy_(self.bufs[d], non_blocking=True)
+
+    def one_way_seconds(self, s: int, d: int, iters: int) -> float:
+        """Wall time of ``iters`` s->d copies, launch to every device synced (the copy
+        inline: no call of ours between launches)."""
+        start = time.perf_counter()
+        for _ in range(iters):
+            self.back[d].copy_(self.bufs[s], non_blocking=True)
+        self.sync_all()
+        return time.perf_counter() - start
+
+    def both_ways_seconds(self, s: int, d: int, iters: int) -> float:
+        """Wall time of ``iters`` rounds of copies both ways at once, launch to synced."""
+        start = time.perf_counter()
+        for _ in range(iters):
+            self.both_ways(s, d)
+        self.sync_all()
+        return time.perf_counter() - start
+
+    def release(self) -> None:
+        import torch
+
+        self.bufs.clear()
+        self.back.clear()
+        if self.ctx.backend.cuda:
+            torch.cuda.empty_cache()  # this process's blocks on every GPU go back for later phases
+
+
 def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
     """Every ordered pair (src, dst), one direction then both at once, measured by rank 0
     alone so no other copy shares the fabric (nvbandwidth's copy-engine method).
@@ -226,64 +288,25 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
     """
     import torch
 
-    from nodegate.load import devices
-
     if ctx.rank != 0:
         return {}
     world = ctx.world
-    devs = [devices.torch_device(ctx.backend, i) for i in range(world)]
-    bufs = [torch.empty(nbytes, dtype=torch.uint8, device=d).fill_(i) for i, d in enumerate(devs)]
-    back = [torch.empty(nbytes, dtype=torch.uint8, device=d) for d in devs]
+    copies = _PairCopies(ctx, nbytes)
     uni = [[0.0] * world for _ in range(world)]
     bidir = [[0.0] * world for _ in range(world)]
     access = [[True] * world for _ in range(world)]
-
-    def sync_all() -> None:
-        for i in range(world):
-            devices.sync(ctx.backend, i if ctx.backend.cuda else None)
-
-    # one stream per GPU, made before any clock starts (the first makes torch's stream pool)
-    streams = ([torch.cuda.Stream(device=dev) for dev in devs]  # type: ignore[no-untyped-call,unused-ignore]
-               if ctx.backend.cuda else [])
-
-    def both_ways(s: int, d: int) -> None:
-        """s->d on s's stream and d->s on d's at once; on CPU, one after the other."""
-        if not streams:
-            back[d].copy_(bufs[s])
-            back[s].copy_(bufs[d])
-            return
-        with torch.cuda.stream(streams[s]):
-            back[d].copy_(bufs[s], non_blocking=True)
-        with torch.cuda.stream(streams[d]):
-            back[s].copy_(bufs[d], non_blocking=True)
-
-    done = 0
-    for s in range(world):
-        for d in range(world):
-            if s == d:
-                continue
-            if ctx.backend.cuda:
-                access[s][d] = bool(torch.cuda.can_device_access_peer(s, d))
-            # untimed round in both directions: torch enables peer access on a pair's first
-            # copy, and the d->s direction may not have run yet
-            both_ways(s, d)
-            sync_all()
-            start = time.perf_counter()
-            for _ in range(iters):
-                back[d].copy_(bufs[s], non_blocking=True)
-            sync_all()
-            uni[s][d] = formulas.gbps(nbytes * iters, time.perf_counter() - start)
-            start = time.perf_counter()
-            for _ in range(iters):
-                both_ways(s, d)
-            sync_all()
-            bidir[s][d] = formulas.gbps(2 * nbytes * iters, time.perf_counter() - start)
-            done += 1
-            ctx.step(done)
-    bufs.clear()
-    back.clear()
-    if ctx.backend.cuda:
-        torch.cuda.empty_cache()  # this process's blocks on every GPU go back for later phases
+    pairs = [(s, d) for s in range(world) for d in range(world) if s != d]
+    for done, (s, d) in enumerate(pairs, start=1):
+        if ctx.backend.cuda:
+            access[s][d] = bool(torch.cuda.can_device_access_peer(s, d))
+        # untimed round in both directions: torch enables peer access on a pair's first
+        # copy, and the d->s direction may not have run yet
+        copies.both_ways(s, d)
+        copies.sync_all()
+        uni[s][d] = formulas.gbps(nbytes * iters, copies.one_way_seconds(s, d, iters))
+        bidir[s][d] = formulas.gbps(2 * nbytes * iters, copies.both_ways_seconds(s, d, iters))
+        ctx.step(done)
+    copies.release()
     return {"bytes": nbytes, "iters": iters, "unidir_gbps": uni, "bidir_gbps": bidir,
             "peer_access": access}
 

@@ -194,6 +194,22 @@ def _context() -> Any:
     return ctx
 
 
+@dataclass
+class _Collecting:
+    """One phase's wait: the outcome so far, the ranks yet to answer, and when the grace
+    that the first failure starts runs out."""
+
+    outcome: PhaseOutcome
+    pending: set[int]
+    grace_until: float | None = None
+
+    def failed(self, failure: RankFailure) -> None:
+        """Record a failure; the first is the trigger and starts the grace."""
+        failure.trigger = self.grace_until is None
+        self.outcome.failures.append(failure)
+        self.grace_until = self.grace_until or time.monotonic() + GRACE_S
+
+
 class Gang:
     """``world`` workers in one process group; ``run`` a phase on all of them with a deadline."""
 
@@ -279,56 +295,67 @@ class Gang:
         outcome = PhaseOutcome(name)
         start = time.monotonic()
         deadline = start + timeout_s
-        pending = set(range(self.world))
-        grace_until: float | None = None
+        wait = _Collecting(outcome, set(range(self.world)))
         last_beat = 0.0
-
-        def failed(failure: RankFailure) -> None:
-            nonlocal grace_until
-            failure.trigger = grace_until is None
-            outcome.failures.append(failure)
-            grace_until = grace_until or time.monotonic() + GRACE_S
-
-        while pending:
+        while wait.pending:
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or self._grace_over(wait, now):
                 break
-            if grace_until is not None and now >= grace_until and not [
-                    r for r in pending if not self._in_collective(r)
-                    and time.time() - self._last_beat(r) < STALE_S]:
-                break
-            try:
-                got_seq, rank, status, value = self._results.get(timeout=min(0.2, beat_s))
-            except queue.Empty:
-                got_seq = None
-            if got_seq is not None and got_seq == seq and rank in pending:
-                pending.discard(rank)
-                if status == "ok":
-                    outcome.values[rank] = value
-                else:
-                    failed(RankFailure(rank, "error", self._last_step(rank), str(value),
-                                       in_collective=self._in_collective(rank)))
-            for rank in sorted(pending):
-                proc = self._procs[rank]
-                if proc.exitcode is not None:
-                    pending.discard(rank)
-                    failed(RankFailure(
-                        rank, "died", self._last_step(rank),
-                        f"rank {rank} exited with code {proc.exitcode} during {name}",
-                        exitcode=proc.exitcode, in_collective=self._in_collective(rank)))
+            self._take_result(seq, wait, beat_s)
+            self._reap_dead(name, wait)
             if on_progress is not None and now - last_beat >= beat_s:
                 last_beat = now
                 on_progress([self._last_step(r) or 0 for r in range(self.world)])
-        for rank in sorted(pending):
-            why = (f"deadline of {timeout_s:.0f} s passed" if time.monotonic() >= deadline
-                   else "stopped responding after another rank failed")
-            kind = "no-start" if seq == -1 else "hung"
-            outcome.failures.append(RankFailure(
-                rank, kind, self._last_step(rank), f"rank {rank} {why} during {name}",
-                in_collective=self._in_collective(rank)))
+        self._give_up(name, seq, timeout_s, deadline, wait)
         outcome.failures = _blame(outcome.failures)
         outcome.duration_s = time.monotonic() - start
         return outcome
+
+    def _grace_over(self, wait: _Collecting, now: float) -> bool:
+        """After a failure's grace: stop waiting unless a pending rank works on its own and
+        still shows progress."""
+        return wait.grace_until is not None and now >= wait.grace_until and not [
+            r for r in wait.pending if not self._in_collective(r)
+            and time.time() - self._last_beat(r) < STALE_S]
+
+    def _take_result(self, seq: int, wait: _Collecting, beat_s: float) -> None:
+        """Record one rank's result for this phase, if one comes within the poll interval;
+        a stale phase's result or a rank already settled is dropped."""
+        try:
+            got_seq, rank, status, value = self._results.get(timeout=min(0.2, beat_s))
+        except queue.Empty:
+            return
+        if got_seq != seq or rank not in wait.pending:
+            return
+        wait.pending.discard(rank)
+        if status == "ok":
+            wait.outcome.values[rank] = value
+        else:
+            wait.failed(RankFailure(rank, "error", self._last_step(rank), str(value),
+                                    in_collective=self._in_collective(rank)))
+
+    def _reap_dead(self, name: str, wait: _Collecting) -> None:
+        """A pending rank whose process exited failed: it will never answer."""
+        for rank in sorted(wait.pending):
+            proc = self._procs[rank]
+            if proc.exitcode is not None:
+                wait.pending.discard(rank)
+                wait.failed(RankFailure(
+                    rank, "died", self._last_step(rank),
+                    f"rank {rank} exited with code {proc.exitcode} during {name}",
+                    exitcode=proc.exitcode, in_collective=self._in_collective(rank)))
+
+    def _give_up(self, name: str, seq: int, timeout_s: float, deadline: float,
+                 wait: _Collecting) -> None:
+        """Every rank still pending at the end failed: hung (or never started, for the
+        start-up phase ``seq == -1``)."""
+        for rank in sorted(wait.pending):
+            why = (f"deadline of {timeout_s:.0f} s passed" if time.monotonic() >= deadline
+                   else "stopped responding after another rank failed")
+            kind = "no-start" if seq == -1 else "hung"
+            wait.outcome.failures.append(RankFailure(
+                rank, kind, self._last_step(rank), f"rank {rank} {why} during {name}",
+                in_collective=self._in_collective(rank)))
 
     def close(self) -> None:
         """Stop every worker: a polite stop when healthy, SIGKILL otherwise; always reaped."""

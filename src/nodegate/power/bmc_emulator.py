@@ -303,69 +303,74 @@ def _error(message_id: str, message: str) -> dict[str, Any]:
                       "@Message.ExtendedInfo": [{"MessageId": message_id, "Message": message}]}}
 
 
+class _BmcHandler(BaseHTTPRequestHandler):
+    """Redfish over HTTP for one emulated BMC; ``make_handler`` binds ``bmc``."""
+
+    server_version = "nodegate-bmc-emulator"
+    protocol_version = "HTTP/1.1"
+    bmc: RedfishBmc
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        LOG.debug("%s %s", self.address_string(), fmt % args)  # never headers or bodies
+
+    def _send(self, code: int, body: dict[str, Any] | None,
+              headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("OData-Version", "4.0")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if data:
+            self.wfile.write(data)
+
+    def _path(self) -> str:
+        return self.path.split("?", 1)[0].rstrip("/") or "/"
+
+    def do_GET(self) -> None:
+        path = self._path()
+        if path not in ("/redfish", "/redfish/v1") and not self.bmc.authorized(self.headers):
+            self._send(401, _error("Base.1.8.NoValidSession", "authentication required"),
+                       {"WWW-Authenticate": 'Basic realm="nodegate"'})
+            return
+        if path == "/redfish":
+            self._send(200, {"v1": "/redfish/v1/"})
+            return
+        body = self.bmc.resource(path)
+        if body is None:
+            self._send(404, _error("Base.1.8.ResourceMissingAtURI", f"{path} not found"))
+        else:
+            self._send(200, body)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        if self._path() != "/redfish/v1/SessionService/Sessions":
+            self._send(405, _error("Base.1.8.OperationNotAllowed", "POST not allowed"))
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._send(400, _error("Base.1.8.MalformedJSON", "malformed JSON"))
+            return
+        code, payload, headers = self.bmc.create_session(body if isinstance(body, dict) else {})
+        self._send(code, payload, headers)
+
+    def do_DELETE(self) -> None:
+        path = self._path()
+        prefix = "/redfish/v1/SessionService/Sessions/"
+        if not path.startswith(prefix) or not self.bmc.authorized(self.headers):
+            self._send(401, _error("Base.1.8.NoValidSession", "authentication required"))
+            return
+        code = self.bmc.delete_session(path[len(prefix):])
+        self._send(code, None)
+
+
 def make_handler(bmc: RedfishBmc) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "nodegate-bmc-emulator"
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            LOG.debug("%s %s", self.address_string(), fmt % args)  # never headers or bodies
-
-        def _send(self, code: int, body: dict[str, Any] | None,
-                  headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode() if body is not None else b""
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("OData-Version", "4.0")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            if data:
-                self.wfile.write(data)
-
-        def _path(self) -> str:
-            return self.path.split("?", 1)[0].rstrip("/") or "/"
-
-        def do_GET(self) -> None:
-            path = self._path()
-            if path not in ("/redfish", "/redfish/v1") and not bmc.authorized(self.headers):
-                self._send(401, _error("Base.1.8.NoValidSession", "authentication required"),
-                           {"WWW-Authenticate": 'Basic realm="nodegate"'})
-                return
-            if path == "/redfish":
-                self._send(200, {"v1": "/redfish/v1/"})
-                return
-            body = bmc.resource(path)
-            if body is None:
-                self._send(404, _error("Base.1.8.ResourceMissingAtURI", f"{path} not found"))
-            else:
-                self._send(200, body)
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b"{}"
-            if self._path() != "/redfish/v1/SessionService/Sessions":
-                self._send(405, _error("Base.1.8.OperationNotAllowed", "POST not allowed"))
-                return
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                self._send(400, _error("Base.1.8.MalformedJSON", "malformed JSON"))
-                return
-            code, payload, headers = bmc.create_session(body if isinstance(body, dict) else {})
-            self._send(code, payload, headers)
-
-        def do_DELETE(self) -> None:
-            path = self._path()
-            prefix = "/redfish/v1/SessionService/Sessions/"
-            if not path.startswith(prefix) or not bmc.authorized(self.headers):
-                self._send(401, _error("Base.1.8.NoValidSession", "authentication required"))
-                return
-            code = bmc.delete_session(path[len(prefix):])
-            self._send(code, None)
-
-    return Handler
+    """A handler class bound to ``bmc``: the server makes one handler object per request."""
+    return type("Handler", (_BmcHandler,), {"bmc": bmc})
 
 
 def serve(

@@ -152,6 +152,51 @@ def _digits_scale(digits: int | str | None) -> float:
     return 10.0 ** -digits if isinstance(digits, int) and 0 <= digits <= 6 else 1.0
 
 
+def _emit_raritan(dev: DeviceReading, rows: Rows, digits: Rows, fallback: Rows, base: str, *,
+                  entity_of: Callable[[tuple[int, ...]], str],
+                  label_of: Callable[[tuple[int, ...]], str]) -> None:
+    """Add one sensor table's readings: a value is an integer with its decimal digits in a
+    sibling table, and only the sensor types in ``RARITAN_SENSORS`` are read."""
+    for index, raw in sorted(rows.items()):
+        sensor = RARITAN_SENSORS.get(index[-1])
+        if sensor is None or not isinstance(raw, int):
+            continue
+        quantity, unit, extra = sensor
+        dig = digits.get(index)
+        if dig is None:  # pole digits absent on some firmware: the inlet's own digits
+            dig = fallback.get((*index[:2], index[-1]))
+        value = round(raw * _digits_scale(dig) * extra, 6)
+        dev.add(entity_of(index), quantity, value, unit,
+                source=f"{base}." + ".".join(map(str, index)), label=label_of(index))
+
+
+def _inlet_entity(i: tuple[int, ...]) -> str:
+    return f"inlet{i[1]}"
+
+
+def _outlet_entity(i: tuple[int, ...]) -> str:
+    return f"outlet{i[1]}"
+
+
+def _no_label(i: tuple[int, ...]) -> str:
+    return ""
+
+
+def _pole_entity(n_inlets: int) -> Callable[[tuple[int, ...]], str]:
+    """Poles are the device's phases on a one-inlet PDU, else named under their inlet."""
+    def entity(i: tuple[int, ...]) -> str:
+        return f"phase{i[2]}" if n_inlets <= 1 else f"inlet{i[1]}.phase{i[2]}"
+    return entity
+
+
+def _outlet_label(names: Rows) -> Callable[[tuple[int, ...]], str]:
+    """The outlet's configured name, or none."""
+    def label(i: tuple[int, ...]) -> str:
+        name = names.get(i[:2])
+        return name if isinstance(name, str) else ""
+    return label
+
+
 async def _read_raritan(session: SnmpSession, dev: DeviceReading) -> None:
     model = await session.get([f"{RARITAN}.3.2.1.1.3.1"])  # pduModel.1
     if isinstance(model.get(f"{RARITAN}.3.2.1.1.3.1"), str):
@@ -165,44 +210,12 @@ async def _read_raritan(session: SnmpSession, dev: DeviceReading) -> None:
     poles = await session.walk(f"{RARITAN}.5.2.4.1.4")  # measurementsInletPoleSensorValue
     outlets = await session.walk(f"{RARITAN}.5.4.3.1.4")  # measurementsOutletSensorValue
     n_inlets = len({k[:2] for k in inlets})
-
-    def emit(rows: Rows, digits: Rows, fallback: Rows, base: str, *,
-             entity_of: Callable[[tuple[int, ...]], str],
-             label_of: Callable[[tuple[int, ...]], str]) -> None:
-        for index, raw in sorted(rows.items()):
-            sensor = RARITAN_SENSORS.get(index[-1])
-            if sensor is None or not isinstance(raw, int):
-                continue
-            quantity, unit, extra = sensor
-            dig = digits.get(index)
-            if dig is None:  # pole digits absent on some firmware: the inlet's own digits
-                dig = fallback.get((*index[:2], index[-1]))
-            value = round(raw * _digits_scale(dig) * extra, 6)
-            dev.add(entity_of(index), quantity, value, unit,
-                    source=f"{base}." + ".".join(map(str, index)), label=label_of(index))
-
-    def inlet_entity(i: tuple[int, ...]) -> str:
-        return f"inlet{i[1]}"
-
-    def pole_entity(i: tuple[int, ...]) -> str:
-        return f"phase{i[2]}" if n_inlets <= 1 else f"inlet{i[1]}.phase{i[2]}"
-
-    def outlet_entity(i: tuple[int, ...]) -> str:
-        return f"outlet{i[1]}"
-
-    def no_label(i: tuple[int, ...]) -> str:
-        return ""
-
-    def outlet_label(i: tuple[int, ...]) -> str:
-        name = outlet_names.get(i[:2])
-        return name if isinstance(name, str) else ""
-
-    emit(inlets, inlet_digits, inlet_digits, f"{RARITAN}.5.2.3.1.4",
-         entity_of=inlet_entity, label_of=no_label)
-    emit(poles, pole_digits, inlet_digits, f"{RARITAN}.5.2.4.1.4",
-         entity_of=pole_entity, label_of=no_label)
-    emit(outlets, outlet_digits, outlet_digits, f"{RARITAN}.5.4.3.1.4",
-         entity_of=outlet_entity, label_of=outlet_label)
+    _emit_raritan(dev, inlets, inlet_digits, inlet_digits, f"{RARITAN}.5.2.3.1.4",
+                  entity_of=_inlet_entity, label_of=_no_label)
+    _emit_raritan(dev, poles, pole_digits, inlet_digits, f"{RARITAN}.5.2.4.1.4",
+                  entity_of=_pole_entity(n_inlets), label_of=_no_label)
+    _emit_raritan(dev, outlets, outlet_digits, outlet_digits, f"{RARITAN}.5.4.3.1.4",
+                  entity_of=_outlet_entity, label_of=_outlet_label(outlet_names))
     _sum_into_device(dev, "inlet", "power", "W")
     _sum_into_device(dev, "inlet", "energy", "kWh")
 
