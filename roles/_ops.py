@@ -2,13 +2,14 @@
 
 pyinfra runs an operation's generator twice: while preparing (to report what would change,
 ``--dry``) and again while executing, with fresh facts. The operations here rely on that:
-the array's UUID, the loaded module and the gate's verdict are read when they exist.
+the array's UUID, the loaded module and the join plan are read when they exist. Facts only
+read; what changes the node (the battery, the all-reduce, a drain) is a command yielded here,
+and its verdict a command that runs after it (``verdict``, ``roles/_gate.py``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import jinja2
 from pyinfra import logger
 from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand
+from pyinfra.api.host import Host
 from pyinfra.api.operation import operation
 from pyinfra.api.util import get_file_sha1
 from pyinfra.context import host
@@ -25,11 +27,12 @@ from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 from pyinfra.operations import files, server
 
-from nodegate.facts.gate import GateReport, JoinDecision, MultinodeRun
+from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
+from roles import _gate
 from roles._common import TEMPLATES, TargetOS, cmd, container, mount_unit_name, q, target_os
 
 REBOOT_MARKER = "/run/nodegate/reboot-required"
@@ -365,50 +368,56 @@ def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str],
 def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
                 extra_args: list[str], *, subcommand: str = "health",
                 level: str = "quick", fail_host: bool = True) -> Generator[Any, None, None]:
-    """Run ``nodegate health`` on the node once configured, keep its JSON report locally
-    (``<fetch_dir>/<host>/quick-latest.json``), and fail the host if the verdict is not PASS.
+    """Run the battery on the node (``nodegate health|validate --json``, its report and exit
+    code recorded there), bring the report to ``<fetch_dir>/<host>/<level>-latest.json``, and
+    fail the host if the verdict is not PASS.
 
-    The check runs as a fact while executing (not while preparing, when the node is not yet
-    configured), so a passing gate is not counted as a change.
+    Running the battery is this operation's change, on every run (it writes the node's
+    reports), so a converged node counts it too. The fetch and the verdict follow it while
+    executing; prepared, the operation shows only the run.
     """
+    at = _gate.stem(level)
+    yield _gate.recorded(at, *_gate.battery_argv(nodegate_bin, subcommand, profile_path,
+                                                  extra_args))
     if not host.state.is_executing:
-        host.noop("validation gate runs after the roles (nodegate health)")
         return
-    result = host.get_fact(GateReport, nodegate=nodegate_bin, profile=profile_path,
-                           extra_args=extra_args, subcommand=subcommand)
     out = Path(fetch_dir) / host.name
-    out.mkdir(parents=True, exist_ok=True)
-    if result["report"] is not None:
-        (out / f"{level}-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
-                                               encoding="utf-8")
-    if result["exit"] == 0:
-        host.noop(f"validation gate passed (report in {out})")
-        return
-    if not fail_host and result["exit"] == 1:
-        host.noop(f"validation gate FAILED (report in {out}); the join gate drains the node")
-        return
-    message = (f"validation gate: nodegate {subcommand} exited {result['exit']} "
-               f"(1 = a check failed, 2 = bad input, 3 = could not run); report in {out}")
+    staging = out / f".{level}"
+    yield from _gate.fetch(at, staging)
 
-    yield from fail_here(message)
+    def decide(me: Host) -> str | None:
+        result = _gate.take(staging)
+        _gate.keep(result, out / f"{level}-latest.json")
+        return _gate.battery_verdict(me, result, out, subcommand=subcommand,
+                                     fail_host=fail_host)
+
+    yield verdict(decide)
 
 
-def fail_here(message: str) -> Generator[Any, None, None]:
-    """Fail this host at execution time with ``message`` (the other hosts carry on): the
-    one way an operation here stops its host once the run executes. Before that, while
-    operations are prepared, ``roles._common.refuse`` is the one way.
+def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
+    """A command that, when it runs, asks ``decide`` and fails this host with the message it
+    returns (None: the host carries on). The one way an operation here stops its host once
+    the run executes; before that, while operations are prepared, ``roles._common.refuse``
+    is the one way.
 
     pyinfra takes a Python command's return value as its status only when the function's
     parameters are literally named ``state`` and ``host``; any other signature's result is
     ignored. That convention is pyinfra's, not public API, so it lives here alone.
     """
-    who = host.name
 
-    def _fail(state: Any, host: Any) -> bool:
-        logger.error(f"{who}: {message}")
+    def _verdict(state: Any, host: Host) -> bool:
+        message = decide(host)
+        if message is None:
+            return True
+        logger.error(f"{host.name}: {message}")
         return False
 
-    yield FunctionCommand(_fail, (), {})
+    return FunctionCommand(_verdict, (), {})
+
+
+def fail_here(message: str) -> Generator[Any, None, None]:
+    """Fail this host at execution time with ``message`` (the other hosts carry on)."""
+    yield verdict(lambda _host: message)
 
 
 __all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
@@ -427,44 +436,45 @@ def multinode_pair(*, nodegate_bin: str, profile_path: str, report_dir: str, fet
     The peer hosts the rendezvous and is never failed by its partner's result (it is the
     reference); the new node's report is fetched to ``<fetch_dir>/<new>/multinode-latest.json``
     and, like the battery's, fails the host unless ``fail_host`` is false (deploy.py: the join
-    gate drains it instead).
+    gate drains it instead). Running the all-reduce is the change, on both hosts.
     """
     if host.name not in (peer, new):
         host.noop(f"multinode: not in the pair {new} + {peer}")
         return
-    if not host.state.is_executing:
-        host.noop(f"multinode: all-reduce {new} + {peer} runs after validation")
-        return
     partner = new if host.name == peer else peer
-    gone = [h for h in host.state.failed_hosts if h.name == partner] or \
-        [h for h in host.state.inventory if h.name == partner and h not in host.state.active_hosts]
-    if gone:
+    if host.state.is_executing and _left_the_run(partner):
         logger.warning(f"{host.name}: multinode: {partner} is not in the run any more; "
                        f"no pair run with it")
         host.noop(f"multinode: {partner} failed or left the run")
         return
     role = "host" if host.name == peer else "join"
-    result = host.get_fact(MultinodeRun, nodegate=nodegate_bin, profile=profile_path, role=role,
-                           endpoint=f"{addresses[peer]}:{port}", peer_name=partner,
-                           rdzv_id=f"nodegate-{new}-{peer}", local_addr=addresses[host.name],
-                           join_timeout_s=join_timeout_s, report_dir=report_dir)
-    summary = f"multinode {new} + {peer}: nodegate multinode exited {result['exit']}"
-    if role == "host":
-        if result["exit"] != 0:
-            logger.warning(f"{host.name}: {summary} (the node under test is judged, not this "
-                           "one)")
-        host.noop(summary)
+    at = _gate.stem("multinode")
+    yield _gate.recorded(at, *_gate.multinode_argv(
+        nodegate_bin, profile=profile_path, role=role, endpoint=f"{addresses[peer]}:{port}",
+        peer_name=partner, rdzv_id=f"nodegate-{new}-{peer}", local_addr=addresses[host.name],
+        join_timeout_s=join_timeout_s, report_dir=report_dir))
+    if not host.state.is_executing:
         return
     out = Path(fetch_dir) / host.name
-    out.mkdir(parents=True, exist_ok=True)
-    if result["report"] is not None:
-        (out / "multinode-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
-                                                   encoding="utf-8")
-    if result["exit"] == 0 or (not fail_host and result["exit"] == 1):
-        host.noop(f"{summary} (report in {out})")
-        return
-    message = f"{summary} (1 = a check failed, 2 = bad input, 3 = could not run); report in {out}"
-    yield from fail_here(message)
+    staging = out / ".multinode"
+    yield from _gate.fetch(at, staging, report=role == "join")
+
+    def decide(me: Host) -> str | None:
+        result = _gate.take(staging)
+        summary = f"multinode {new} + {peer}: nodegate multinode exited {result['exit']}"
+        if role == "join":
+            _gate.keep(result, out / "multinode-latest.json")
+        return _gate.multinode_verdict(me, result, out if role == "join" else None,
+                                       summary=summary, fail_host=fail_host)
+
+    yield verdict(decide)
+
+
+def _left_the_run(name: str) -> bool:
+    """Has inventory host ``name`` failed, or left this run (no longer active)?"""
+    state = host.state
+    return any(h.name == name for h in state.failed_hosts) or \
+        any(h.name == name and h not in state.active_hosts for h in state.inventory)
 
 
 @operation()
@@ -472,39 +482,24 @@ def join_gate(nodegate_bin: str, level: str, node: str,
               report_dir: str, require: tuple[str, ...] = ()) -> Generator[Any, None, None]:
     """Resume the node in Slurm on a fresh passing ``level`` report, drain it otherwise.
 
-    Runs at execution time on the node (its reports are there); an unchanged Slurm state is a
-    no-op, a resume or drain counts as this deploy's change, and a gate that could not run
-    (controller unreachable: exit 3) fails the host.
+    At execution time (the node's reports are there) the ``JoinPlan`` fact reads what the
+    join would do; only a plan that changes the Slurm state (resume, drain) runs the real
+    ``nodegate gate --mode join``, so a converged node counts no change. A drain (now or
+    before) fails the host; a gate that could not run (controller unreachable: exit 3)
+    fails it too, with nothing changed.
     """
     if not host.state.is_executing:
         host.noop(f"join gate runs after validation (level {level})")
         return
-    result = host.get_fact(JoinDecision, nodegate=nodegate_bin, level=level, node=node,
-                           report_dir=report_dir, require=list(require))
-    decision = result["decision"] or {}
-    summary = (f"join gate: {node} {decision.get('action', 'none')}: "
-               f"{decision.get('why', '')} [{decision.get('after', '')}]")
-    if result["exit"] != 0:
-        message = (f"join gate: nodegate gate exited {result['exit']} (2 = bad input, "
-                   "3 = scheduler unreachable; nothing was changed)")
-    elif decision.get("action") == "drain":
-        # the node did not pass its gate: drained (now or before), and the host fails
-        message = summary
-        if decision.get("changed"):
-            def _drained() -> bool:
-                logger.warning(f"{host.name}: {summary}")
-                return True
-
-            yield FunctionCommand(_drained, (), {})
-    elif not decision.get("changed"):
-        host.noop(summary)
+    args: dict[str, Any] = {"nodegate": nodegate_bin, "level": level, "node": node,
+                            "report_dir": report_dir, "require": list(require)}
+    plan = host.get_fact(JoinPlan, **args)
+    if plan["exit"] != 0:
+        yield from fail_here(_gate.join_exit_message(plan["exit"]))
         return
-    else:
-        def _log() -> bool:
-            logger.info(f"{host.name}: {summary}")
-            return True
-
-        yield FunctionCommand(_log, (), {})
+    if not _gate.join_changes(plan["decision"]):
+        host.noop(_gate.join_summary(node, plan["decision"] or {}))
         return
-
-    yield from fail_here(message)
+    at = _gate.stem("join")
+    yield _gate.recorded(at, *join_argv(**args))
+    yield verdict(lambda me: _gate.join_verdict(me, node, me.get_fact(RecordedRun, stem=at)))

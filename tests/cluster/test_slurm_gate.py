@@ -163,3 +163,32 @@ def test_controller_down_changes_nothing(slurm: SlurmCluster, tmp_path: Path) ->
     state, reason = slurm.sinfo(node)
     assert "drain" not in state and reason == "none"
     assert not slurm.scheduler().state(node).drained
+
+
+def test_join_plan_reads_and_changes_nothing(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """``gate --mode join --dry-run``, the deploy's JoinPlan fact: the decision without acting;
+    ``drain``/``resume`` exactly when the real join changes the state, ``none`` after it."""
+    node = "ng4"
+    slurm.reset(node)
+    report(node, faults=("nvlink-down@gpu3.link5",)).write(tmp_path / "standard-latest.json")
+    join = ("gate", "--mode", "join", "--report-dir", str(tmp_path), "--slurm-conf",
+            str(slurm.conf), "--node", node, "--json")
+
+    def plan() -> dict[str, object]:
+        result = run_cli(*join, "--dry-run")
+        assert result.returncode == 0, result.stderr
+        return dict(json.loads(result.stdout))
+
+    first = plan()
+    assert (first["action"], first["changed"], first["dry_run"]) == ("drain", False, True)
+    assert slurm.sinfo(node) == ("idle", "none")  # read, not drained
+    acted = json.loads(run_cli(*join).stdout)
+    assert (acted["action"], acted["changed"]) == ("drain", True)
+    again = plan()
+    assert again["action"] == "none" and str(again["why"]).startswith("already drained")
+    report(node).write(tmp_path / "standard-latest.json")
+    assert plan()["action"] == "resume"
+    assert "drain" in slurm.sinfo(node)[0]  # still drained: the plan resumed nothing
+    assert json.loads(run_cli(*join).stdout)["changed"] is True
+    slurm.wait_state(node, "idle")
+    assert plan()["action"] == "none"

@@ -58,10 +58,34 @@ def test_a_broken_site_file_is_reported_as_a_failure_not_a_time(tmp_path: Path) 
     assert f"{run.wall_s:.1f}" not in text.split("Last lines", maxsplit=1)[0]
 
 
+RERUN = """
+--> Results:
+    Operation                                               Hosts   Success   Error   No Change
+    nodegate nccl | nccl: /etc/nccl.conf                    2       {nccl}         -       {same}
+    nodegate validate (the battery on the node) | gate: nodegate health    2       2    -     -
+    nodegate join (Slurm resume or drain) | gate: Slurm join/drain    2       -    -     2
+    Grand total                                             6       {total}         -       {left}
+"""
+
+
 def test_a_rerun_that_changed_something_is_not_a_noop() -> None:
-    out = "Grand total  96  2  -  94"
-    run = deploys.DeployRun(0, 5.0, 2.0, out, deploys.parse_totals(out))
+    """The gate's battery runs on every deploy (an action, counted as one); any other change
+    on a rerun is one too many."""
     bench = _bench()
+    quiet = RERUN.format(nccl="-", same="2", total="2", left="4")
+    run = deploys.DeployRun(0, 5.0, 2.0, quiet, deploys.parse_totals(quiet))
+    assert deploys.changed_operations(quiet) == {
+        "nodegate validate (the battery on the node) | gate: nodegate health": 2}
+    assert deploys.role_changes(quiet) == {}
+    assert bench._checked("rerun", run, noop=True) is run
+    noisy = RERUN.format(nccl="1", same="1", total="3", left="3")
+    run = deploys.DeployRun(0, 5.0, 2.0, noisy, deploys.parse_totals(noisy))
     assert bench._checked("rerun", run) is run
-    with pytest.raises(bench.DeployFailed, match="changed 2 operation"):
+    assert deploys.role_changes(noisy) == {"nodegate nccl | nccl: /etc/nccl.conf": 1}
+    with pytest.raises(bench.DeployFailed, match=r"changed 1 operation\(s\) besides the gate's "
+                       r"runs \(nodegate nccl \| nccl: /etc/nccl.conf\)"):
         bench._checked("rerun", run, noop=True)
+    # the join is not a gate run: a rerun that resumes or drains a node is a change
+    joined = quiet.replace("gate: Slurm join/drain    2       -", "gate: Slurm join/drain    2       1")
+    assert list(deploys.role_changes(joined)) == [
+        "nodegate join (Slurm resume or drain) | gate: Slurm join/drain"]

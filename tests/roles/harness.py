@@ -3,7 +3,10 @@
 A real pyinfra State and Host run the role's real operations; only ``host.get_fact`` is
 answered from the scenario (facts by name and arguments, plus a fake file tree for pyinfra's
 file facts). ``converged=True`` runs the role once, applies its uploads to the file tree, then
-runs it again: that second plan is what a converged node would get.
+runs it again: that second plan is what a converged node would get. ``executing=True`` walks
+the operations as pyinfra executes them: shell commands are only recorded, a download copies
+``remote`` (what the node holds once those commands ran), and a Python command runs; one that
+fails stops its operation and the host, as in pyinfra.
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ for _p in (str(ROOT), str(ROOT / "src")):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand  # noqa: E402
+from pyinfra.api.command import (  # noqa: E402
+    FileDownloadCommand,
+    FileUploadCommand,
+    FunctionCommand,
+    StringCommand,
+)
 from pyinfra.api.config import Config  # noqa: E402
 from pyinfra.api.exceptions import DeployError  # noqa: E402
 from pyinfra.api.inventory import Inventory  # noqa: E402
@@ -54,6 +62,7 @@ class Result:
     uploads: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     noops: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # executing: operations that failed
 
     @property
     def commands(self) -> list[str]:
@@ -140,21 +149,35 @@ def _render(command: Any, uploads: dict[str, str]) -> str:
         text = src.getvalue() if hasattr(src, "getvalue") else Path(str(src)).read_text()
         uploads[command.dest] = text
         return f"upload {command.dest}"
+    if isinstance(command, FileDownloadCommand):
+        return f"download {command.src} {command.dest}"
     if isinstance(command, FunctionCommand):
         return f"function {command.function.__name__}"
     return repr(command)
 
 
+def _execute(command: Any, state: State, host: Any, remote: dict[str, str]) -> bool:
+    """What executing ``command`` does here: download from ``remote``, run Python commands."""
+    if isinstance(command, FileDownloadCommand):
+        if command.src not in remote:
+            return False  # as the real download of a missing file: the operation fails
+        Path(str(command.dest)).write_text(remote[command.src], encoding="utf-8")
+    elif isinstance(command, FunctionCommand):
+        return command.execute(state, host, {}) is not False  # type: ignore[arg-type]
+    return True
+
+
 def run(role: Any, *, os: str = "ubuntu22", data: dict[str, Any] | None = None,
         facts: dict[str, Any] | None = None, files: dict[str, Any] | None = None,
-        converged: bool = False) -> Result:
+        converged: bool = False, executing: bool = False,
+        remote: dict[str, str] | None = None) -> Result:
     fake = FakeFacts(os, facts or {}, files or {})
     if converged:
         first = _run_once(role, data or {}, fake)
         if first.error:
             return first
         _apply(fake, first)
-    return _run_once(role, data or {}, fake)
+    return _run_once(role, data or {}, fake, executing=executing, remote=remote or {})
 
 
 def _apply(fake: FakeFacts, result: Result) -> None:
@@ -169,7 +192,8 @@ def _apply(fake: FakeFacts, result: Result) -> None:
             fake.dirs.add(match.group(1))
 
 
-def _run_once(role: Any, data: dict[str, Any], fake: FakeFacts) -> Result:
+def _run_once(role: Any, data: dict[str, Any], fake: FakeFacts, *, executing: bool = False,
+              remote: dict[str, str] | None = None) -> Result:
     inventory = Inventory(([("testhost", dict(data))], {}))  # type: ignore[no-untyped-call]
     state = State(inventory, Config())  # type: ignore[no-untyped-call]
     host = inventory.get_host("testhost")
@@ -182,13 +206,21 @@ def _run_once(role: Any, data: dict[str, Any], fake: FakeFacts) -> Result:
             role()
         except DeployError as exc:
             result.error = str(exc)
+        state.is_executing = executing
+        if executing:
+            result.noops.clear()  # from here on: what executing logs
         for op_hash in state.get_op_order():  # type: ignore[no-untyped-call]
             op_data = state.ops[host].get(op_hash)
-            if op_data is None:
+            if op_data is None or result.failed:
                 continue
-            names = sorted(state.op_meta[op_hash].names)
+            name = min(state.op_meta[op_hash].names, default=op_hash)
             conditional = op_data.global_arguments.get("_if") not in (None, [])
+            commands = []
             with ctx_host.use(host):
-                commands = [_render(c, result.uploads) for c in op_data.command_generator()]
-            result.ops.append(Op(names[0] if names else op_hash, conditional, commands))
+                for command in op_data.command_generator():
+                    commands.append(_render(command, result.uploads))
+                    if executing and not _execute(command, state, host, remote or {}):
+                        result.failed.append(name)
+                        break
+            result.ops.append(Op(name, conditional, commands))
     return result

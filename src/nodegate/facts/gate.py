@@ -1,5 +1,11 @@
-"""The node's own verdict (``nodegate health|validate --json``) and the Slurm join decision
-(``nodegate gate --mode join --json``), run on the node at execution time, read as facts."""
+"""What the gate reads on a node, changing nothing: the join plan (``nodegate gate --mode join
+--dry-run --json``) and the recorded result of a gate command an operation ran there.
+
+The commands that change something (the battery, the all-reduce, the drain or resume) are
+yielded by the operations in ``roles/_ops.py``; they record their JSON and exit code in
+``<stem>.json`` and ``<stem>.exit`` on the node, which ``RecordedRun`` reads (or the operation
+fetches). A fact is cached and assumed pure by pyinfra, so none of them acts.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +20,13 @@ _EXIT = "NODEGATE_EXIT="
 
 
 def _exit_and_json(output: list[str]) -> tuple[int, dict[str, Any] | None]:
-    """Split a command's stdout into its JSON document and the exit code echoed after it."""
+    """Split a command's stdout into its JSON document and the exit code echoed after it
+    (3, could not run, when there is none)."""
     code, body = 3, []
     for line in output:
         if line.startswith(_EXIT):
-            code = int(line[len(_EXIT):] or 3)
+            text = line[len(_EXIT):].strip()
+            code = int(text) if text.isdigit() else 3
         else:
             body.append(line)
     try:
@@ -33,18 +41,22 @@ class GateResult(TypedDict):
     report: dict[str, Any] | None
 
 
-class GateReport(FactBase[GateResult]):
-    """Exit code and JSON report of ``nodegate health`` (exit codes: docs/exit-codes.md)."""
+def parse_recorded(document: str, exit_text: str) -> GateResult:
+    """A recorded run from its two files' text: the JSON report (None when it is not one) and
+    the exit code (3 when the file is empty or not a number: the command did not finish)."""
+    code, report = _exit_and_json([*document.splitlines(), _EXIT + exit_text.strip()])
+    return {"exit": code, "report": report}
+
+
+class RecordedRun(FactBase[GateResult]):
+    """Exit code and JSON document a gate command left in ``<stem>.exit`` and ``<stem>.json``
+    (exit 3 and no document when it left none). Reads the files; runs nothing."""
 
     @override
-    def command(self, nodegate: str, profile: str, extra_args: list[str],
-                subcommand: str = "health") -> StringCommand:
+    def command(self, stem: str) -> StringCommand:
         return StringCommand(
-            QuoteString(nodegate), QuoteString(subcommand), "--profile", QuoteString(profile),
-            "--json",
-            "--color", "never",
-            *[QuoteString(a) for a in extra_args],
-            "2>/dev/null;", "echo", f"{_EXIT}$?",
+            "cat", QuoteString(f"{stem}.json"), "2>/dev/null;",
+            "echo", f"{_EXIT}$(cat", QuoteString(f"{stem}.exit"), "2>/dev/null)",
         )
 
     @override
@@ -63,23 +75,26 @@ class JoinResult(TypedDict):
     decision: dict[str, Any] | None
 
 
-class JoinDecision(FactBase[JoinResult]):
-    """``nodegate gate --mode join``: resume in Slurm on a fresh pass, drain otherwise.
+def join_argv(nodegate: str, level: str, node: str, report_dir: str,
+              require: list[str] | None = None, *, plan: bool = False) -> list[Any]:
+    """``nodegate gate --mode join ... --json``; with ``plan``, ``--dry-run``: decide from the
+    node's Slurm state and reports, print the decision, change nothing."""
+    extra = [w for suite in require or () for w in ("--require", QuoteString(suite))]
+    return [QuoteString(nodegate), "gate", "--mode", "join", "--level", QuoteString(level),
+            "--node", QuoteString(node), "--report-dir", QuoteString(report_dir), *extra,
+            *(["--dry-run"] if plan else []), "--json"]
 
-    Idempotent by construction (the adapter reads the node first), so a converged node reports
-    ``changed: false`` and the deploy counts no change.
-    """
+
+class JoinPlan(FactBase[JoinResult]):
+    """What ``nodegate gate --mode join`` would do now (``--dry-run``): ``action`` ``resume``
+    or ``drain`` only when the node's Slurm state would change (the policy answers ``none``,
+    "already drained", for a node already right), so a converged node needs no command."""
 
     @override
     def command(self, nodegate: str, level: str, node: str, report_dir: str,
                 require: list[str] | None = None) -> StringCommand:
-        extra = [w for suite in require or () for w in ("--require", QuoteString(suite))]
-        return StringCommand(
-            QuoteString(nodegate), "gate", "--mode", "join", "--level", QuoteString(level),
-            "--node", QuoteString(node), "--report-dir", QuoteString(report_dir), *extra,
-            "--json",
-            "2>/dev/null;", "echo", f"{_EXIT}$?",
-        )
+        return StringCommand(*join_argv(nodegate, level, node, report_dir, require, plan=True),
+                             "2>/dev/null;", "echo", f"{_EXIT}$?")
 
     @override
     @staticmethod
@@ -90,22 +105,3 @@ class JoinDecision(FactBase[JoinResult]):
     def process(self, output: list[str]) -> JoinResult:
         code, decision = _exit_and_json(output)
         return {"exit": code, "decision": decision}
-
-
-class MultinodeRun(GateReport):
-    """``nodegate multinode --json``: one side of the two-node all-reduce, run at execution
-    time on both nodes of a pair at once (pyinfra runs an operation on its hosts in
-    parallel); exit code and the JSON report, read as ``GateReport`` reads them."""
-
-    @override
-    def command(self, nodegate: str, profile: str, role: str, endpoint: str,  # type: ignore[override]
-                peer_name: str, rdzv_id: str, local_addr: str, join_timeout_s: float,
-                report_dir: str) -> StringCommand:
-        return StringCommand(
-            QuoteString(nodegate), "multinode", "--role", QuoteString(role),
-            "--endpoint", QuoteString(endpoint), "--peer-name", QuoteString(peer_name),
-            "--rdzv-id", QuoteString(rdzv_id), "--local-addr", QuoteString(local_addr),
-            "--join-timeout", QuoteString(str(join_timeout_s)), "--profile", QuoteString(profile),
-            "--report-dir", QuoteString(report_dir), "--json", "--color", "never",
-            "2>/dev/null;", "echo", f"{_EXIT}$?",
-        )

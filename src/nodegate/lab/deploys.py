@@ -20,6 +20,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 _TOTAL = re.compile(r"Grand total\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)")
+#: A row of pyinfra's results table: operation, hosts, success, error, no change.
+_ROW = re.compile(r"^\s*(?P<name>\S.*?)\s+\d+\s+(?P<changed>\d+|-)\s+(?:\d+|-)\s+(?:\d+|-)\s*$",
+                  re.M)
+#: The gate operations that act on every run by design (roles/_ops.py: the battery and the
+#: all-reduce are commands an operation runs, not reads), so a converged node's rerun still
+#: counts them; the join counts only when the Slurm state changes.
+GATE_RUNS = re.compile(r"(^|\| )gate: (nodegate (health|validate)|multinode)")
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,20 @@ def parse_totals(output: str) -> Totals | None:
     ops, *rest = found[-1]
     changed, errors, unchanged = (0 if v == "-" else int(v) for v in rest)
     return Totals(int(ops), changed, errors, unchanged)
+
+
+def changed_operations(output: str) -> dict[str, int]:
+    """Operation -> the hosts it changed something on, from the last results table."""
+    table = output.rsplit("--> Results:", maxsplit=1)[-1]
+    return {m["name"]: int(m["changed"]) for m in _ROW.finditer(table)
+            if m["name"] != "Grand total" and m["changed"] != "-"}
+
+
+def role_changes(output: str) -> dict[str, int]:
+    """``changed_operations`` less the gate's runs (``GATE_RUNS``): what a no-op rerun must
+    leave empty."""
+    return {name: count for name, count in changed_operations(output).items()
+            if not GATE_RUNS.search(name)}
 
 
 @dataclass(frozen=True)
