@@ -422,7 +422,7 @@ def fail_here(message: str) -> Generator[Any, None, None]:
 
 __all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "mount_unit", "multinode_pair", "os_packages", "pinned_packages",
-           "put_secret", "put_text", "reboot_if_needed", "render", "run_when"]
+           "put_secret", "put_text", "reboot_if_needed", "render", "run_when", "verdict"]
 
 
 @operation()
