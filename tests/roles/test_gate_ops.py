@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,30 @@ def test_the_peer_is_the_reference_never_failed_nor_kept(
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "testhost: multinode other + testhost: nodegate multinode exited 1 (the node under "
         "test is judged, not this one)"]
+
+
+@dataclass(frozen=True)
+class Gone:
+    name: str
+
+
+def test_a_partner_that_failed_leaves_nothing_to_run(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    def role() -> None:
+        from pyinfra.context import host
+
+        host.state.failed_hosts.add(Gone("other"))  # failed earlier in the run
+        _ops.multinode_pair(name="gate: multinode", nodegate_bin=NODEGATE, profile_path=PROFILE,
+                            report_dir="/var/lib/nodegate/reports", fetch_dir=str(tmp_path),
+                            peer="other", new="testhost",
+                            addresses={"testhost": "10.0.0.2", "other": "10.0.0.1"},
+                            port=29400, join_timeout_s=120.0)
+
+    result = run(role, executing=True)
+    assert result.commands == [] and result.failed == []
+    assert result.noops == ["multinode: other failed or left the run"]
+    assert "testhost: multinode: other is not in the run any more; no pair run with it" in \
+        caplog.messages
 
 
 def test_a_host_outside_the_pair_runs_nothing(tmp_path: Path) -> None:
