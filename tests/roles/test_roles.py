@@ -6,6 +6,7 @@ regenerate after a deliberate change with NODEGATE_UPDATE_FIXTURES=1 and review 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -35,6 +36,7 @@ from tests.roles.scenarios import (
 ROLES = {"base": base, "nvidia_driver": nvidia_driver, "fabricmanager": fabricmanager,
          "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor}
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {"IDRAC_PASSWORD": "s3cret", "PDU_COMMUNITY": "c0mm"}
 
 
@@ -157,11 +159,24 @@ def test_poller_config_holds_references_never_secrets() -> None:
 
 
 def test_deploy_py_orders_the_roles() -> None:
-    import deploy
+    # by path, as pyinfra runs it: the name ``deploy`` is the deploy/ package beside it
+    spec = importlib.util.spec_from_file_location("deploy_py", ROOT / "deploy.py")
+    assert spec is not None and spec.loader is not None
+    bring_up = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bring_up)
 
-    names = [getattr(r, "__name__", "") for r in deploy.ROLES]
+    names = [getattr(r, "__name__", "") for r in bring_up.ROLES]
     assert names == ["base", "nvidia_driver", "fabricmanager", "nccl", "dcgm", "nvme", "agent",
                      "pdu_monitor"]
+
+
+def test_deploy_is_the_package_beside_deploy_py() -> None:
+    """deploy.py's ``from deploy.validate import ...`` needs deploy/ to win over deploy.py."""
+    import deploy
+    import deploy.validate
+
+    assert Path(deploy.__file__ or "") == ROOT / "deploy" / "__init__.py"
+    assert Path(deploy.validate.__file__) == ROOT / "deploy" / "validate.py"
 
 
 def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
