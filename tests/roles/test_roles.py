@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyinfra.api.exceptions import OperationError
 
+from roles import _ops
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -177,6 +179,17 @@ def test_deploy_is_the_package_beside_deploy_py() -> None:
 
     assert Path(deploy.__file__ or "") == ROOT / "deploy" / "__init__.py"
     assert Path(deploy.validate.__file__) == ROOT / "deploy" / "validate.py"
+
+
+def test_a_template_value_left_out_stops_the_host() -> None:
+    """pyinfra's files.template renders with StrictUndefined, as the hand-written render did:
+    a value a role forgets is an error naming it, never an empty line in a config file."""
+    def forgets_settings() -> None:
+        _ops.put_template(name="nccl.conf without settings", src="nccl/nccl.conf.j2",
+                          dest="/etc/nccl.conf")
+
+    with pytest.raises(OperationError, match="'settings' is undefined"):
+        run(forgets_settings)
 
 
 def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
