@@ -14,15 +14,12 @@ Common switches: ``--dry`` (plan only), ``--data nvidia_driver_allow_reboot=true
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
-
 from pyinfra.context import host
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
+from deploy.join import join_gate
+from deploy.multinode import multinode_gate
+from deploy.validate import validate_gate
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -32,11 +29,6 @@ from roles.nccl import nccl
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "deploy"))
-from join import join_gate
-from multinode import multinode_gate
-from validate import validate_gate
 
 ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor)
 

@@ -9,17 +9,29 @@ first, so nodegate.pyinfra_compat is installed for every deploy file, a single r
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
-
 import nodegate.pyinfra_compat  # noqa: F401  (every run: a lost SSH connection fails that host only)
-from nodegate.errors import NodegateError
+from nodegate.errors import CannotRunError, NodegateError
 from nodegate.site import Site, load_site
 from nodegate.site.ansible import load_ansible_inventory
+
+CHECKOUT = Path(__file__).resolve().parent
+
+
+def _require_checkout() -> None:
+    """roles/ and deploy/ are imported from the directory pyinfra runs in (pyinfra puts it on
+    sys.path), and site files are found under its inventory/: elsewhere, stop with one line
+    before any deploy file fails on an import."""
+    spec = importlib.util.find_spec("roles")
+    origin = Path(spec.origin).resolve() if spec and spec.origin else None
+    if origin != CHECKOUT / "roles" / "__init__.py":
+        raise CannotRunError(f"run pyinfra from the nodegate checkout: cd {CHECKOUT} "
+                             f"(it imports roles/ and deploy/ from {Path.cwd()})")
 
 
 def _load() -> Site:
@@ -30,6 +42,7 @@ def _load() -> Site:
 
 
 try:
+    _require_checkout()
     _site = _load()
 except NodegateError as _exc:
     sys.stderr.write(f"nodegate: error: {_exc}\n")

@@ -27,11 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from nodegate.errors import NodegateError  # noqa: E402
-from nodegate.lab import config, deploys, lab, sitefile  # noqa: E402
+from nodegate.errors import NodegateError
+from nodegate.lab import config, deploys, lab, sitefile
 
 
 class DeployFailed(Exception):

@@ -9,7 +9,7 @@ It prints one table: each of our figures, the same card's figure measured withou
 (a plain large bf16 ``torch.matmul``, a plain device-to-device copy, a plain pinned copy) and
 the ratio (goal >= 0.95). Commit the printed table to docs/hardware-runs/ with the date, GPU,
 driver, torch version and command (all printed in the header). ``--api`` names another module
-that provides ``run(profile, level, ...)`` (default ``nodegate.load.levels``).
+that provides ``run(profile, level, ...)`` (default ``nodegate.battery.load_levels``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def header(cuda: bool, command: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--dry-run", action="store_true", help="CPU/gloo with tiny sizes")
-    parser.add_argument("--api", default="nodegate.load.levels",
+    parser.add_argument("--api", default="nodegate.battery.load_levels",
                         help="module providing run(profile, level, ...)")
     parser.add_argument("--json", type=Path, help="also write the outcome here")
     parser.add_argument("--duration-scale", type=float, default=1.0)

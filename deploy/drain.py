@@ -8,23 +8,15 @@ resumes the node once it passes again; a node already draining is left alone. Th
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.deploy import deploy
+from pyinfra.context import host
+from pyinfra.operations import server
 
-_ROOT = Path(__file__).resolve().parent.parent
-for _p in (str(_ROOT), str(_ROOT / "src")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from pyinfra.api.command import QuoteString, StringCommand  # noqa: E402
-from pyinfra.api.deploy import deploy  # noqa: E402
-from pyinfra.context import host  # noqa: E402
-from pyinfra.operations import server  # noqa: E402
-
-import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
-from nodegate.cluster.slurm import parse_state  # noqa: E402
-from nodegate.facts.gpu import SlurmNodeState  # noqa: E402
-from roles._common import is_deploy_file  # noqa: E402
+import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
+from nodegate.cluster.slurm import parse_state
+from nodegate.facts.gpu import SlurmNodeState
+from roles._common import is_deploy_file
 
 
 @deploy("nodegate drain (Slurm)", data_defaults={"drain_reason": "maintenance"})

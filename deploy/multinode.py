@@ -11,22 +11,14 @@ node already in service: its own result is not judged here.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from pyinfra.api.deploy import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import host
 
-_ROOT = Path(__file__).resolve().parent.parent
-for _p in (str(_ROOT), str(_ROOT / "src")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from pyinfra.api.deploy import deploy  # noqa: E402
-from pyinfra.api.exceptions import DeployError  # noqa: E402
-from pyinfra.context import host  # noqa: E402
-
-import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
-from roles import _ops  # noqa: E402
-from roles._common import is_deploy_file  # noqa: E402
-from roles.defaults import role_defaults  # noqa: E402
+import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
+from roles import _ops
+from roles._common import is_deploy_file
+from roles.defaults import role_defaults
 
 
 def pair_plan(peer: str, gpu_hosts: list[str]) -> list[str]:

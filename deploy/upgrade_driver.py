@@ -9,21 +9,13 @@ exactly), then the gate. Nodes with GPU processes are refused unless drained fir
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from pyinfra.context import host
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "deploy"))
-
-from join import join_gate  # noqa: E402
-from pyinfra.context import host  # noqa: E402
-from validate import validate_gate  # noqa: E402
-
-import nodegate.pyinfra_compat  # noqa: E402, F401  (a lost SSH connection fails that host only)
-from roles.fabricmanager import fabricmanager  # noqa: E402
-from roles.nvidia_driver import nvidia_driver  # noqa: E402
+import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
+from deploy.join import join_gate
+from deploy.validate import validate_gate
+from roles.fabricmanager import fabricmanager
+from roles.nvidia_driver import nvidia_driver
 
 
 def upgrade() -> None:

@@ -36,15 +36,25 @@ from roles import _gate
 from roles._common import TEMPLATES, TargetOS, cmd, container, mount_unit_name, q, target_os
 
 REBOOT_MARKER = "/run/nodegate/reboot-required"
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                          trim_blocks=True, lstrip_blocks=True,
-                          autoescape=False)
 
 
-def render(name: str, **values: Any) -> str:
-    """Render templates/<name> with jinja2 (StrictUndefined: a missing value is an error)."""
-    return _ENV.get_template(name).render(**values)
+def jinja_env() -> dict[str, Any]:
+    """jinja2 settings for pyinfra's ``files.template`` on nodegate's templates.
+
+    Its own environment already renders with StrictUndefined (a missing value stops the host
+    with the template's line, never an empty string in a config file), keeps the trailing
+    newline and does not autoescape; these add block trimming, which the templates are written
+    for, and templates/ for includes. A new dict each call: pyinfra pops the loader out of it.
+    """
+    return {"trim_blocks": True, "lstrip_blocks": True,
+            "loader": jinja2.FileSystemLoader(str(TEMPLATES))}
+
+
+def put_template(name: str, src: str, dest: str, mode: str = "644", **values: Any) -> Any:
+    """pyinfra's ``files.template`` for templates/<src>, with nodegate's jinja settings and a
+    mode always set (pyinfra leaves an existing file's mode alone without one)."""
+    return files.template(name=name, src=str(TEMPLATES / src), dest=dest, mode=mode,
+                          jinja_env_kwargs=jinja_env(), **values)
 
 
 # --- packages ---------------------------------------------------------------------------
@@ -352,10 +362,10 @@ def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str],
     uuid = found.get("UUID", "UUID-OF-THE-NEW-FILESYSTEM")
     unit = mount_unit_name(mountpoint)
     what = f"/dev/disk/by-uuid/{uuid}" if by_udev_link else f"UUID={uuid}"
-    text = render("nvme/mount.unit.j2", what=what, mountpoint=mountpoint, fstype=fstype,
-                  options=",".join(options))
-    changes = list(files.put._inner(src=StringIO(text), dest=f"/etc/systemd/system/{unit}",
-                                    mode="644"))
+    changes = list(files.template._inner(
+        src=str(TEMPLATES / "nvme/mount.unit.j2"), dest=f"/etc/systemd/system/{unit}",
+        mode="644", jinja_env_kwargs=jinja_env(), what=what, mountpoint=mountpoint,
+        fstype=fstype, options=",".join(options)))
     yield from changes
     if changes:
         yield cmd("systemctl", "daemon-reload")
@@ -422,7 +432,8 @@ def fail_here(message: str) -> Generator[Any, None, None]:
 
 __all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "mount_unit", "multinode_pair", "os_packages", "pinned_packages",
-           "put_secret", "put_text", "reboot_if_needed", "render", "run_when", "verdict"]
+           "put_secret", "put_template", "put_text", "reboot_if_needed", "run_when",
+           "verdict"]
 
 
 @operation()

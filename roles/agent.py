@@ -211,19 +211,19 @@ def agent() -> None:
               "report_dir": knob("agent_report_dir"), "env_file": health_env_file()}
     schedule = knob("agent_schedule")
     if schedule == "cron":
-        _ops.put_text(name="agent: cron entry (nodegate health)",
-                      dest="/etc/cron.d/nodegate-health",
-                      text=_ops.render("agent/nodegate-health.cron.j2", **values))
+        _ops.put_template(name="agent: cron entry (nodegate health)",
+                          dest="/etc/cron.d/nodegate-health",
+                          src="agent/nodegate-health.cron.j2", **values)
         files.file(name="agent: no systemd timer", path="/etc/systemd/system/nodegate-health.timer",
                    present=False)
     elif schedule == "systemd-timer":
         files.file(name="agent: no cron entry", path="/etc/cron.d/nodegate-health", present=False)
-        svc = _ops.put_text(name="agent: nodegate-health.service",
-                            dest="/etc/systemd/system/nodegate-health.service",
-                            text=_ops.render("agent/nodegate-health.service.j2", **values))
-        timer = _ops.put_text(name="agent: nodegate-health.timer",
-                              dest="/etc/systemd/system/nodegate-health.timer",
-                              text=_ops.render("agent/nodegate-health.timer.j2", **values))
+        svc = _ops.put_template(name="agent: nodegate-health.service",
+                                dest="/etc/systemd/system/nodegate-health.service",
+                                src="agent/nodegate-health.service.j2", **values)
+        timer = _ops.put_template(name="agent: nodegate-health.timer",
+                                  dest="/etc/systemd/system/nodegate-health.timer",
+                                  src="agent/nodegate-health.timer.j2", **values)
         systemd.daemon_reload(name="agent: systemd reload",
                               _if=lambda: svc.did_change() or timer.did_change())
         systemd.service(name="agent: nodegate-health.timer", service="nodegate-health.timer",

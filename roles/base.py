@@ -65,10 +65,9 @@ def base() -> None:
     if disable_acs and not virt:
         _acs(list(knob("base_acs_bridge_vendors") or []))
 
-    _ops.put_text(name="base: NUMA balancing",
-                  dest="/etc/sysctl.d/90-nodegate.conf",
-                  text=_ops.render("base/sysctl-nodegate.conf.j2",
-                                   numa_balancing=bool(knob("base_numa_balancing"))))
+    _ops.put_template(name="base: NUMA balancing", dest="/etc/sysctl.d/90-nodegate.conf",
+                      src="base/sysctl-nodegate.conf.j2",
+                      numa_balancing=bool(knob("base_numa_balancing")))
     if not virt:
         server.sysctl(name="base: NUMA balancing now", key="kernel.numa_balancing",
                       value=1 if knob("base_numa_balancing") else 0)
@@ -91,9 +90,9 @@ def base() -> None:
 def _kernel_args(debian: bool, args: list[str]) -> None:
     """Debian/Ubuntu: a /etc/default/grub.d drop-in + update-grub; RHEL: grubby on every entry."""
     if debian:
-        dropin = _ops.put_text(name="base: kernel arguments (grub drop-in)",
-                               dest="/etc/default/grub.d/90-nodegate.cfg",
-                               text=_ops.render("base/grub-nodegate.cfg.j2", kernel_args=args))
+        dropin = _ops.put_template(name="base: kernel arguments (grub drop-in)",
+                                   dest="/etc/default/grub.d/90-nodegate.cfg",
+                                   src="base/grub-nodegate.cfg.j2", kernel_args=args)
         _ops.run_when(name="base: update-grub", _if=dropin.did_change,
                       command=cmd("if", "command", "-v", "update-grub", ">/dev/null;", "then",
                                   "update-grub;", "else", "grub-mkconfig", "-o",
@@ -115,10 +114,9 @@ def _kernel_args(debian: bool, args: list[str]) -> None:
 def _acs(vendors: list[str]) -> None:
     """A oneshot unit that clears ACS at every boot; run now if a bridge still has it on."""
     files.directory(name="base: /usr/local/sbin", path="/usr/local/sbin")
-    script = _ops.put_text(name="base: ACS disable script",
-                           dest="/usr/local/sbin/nodegate-acs-disable",
-                           text=_ops.render("base/nodegate-acs-disable.sh.j2", vendors=vendors),
-                           mode="755")
+    script = _ops.put_template(name="base: ACS disable script",
+                               dest="/usr/local/sbin/nodegate-acs-disable",
+                               src="base/nodegate-acs-disable.sh.j2", mode="755", vendors=vendors)
     unit = files.put(name="base: ACS disable unit",
                      src=template("base", "nodegate-acs-disable.service"),
                      dest="/etc/systemd/system/nodegate-acs-disable.service", mode="644")

@@ -21,11 +21,11 @@ def dcgm() -> None:
     version = knob("dcgm_version")
     if version:
         if os_.is_debian:
-            _ops.put_text(name="dcgm: apt pin", dest="/etc/apt/preferences.d/nodegate-dcgm",
-                          text=_ops.render("apt/preferences.j2", role="dcgm", label="DCGM",
-                                           version=version,
-                                           packages=[package, "datacenter-gpu-manager-4-core"],
-                                           pin_version=f"1:{version}*"))
+            _ops.put_template(name="dcgm: apt pin", dest="/etc/apt/preferences.d/nodegate-dcgm",
+                              src="apt/preferences.j2", role="dcgm", label="DCGM",
+                              version=version,
+                              packages=[package, "datacenter-gpu-manager-4-core"],
+                              pin_version=f"1:{version}*")
         _ops.pinned_packages(name=f"dcgm: {package} = {version}", packages=[package],
                              version=str(version), label="DCGM")
     else:

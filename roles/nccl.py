@@ -48,10 +48,9 @@ def nccl() -> None:
     version = str(version)
     if os_.is_debian:
         packages = ["libnccl2"] + (["libnccl-dev"] if knob("nccl_install_dev") else [])
-        _ops.put_text(name="nccl: apt pin", dest="/etc/apt/preferences.d/nodegate-nccl",
-                      text=_ops.render("apt/preferences.j2", role="nccl", label="NCCL",
-                                       version=version, packages=packages,
-                                       pin_version=version))
+        _ops.put_template(name="nccl: apt pin", dest="/etc/apt/preferences.d/nodegate-nccl",
+                          src="apt/preferences.j2", role="nccl", label="NCCL",
+                          version=version, packages=packages, pin_version=version)
     else:
         packages = ["libnccl"] + (["libnccl-devel"] if knob("nccl_install_dev") else [])
     _ops.pinned_packages(name=f"nccl: {', '.join(packages)} = {version}", packages=packages,
@@ -62,8 +61,8 @@ def nccl() -> None:
     if missing:
         logger.warning(f"{host.name}: the profile expects {', '.join(missing)} in "
                        "/etc/nccl.conf; set them in the site's nccl: section")
-    _ops.put_text(name="nccl: /etc/nccl.conf", dest="/etc/nccl.conf",
-                  text=_ops.render("nccl/nccl.conf.j2", settings=settings))
+    _ops.put_template(name="nccl: /etc/nccl.conf", dest="/etc/nccl.conf",
+                      src="nccl/nccl.conf.j2", settings=settings)
 
 
 if is_deploy_file(globals()):

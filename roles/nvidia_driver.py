@@ -121,11 +121,11 @@ def nvidia_driver() -> None:
     _repository(os_, source)
     if os_.is_debian:
         patterns = sorted(set(APT_PIN_PATTERNS) | set(packages))
-        _ops.put_text(name="nvidia_driver: apt pin",
-                      dest="/etc/apt/preferences.d/nodegate-nvidia-driver",
-                      text=_ops.render("apt/preferences.j2", role="nvidia_driver",
-                                       label="the NVIDIA driver", version=version,
-                                       packages=patterns, pin_version=f"{version}-*"))
+        _ops.put_template(name="nvidia_driver: apt pin",
+                          dest="/etc/apt/preferences.d/nodegate-nvidia-driver",
+                          src="apt/preferences.j2", role="nvidia_driver",
+                          label="the NVIDIA driver", version=version,
+                          packages=patterns, pin_version=f"{version}-*")
     virt = container()
     if virt:
         host.noop(f"running in a {virt} container: no kernel module build (dkms, headers); "

@@ -13,7 +13,7 @@ from nodegate.cluster.gate import (
     suite_hold,
 )
 from nodegate.cluster.scheduler import NodeState
-from nodegate.load import verdicts
+from nodegate.judge import load as verdicts
 from nodegate.profiles.loader import Threshold
 from nodegate.report import NodeReport, build
 from nodegate.results import Verdict

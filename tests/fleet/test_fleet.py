@@ -105,7 +105,7 @@ def test_html_is_self_contained(fleet_dir: Path) -> None:
 
 
 def test_a_multinode_report_is_its_own_row_not_the_standard_run(tmp_path: Path) -> None:
-    from nodegate.load import verdicts
+    from nodegate.judge import load as verdicts
     from nodegate.report import build
 
     node = tmp_path / "reports" / "hgx0"

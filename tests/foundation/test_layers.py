@@ -24,12 +24,12 @@ LAYERS: dict[str, int] = {
     # 1: leaf helpers
     "results": 1, "bounds": 1, "paths": 1, "mapping": 1, "yamlio": 1, "versions": 1,
     "progress": 1, "secret_refs": 1, "flock": 1, "schema_check": 1, "<root>": 1,
-    # 2: measuring the board, reading profiles, the simulated board, the report format
-    "probes": 2, "profiles": 2, "sim": 2, "report": 2,
+    # 2: measuring the board and under load, reading profiles, the simulated board, the report
+    "probes": 2, "load": 2, "profiles": 2, "sim": 2, "report": 2,
     # 3: judging (only here)
     "judge": 3,
-    # 4: measuring under load and the power path, which call the judge
-    "load": 4, "power": 4,
+    # 4: the power path, which calls the judge
+    "power": 4,
     # 5: the battery engine, the fleet view, the gate; the control side's inventory and facts
     "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5,
     # 6: entry points and the lab harness
@@ -187,7 +187,7 @@ def test_judging_lives_in_judge() -> None:
     """Verdicts are built with the judge's helpers; the measuring layers below it never do."""
     graph = _project_graph()
     for source, targets in graph.items():
-        if _top(source) in ("probes", "sim", "profiles", "report"):
+        if _top(source) in ("probes", "load", "sim", "profiles", "report"):
             assert not any(_top(t) == "judge" for t in targets), source
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from nodegate.battery import load_levels as levels
 from nodegate.errors import CannotRunError
-from nodegate.load import devices, levels, verdicts
+from nodegate.judge import load as verdicts
+from nodegate.load import devices
 from nodegate.load.telemetry import GpuStatic, Telemetry
 from nodegate.results import Verdict
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from nodegate.errors import ConfigError
-from nodegate.load import formulas, multinode, verdicts
+from nodegate.judge import load as verdicts
+from nodegate.load import formulas, multinode
 from nodegate.profiles.loader import Threshold
 from nodegate.results import Verdict
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from nodegate.load import config, plan, tasks, verdicts
+from nodegate.judge import load as verdicts
+from nodegate.load import config, plan, tasks
 from nodegate.profiles import resolve_profile
 
 #: The shipped profiles of full nodes (every GPU of an HGX board).

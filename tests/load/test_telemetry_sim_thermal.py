@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 SCRIPT = """
 import json
-from nodegate.load import levels
+from nodegate.battery import load_levels as levels
 if __name__ == "__main__":
     prof = {"gpu": {"count": 5}, "load": {"gemm_size": 64, "gemm_seconds": 5, "hbm_bytes": 65536,
             "copy_bytes": 65536, "p2p_bytes": 16384, "allreduce_max_bytes": 16384,

@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from nodegate.load import devices, levels, seams, tasks
+from nodegate.battery import load_levels as levels
+from nodegate.load import devices, seams, tasks
 from nodegate.load.workers import Gang
 from nodegate.progress import Beat
 from nodegate.results import Verdict

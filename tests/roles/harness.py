@@ -13,27 +13,21 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-for _p in (str(ROOT), str(ROOT / "src")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from pyinfra.api.command import (  # noqa: E402
+from pyinfra.api.command import (
     FileDownloadCommand,
     FileUploadCommand,
     FunctionCommand,
     StringCommand,
 )
-from pyinfra.api.config import Config  # noqa: E402
-from pyinfra.api.exceptions import DeployError  # noqa: E402
-from pyinfra.api.inventory import Inventory  # noqa: E402
-from pyinfra.api.state import State  # noqa: E402
-from pyinfra.context import ctx_host, ctx_state  # noqa: E402
+from pyinfra.api.config import Config
+from pyinfra.api.exceptions import DeployError
+from pyinfra.api.inventory import Inventory
+from pyinfra.api.state import State
+from pyinfra.context import ctx_host, ctx_state
 
 OS_RELEASES: dict[str, dict[str, Any]] = {
     "ubuntu22": {"name": "Ubuntu", "major": 22, "minor": 4,

@@ -6,13 +6,16 @@ regenerate after a deliberate change with NODEGATE_UPDATE_FIXTURES=1 and review 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyinfra.api.exceptions import OperationError
 
+from roles import _ops
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -35,6 +38,7 @@ from tests.roles.scenarios import (
 ROLES = {"base": base, "nvidia_driver": nvidia_driver, "fabricmanager": fabricmanager,
          "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor}
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {"IDRAC_PASSWORD": "s3cret", "PDU_COMMUNITY": "c0mm"}
 
 
@@ -157,11 +161,35 @@ def test_poller_config_holds_references_never_secrets() -> None:
 
 
 def test_deploy_py_orders_the_roles() -> None:
-    import deploy
+    # by path, as pyinfra runs it: the name ``deploy`` is the deploy/ package beside it
+    spec = importlib.util.spec_from_file_location("deploy_py", ROOT / "deploy.py")
+    assert spec is not None and spec.loader is not None
+    bring_up = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bring_up)
 
-    names = [getattr(r, "__name__", "") for r in deploy.ROLES]
+    names = [getattr(r, "__name__", "") for r in bring_up.ROLES]
     assert names == ["base", "nvidia_driver", "fabricmanager", "nccl", "dcgm", "nvme", "agent",
                      "pdu_monitor"]
+
+
+def test_deploy_is_the_package_beside_deploy_py() -> None:
+    """deploy.py's ``from deploy.validate import ...`` needs deploy/ to win over deploy.py."""
+    import deploy
+    import deploy.validate
+
+    assert Path(deploy.__file__ or "") == ROOT / "deploy" / "__init__.py"
+    assert Path(deploy.validate.__file__) == ROOT / "deploy" / "validate.py"
+
+
+def test_a_template_value_left_out_stops_the_host() -> None:
+    """pyinfra's files.template renders with StrictUndefined, as the hand-written render did:
+    a value a role forgets is an error naming it, never an empty line in a config file."""
+    def forgets_settings() -> None:
+        _ops.put_template(name="nccl.conf without settings", src="nccl/nccl.conf.j2",
+                          dest="/etc/nccl.conf")
+
+    with pytest.raises(OperationError, match="'settings' is undefined"):
+        run(forgets_settings)
 
 
 def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:

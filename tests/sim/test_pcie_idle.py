@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from nodegate.load import verdicts
+from nodegate.judge import load as verdicts
 from nodegate.load.telemetry import GpuStatic, Telemetry
 from nodegate.results import Verdict
 from tests.conftest import run_cli
@@ -46,7 +46,7 @@ out["idle_again"] = link()
 
 # Our own sampler around a short load phase, judged against the profile's Gen5.
 UNDER_LOAD = """
-from nodegate.load import verdicts
+from nodegate.judge import load as verdicts
 from nodegate.load.telemetry import Sampler
 idx = list(range(n.nvmlDeviceGetCount()))
 s = Sampler(idx, hz=20)
@@ -154,7 +154,7 @@ def test_unsampled_is_error_and_missing_gen_skips() -> None:
 STANDARD = """
 import json
 import sys
-from nodegate.load import levels
+from nodegate.battery import load_levels as levels
 if __name__ == "__main__":
     prof = {"gpu": {"count": 3}, "pcie": {"gen": 5, "width": 16},
             "load": {"dtypes": ["bf16"], "gemm_size": 64, "gemm_seconds": 0.3,

@@ -1,6 +1,6 @@
 """The standard/acceptance load phases, as the battery sees them.
 
-A thin adapter over ``nodegate.load.levels`` (torch; imported only here, never on the
+A thin adapter over ``nodegate.battery.load_levels`` (torch; imported only here, never on the
 ``nodegate health`` path) that hands the plugin and ``nodegate validate`` one outcome.
 """
 
@@ -56,7 +56,7 @@ def run_load_group(profile: Profile, level: str, duration_scale: float = 1.0, *,
         return skipped(level, holders)
     try:
         # imported by name: torch (and so this package) is an optional extra
-        levels: Any = importlib.import_module("nodegate.load.levels")
+        levels: Any = importlib.import_module("nodegate.battery.load_levels")
     except ImportError as exc:
         raise CannotRunError(
             f"the load checks need torch (pip install 'nodegate[torch]'): {exc}"

@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.session import node_name, select_profile
     from nodegate.errors import CannotRunError, ConfigError
-    from nodegate.load import devices, multinode, verdicts
+    from nodegate.judge import load as verdicts
+    from nodegate.load import devices, multinode
     from nodegate.report import build
 
     endpoint = _endpoint(args.endpoint)

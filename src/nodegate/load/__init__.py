@@ -2,6 +2,7 @@
 copies with NUMA locality, P2P matrix, all-reduce bus bandwidth, DDP burn-in, telemetry.
 
 torch is imported only inside this package (the ``torch`` extra), never on the quick path.
-Measuring (``tasks`` run by ``workers``, ``burnin``, ``telemetry``) and judging (``verdicts``)
-live in separate modules; ``levels.run`` ties them together for ``nodegate.battery.load``.
+This package only measures (``tasks`` run by ``workers``, ``burnin``, ``telemetry``); the
+figures are judged in ``nodegate.judge.load``, and ``nodegate.battery.load_levels.run`` ties
+the two together for ``nodegate.battery.load``.
 """

@@ -1,5 +1,5 @@
-"""The judging half of session B's stack: figures from ``tasks``/``burnin``/``telemetry``
-against the profile.
+"""Judging the load phases: figures from ``nodegate.load`` (``tasks``, ``burnin``,
+``telemetry``, ``workers``) against the profile.
 
 Pure functions of plain data, so every verdict is testable without torch or a GPU. A missing
 threshold makes its check SKIP with the reason; a phase that ended early (a rank died or hung)

@@ -8,6 +8,9 @@ and the next phase starts a fresh gang.
 
     standard:   gemm (per dtype), memory (HBM + host copies), p2p, allreduce
     acceptance: standard + burnin (DDP training) + soak (GEMM held for soak_seconds)
+
+It lives in the battery, above both halves: ``nodegate.load`` measures, ``nodegate.judge.load``
+judges, and this module runs one then the other, phase by phase.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodegate.load import config, devices, plan, seams, tasks, verdicts
+from nodegate.judge import load as verdicts
+from nodegate.load import config, devices, plan, seams, tasks
 from nodegate.load.outcome import LoadOutcome
 from nodegate.load.telemetry import Sampler, Telemetry
 from nodegate.load.workers import Gang, PhaseOutcome

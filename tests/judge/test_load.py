@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodegate.load import config, formulas, verdicts
+from nodegate.judge import load as verdicts
+from nodegate.load import config, formulas
 from nodegate.load.telemetry import GpuStatic, Telemetry
 from nodegate.load.workers import PhaseOutcome, RankFailure
 from nodegate.results import Verdict
