@@ -49,6 +49,11 @@ CACHEABLE: frozenset[str] = frozenset({
 })
 #: Host methods that act on the node when called outside a fact read.
 ACTING_METHODS = ("run_shell_command", "put_file", "get_file", "rsync")
+#: Connector arguments that change who runs a read, where and how (pyinfra's
+#: ``ConnectorArguments``): the rest (timeouts, exit codes, pty) do not change its answer.
+IDENTITY_KEYS = ("_sudo", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env", "_su_user",
+                 "_use_su_login", "_preserve_su_env", "_su_shell", "_doas", "_doas_user",
+                 "_dzdo", "_dzdo_user", "_shell_executable", "_chdir", "_env")
 _MARK = "__nodegate_fact_cache__"
 
 
@@ -78,10 +83,22 @@ def fact_name(cls: Any) -> str:
     return str(getattr(cls, "name", "") or f"{cls.__module__}.{cls.__name__}")
 
 
+def _who(host: Any) -> tuple[tuple[str, str], ...]:
+    """The connector arguments a read runs under (sudo, su user, shell, chdir, env), resolved
+    as pyinfra resolves them: an operation's own values, else its deploy's, the host's data,
+    the config. Read outside an operation (a role's body) and inside one with the same
+    defaults, the same fact is the same read."""
+    state = getattr(host, "state", None)
+    if state is None:
+        return ()
+    from pyinfra.api.arguments import pop_global_arguments
+
+    resolved, _ = pop_global_arguments(state, host, dict(host.current_op_global_arguments or {}))
+    return tuple((k, repr(resolved.get(k))) for k in IDENTITY_KEYS)
+
+
 def _key(host: Any, cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    # the operation's connector arguments (sudo, su user, env...) change what a read returns
-    globals_ = host.current_op_global_arguments or {}
-    return (cls, repr(args), repr(sorted(kwargs.items())), repr(sorted(globals_.items())))
+    return (cls, repr(args), repr(sorted(kwargs.items())), _who(host))
 
 
 def cached_get_fact(method: Callable[..., Any]) -> Callable[..., Any]:
