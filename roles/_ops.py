@@ -27,7 +27,9 @@ from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 from pyinfra.operations import files, server
 
+from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
+from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
@@ -216,10 +218,50 @@ def reboot_reasons(module: str) -> list[str]:
     return reasons
 
 
+def reboot_refusal(python: str, slurm_node: str, drained_override: bool = False) -> str | None:
+    """Why rebooting this node now would hurt work on it, or None when it is safe.
+
+    Safe means no compute process on any GPU and, for a node Slurm knows, drained (any drain
+    reason: nodegate's or an administrator's). A node Slurm does not know (no ``scontrol``,
+    or not in the cluster yet: a bring-up) runs no jobs. GPU processes that cannot be listed
+    while the module is loaded refuse too: unknown is not idle. ``drained_override``
+    (``nvidia_driver_drained``) vouches for the drain, never for the processes.
+    """
+    processes = host.get_fact(GpuProcesses, python=python)
+    if processes is None and module_loaded("nvidia"):
+        return ("GPU processes cannot be listed (no nvidia-smi, no NVML) while the nvidia "
+                "module is loaded")
+    if processes:
+        listed = ", ".join(f"pid {p['pid']} {p['name']}" for p in processes[:5])
+        return f"{len(processes)} GPU process(es) running ({listed}); drain first"
+    if drained_override:
+        return None
+    state = host.get_fact(SlurmNodeState, node=slurm_node)
+    if state and not is_drained(state):
+        return f"Slurm node {slurm_node} is {state}, not drained; drain first"
+    return None
+
+
+def module_loaded(module: str) -> bool:
+    """Whether ``module`` is loaded in the node's kernel now."""
+    return module in host.get_fact(LoadedModuleVersions)
+
+
+def slurm_node_name() -> str:
+    """This host's name in Slurm (the site's ``slurm.node_name``, else the inventory name)."""
+    return str((host.data.get("nodegate_slurm") or {}).get("node_name") or host.name)
+
+
 @operation()
-def reboot_if_needed(allow: bool, module: str = "nvidia",
+def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_override: bool = False,
+                     module: str = "nvidia",
                      reboot_timeout: int = 900) -> Generator[Any, None, None]:
-    """Reboot only when the node needs it and this run allows it; otherwise say so."""
+    """Reboot only when the node needs it, this run allows it, and nothing is running on it.
+
+    The GPU processes and the Slurm state are read in this operation, so while executing they
+    are read right before the reboot (they are never kept: nodegate.fact_cache); a busy
+    node fails this host with the reason instead.
+    """
     reasons = reboot_reasons(module)
     if not reasons:
         host.noop(f"no reboot needed ({module} loaded = installed)")
@@ -229,6 +271,10 @@ def reboot_if_needed(allow: bool, module: str = "nvidia",
                    "(rerun with --data nvidia_driver_allow_reboot=true)")
         logger.warning(f"{host.name}: {message}")
         host.noop(message)
+        return
+    refusal = reboot_refusal(python, slurm_node, drained_override)
+    if refusal:
+        yield from fail_here(f"reboot refused ({'; '.join(reasons)}): {refusal}")
         return
     yield from server.reboot._inner(delay=30, interval=5, reboot_timeout=reboot_timeout)
 
@@ -431,9 +477,9 @@ def fail_here(message: str) -> Generator[Any, None, None]:
 
 
 __all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
-           "mdadm_conf", "mount_unit", "multinode_pair", "os_packages", "pinned_packages",
-           "put_secret", "put_template", "put_text", "reboot_if_needed", "run_when",
-           "verdict"]
+           "mdadm_conf", "module_loaded", "mount_unit", "multinode_pair", "os_packages",
+           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_if_needed",
+           "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
 
 
 @operation()

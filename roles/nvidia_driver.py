@@ -20,7 +20,6 @@ from pyinfra.operations import files, server
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
-from nodegate.facts.kernel import LoadedModuleVersions
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
 from roles import _ops
@@ -79,15 +78,17 @@ def desired() -> tuple[str, str, str]:
 
 
 def gpu_busy_reason(python: str) -> str | None:
-    """Why changing the driver now is unsafe (GPU processes, or no way to tell), or None."""
+    """Why changing the driver now is unsafe (GPU processes, or no way to tell), or None.
+
+    A drained node may change its packages while its last processes finish; the reboot that
+    swaps the loaded module waits for them (_ops.reboot_refusal)."""
     if knob("nvidia_driver_drained"):
         return None
-    slurm_name = (host.data.get("nodegate_slurm") or {}).get("node_name") or host.name
-    if is_drained(host.get_fact(SlurmNodeState, node=slurm_name) or ""):
+    if is_drained(host.get_fact(SlurmNodeState, node=_ops.slurm_node_name()) or ""):
         return None
     processes = host.get_fact(GpuProcesses, python=python)
     if processes is None:
-        if "nvidia" in host.get_fact(LoadedModuleVersions):
+        if _ops.module_loaded("nvidia"):
             return ("the nvidia module is loaded but GPU processes cannot be listed "
                     "(no nvidia-smi, no NVML)")
         return None
@@ -143,7 +144,10 @@ def nvidia_driver() -> None:
                             unit="nvidia-persistenced.service")
     _gpudirect(rdma, virt, replacing=bool(wrong))
     _ops.reboot_if_needed(name="nvidia_driver: reboot if the loaded module is stale",
-                          allow=bool(knob("nvidia_driver_allow_reboot")))
+                          allow=bool(knob("nvidia_driver_allow_reboot")),
+                          python=str(knob("nvidia_driver_python")),
+                          slurm_node=_ops.slurm_node_name(),
+                          drained_override=bool(knob("nvidia_driver_drained")))
 
 
 def gpudirect_mode(modules: str) -> str:
@@ -172,7 +176,7 @@ def _gpudirect(mode: str, virt: str | None, *, replacing: bool) -> None:
     files.put(name="nvidia_driver: load nvidia-peermem at boot",
               src=template("nvidia_driver", "nvidia-peermem.conf"), dest=PEERMEM_CONF,
               mode="644")
-    if replacing and "nvidia" in host.get_fact(LoadedModuleVersions):
+    if replacing and _ops.module_loaded("nvidia"):
         host.noop("nvidia-peermem loads at the next boot: the loaded nvidia module is being "
                   "replaced, and peermem must match the new one")
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # touched, skipped around or torn down, so `make demo; make test` works in either order. Set
 # before any test imports nodegate.lab.config, which reads it once.
 os.environ.setdefault("NODEGATE_LAB_INSTANCE", "3")
+# pyinfra runs in tests keep their hosts' fact lists (nodegate.fact_cache) apart from an
+# operator's ~/.cache, and every suite run starts without one
+os.environ.setdefault("NODEGATE_FACT_READS_DIR", tempfile.mkdtemp(prefix="nodegate-fact-reads-"))
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None,

@@ -16,6 +16,9 @@ Fix: ``SSHConnector.run_shell_command``, ``put_file`` and ``get_file`` re-raise 
 every one of pyinfra's existing handlers treats it as that host's command error: pyinfra logs
 ``Command socket/SSH error``, marks the host failed and carries on with the others.
 
+The same install keeps configuration facts per host until the host next runs a command
+(:mod:`nodegate.fact_cache`): pyinfra 3 would read them again at every call.
+
 Installed on import (deploy.py and deploy/*.py import this module), idempotent, and only for
 the pyinfra minor versions whose handlers were read: :data:`CHECKED` (pyproject's ``deploy``
 extra pins the same). Elsewhere nothing is patched and a warning says so: re-read the handlers
@@ -113,7 +116,10 @@ def install(connector: type[Any] | None = None) -> bool:
     if connector is None:
         from pyinfra.connectors.ssh import SSHConnector
 
+        from nodegate import fact_cache
+
         connector = SSHConnector
+        fact_cache.install()
     for name in PATCHED_METHODS:
         method = getattr(connector, name)
         if not getattr(method, _MARK, False):

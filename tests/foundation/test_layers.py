@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     # 4: the power path, which calls the judge
     "power": 4,
     # 5: the battery engine, the fleet view, the gate; the control side's inventory and facts
-    "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5,
+    "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5, "fact_cache": 5,
     # 6: entry points and the lab harness
     "commands": 6, "cli": 6, "__main__": 6, "lab": 6,
 }

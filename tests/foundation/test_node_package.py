@@ -25,7 +25,7 @@ CONTROL_PACKAGES = {"pyinfra", "ansible-core", "jinja2", "gevent", "paramiko",
 CONTROL_IMPORTS = {"pyinfra", "ansible", "jinja2", "gevent", "paramiko", "testinfra"}
 #: Modules of the package that are control side by design: pyinfra facts and the pyinfra
 #: version guard. Everything else must import on a node.
-CONTROL_MODULES = ("nodegate.facts.", "nodegate.pyinfra_compat")
+CONTROL_MODULES = ("nodegate.facts.", "nodegate.pyinfra_compat", "nodegate.fact_cache")
 
 GUARDED_IMPORT = """
 import importlib, importlib.abc, json, pkgutil, sys

@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyinfra.api.config import Config
 from pyinfra.api.exceptions import OperationError
+from pyinfra.api.inventory import Inventory
+from pyinfra.api.state import State
+from pyinfra.context import ctx_host, ctx_state
 
 from roles import _ops
 from roles.agent import agent
@@ -24,7 +28,7 @@ from roles.nccl import nccl
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
-from tests.roles.harness import run
+from tests.roles.harness import FakeFacts, run
 from tests.roles.scenarios import (
     ARRAY_UUID,
     DEVICES,
@@ -151,6 +155,50 @@ def test_driver_reboot_only_when_stale_and_allowed() -> None:
                   facts=converged_facts("ubuntu22"), files=files, converged=True)
     assert not any("reboot" in c for c in current.commands)
     assert DRIVER in " ".join(current.noops)
+
+
+BUSY = [{"pid": 4242, "name": "python", "used_mib": 70000},
+        {"pid": 4243, "name": "python", "used_mib": 70000},
+        {"pid": 4244, "name": "torchrun", "used_mib": 512}]
+
+
+@pytest.mark.parametrize(("facts", "override", "reboots", "why"), [
+    ({"gpu.GpuProcesses": BUSY, "gpu.SlurmNodeState": "IDLE+DRAIN"}, False, False,
+     "3 GPU process(es) running (pid 4242 python"),
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "MIXED"}, False, False,
+     "Slurm node testhost is MIXED, not drained; drain first"),
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "MIXED+DRAIN"}, False, False,
+     "is MIXED+DRAIN, not drained"),  # draining: its jobs still run
+    ({"gpu.GpuProcesses": None, "gpu.SlurmNodeState": "IDLE+DRAIN"}, False, False,
+     "GPU processes cannot be listed"),
+    ({"gpu.GpuProcesses": BUSY, "gpu.SlurmNodeState": None}, True, False,
+     "3 GPU process(es)"),  # the override vouches for the drain, never for processes
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "IDLE+DRAIN"}, False, True, None),
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "DOWN+DRAIN"}, False, True, None),
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": None}, False, True, None),  # not in Slurm
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "ALLOCATED"}, True, True, None),
+])
+def test_a_reboot_waits_for_a_drained_idle_node(facts: dict[str, Any], override: bool,
+                                                reboots: bool, why: str | None) -> None:
+    """Issue 21: the stale module may be swapped only on a node with nothing running."""
+    stale = {**converged_facts("ubuntu22"), **facts,
+             "kernel.LoadedModuleVersions": {"nvidia": "550.90.07"}}
+    data = host_data(nvidia_driver_allow_reboot=True, nvidia_driver_drained=override)
+    result = run(nvidia_driver, data=data, facts=stale, files=converged_files("ubuntu22"),
+                 converged=True)
+    op = next(o for o in result.ops if o.name.endswith("reboot if the loaded module is stale"))
+    assert any("reboot" in c for c in op.commands) is reboots, op.commands
+    assert (op.commands == ["function _verdict"]) is (not reboots), op.commands
+
+    inventory = Inventory(([("testhost", {})], {}))  # type: ignore[no-untyped-call]
+    state = State(inventory, Config())  # type: ignore[no-untyped-call]
+    node = inventory.get_host("testhost")
+    node.get_fact = FakeFacts("ubuntu22", stale, {})  # type: ignore[method-assign,assignment]
+    with ctx_state.use(state), ctx_host.use(node):
+        refusal = _ops.reboot_refusal("/opt/nodegate/venv/bin/python", "testhost", override)
+    assert (refusal is None) is reboots
+    if why:
+        assert refusal is not None and why in refusal
 
 
 def test_poller_config_holds_references_never_secrets() -> None:
