@@ -7,7 +7,6 @@ the array's UUID, the loaded module and the gate's verdict are read when they ex
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Iterable
 from io import StringIO
 from pathlib import Path
@@ -29,6 +28,7 @@ from nodegate.facts.gate import GateReport, JoinDecision, MultinodeRun
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
+from nodegate.report.fleet_summary import write_copy
 from nodegate.versions import Version, rpm_compare
 from roles._common import TEMPLATES, TargetOS, cmd, container, mount_unit_name, q, target_os
 
@@ -379,8 +379,7 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     out = Path(fetch_dir) / host.name
     out.mkdir(parents=True, exist_ok=True)
     if result["report"] is not None:
-        (out / f"{level}-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
-                                               encoding="utf-8")
+        write_copy(out / f"{level}-latest.json", result["report"])  # with its fleet summary
     if result["exit"] == 0:
         host.noop(f"validation gate passed (report in {out})")
         return
@@ -458,8 +457,7 @@ def multinode_pair(*, nodegate_bin: str, profile_path: str, report_dir: str, fet
     out = Path(fetch_dir) / host.name
     out.mkdir(parents=True, exist_ok=True)
     if result["report"] is not None:
-        (out / "multinode-latest.json").write_text(json.dumps(result["report"], indent=2) + "\n",
-                                                   encoding="utf-8")
+        write_copy(out / "multinode-latest.json", result["report"])  # with its fleet summary
     if result["exit"] == 0 or (not fail_host and result["exit"] == 1):
         host.noop(f"{summary} (report in {out})")
         return
