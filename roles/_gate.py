@@ -10,7 +10,6 @@ The verdicts here run at execution time, on what was fetched or read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.operations import files
 
 from nodegate.facts.gate import GateResult, parse_recorded
+from nodegate.report.fleet_summary import write_copy
 from roles._common import cmd, q
 
 #: Where a gate command's output is recorded on the node (tmpfs: it lives until read, and a
@@ -89,7 +89,7 @@ def keep(result: GateResult, latest: Path) -> None:
     """Write the report where the operator reads it; a run that printed none leaves the last
     one in place. The report goes through a staging file first for that reason."""
     if result["report"] is not None:
-        latest.write_text(json.dumps(result["report"], indent=2) + "\n", encoding="utf-8")
+        write_copy(latest, result["report"])  # with its fleet summary beside it
 
 
 def battery_verdict(me: Any, result: GateResult, out: Path, *, subcommand: str,

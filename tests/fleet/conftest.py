@@ -1,4 +1,5 @@
-"""A small fleet directory: six nodes, history on each, planted faults and one bad file."""
+"""A small fleet directory: six nodes, history on each, planted faults and one bad file; each
+report written as a node writes it, with its fleet summary beside it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from nodegate.fleet.synthetic import synthetic_report
+from nodegate.report.fleet_summary import write_report
 
 NOW = dt.datetime.now(dt.timezone.utc)
 FAULTS = {"hgx1": ("nvlink-down@gpu3.link5",), "hgx2": ("slow-gpu@gpu2",)}
@@ -20,9 +22,9 @@ def fleet_dir(tmp_path: Path) -> Path:
         node = f"hgx{index}"
         standard = synthetic_report(node, faults=FAULTS.get(node, ()), seed=index, samples=20,
                                     started_at=NOW - dt.timedelta(hours=3))
-        standard.write(root / f"rack{index % 2}" / node / "standard-20240514T0300Z.json")
+        write_report(standard, root / f"rack{index % 2}" / node / "standard-20240514T0300Z.json")
         quick = synthetic_report(node, level="quick", seed=100 + index,
                                  started_at=NOW - dt.timedelta(minutes=5))
-        quick.write(root / f"rack{index % 2}" / node / "quick-latest.json")
+        write_report(quick, root / f"rack{index % 2}" / node / "quick-latest.json")
     (root / "truncated.json").write_text('{"schema": "nodegate.report/1", "node": ')
     return root

@@ -1,4 +1,4 @@
-"""The fleet view: verdicts, outliers across nodes, history, cache, CLI and HTML structure."""
+"""The fleet view: verdicts, outliers across nodes, history, CLI and HTML structure."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nodegate.errors import ConfigError
-from nodegate.fleet.aggregate import aggregate, read_head
+from nodegate.fleet.aggregate import aggregate
 from nodegate.fleet.html import render_html
 from nodegate.fleet.synthetic import synthetic_report
 from nodegate.report import to_json
@@ -17,7 +17,7 @@ from tests.conftest import run_cli
 
 
 def test_view(fleet_dir: Path, tmp_path: Path) -> None:
-    view = aggregate(fleet_dir, cache=tmp_path / "cache")
+    view = aggregate(fleet_dir)
     assert [n.node for n in view.nodes] == [f"hgx{i}" for i in range(6)]
     assert view.n_reports == 12
     hgx1 = view.nodes[1]
@@ -37,26 +37,27 @@ def test_view(fleet_dir: Path, tmp_path: Path) -> None:
 
 
 def test_margin_and_direction(fleet_dir: Path) -> None:
-    wide = aggregate(fleet_dir, cache=False, margin_pct=50)
+    wide = aggregate(fleet_dir, margin_pct=50)
     assert not any(m.outliers for m in wide.metrics)
     with pytest.raises(ConfigError, match="margin"):
-        aggregate(fleet_dir, cache=False, margin_pct=120)
+        aggregate(fleet_dir, margin_pct=120)
     hot = fleet_dir / "hot"
     synthetic_report("hgx9", level="quick", faults=("hot-gpu@gpu5",)).write(hot / "q.json")
-    view = aggregate(fleet_dir, cache=False)
+    view = aggregate(fleet_dir)
     temps = {m.key: m for m in view.metrics}["idle_temperature[gpu]"]
     assert temps.direction == "lower"
     assert [(o.node, o.entity) for o in temps.outliers] == [("hgx9", "gpu5")]
 
 
-def test_cache_reuses_unchanged_files(fleet_dir: Path, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    assert aggregate(fleet_dir, cache=cache).parsed == 13
-    assert aggregate(fleet_dir, cache=cache).parsed == 0
+def test_a_report_replaced_under_its_summary_is_read_in_full(fleet_dir: Path) -> None:
+    """A report rewritten without its summary (a copy from an older node, a crash between the
+    two writes) no longer has the size the summary was written for: the report is read."""
+    assert aggregate(fleet_dir).full_reads == 1  # truncated.json, which has no summary
     path = next(fleet_dir.rglob("hgx3/quick-latest.json"))
     synthetic_report("hgx3", level="quick", faults=("xid@node",)).write(path)
-    view = aggregate(fleet_dir, cache=cache)
-    assert view.parsed == 1 and view.nodes[3].verdict == "FAIL"
+    view = aggregate(fleet_dir)
+    assert view.full_reads == 2 and view.nodes[3].verdict == "FAIL"
+    assert view.nodes[3].failing() == (["xid_events[node]"], 1)
 
 
 def test_strict_mode_reports_schema_errors(fleet_dir: Path) -> None:
@@ -64,40 +65,42 @@ def test_strict_mode_reports_schema_errors(fleet_dir: Path) -> None:
     data = json.loads(path.read_text())
     data["results"][0]["colour"] = "red"
     path.write_text(json.dumps(data))
-    assert not any(p.startswith("rack0/hgx0") for p, _ in aggregate(fleet_dir, cache=False)
+    assert not any(p.startswith("rack0/hgx0") for p, _ in aggregate(fleet_dir)
                    .unreadable)
-    strict = dict(aggregate(fleet_dir, cache=False, strict=True).unreadable)
+    strict = dict(aggregate(fleet_dir, strict=True).unreadable)
     assert "key $.results[0].colour" in strict["rack0/hgx0/quick-latest.json"]
 
 
-def test_read_head_stops_before_bulk_and_handles_any_order() -> None:
-    text = to_json(synthetic_report("n1", samples=5))
-    head = read_head(text)
-    assert "series" not in head and "matrices" not in head and len(head["results"]) > 100
-    data = json.loads(text)
-    reordered = json.dumps({"series": data["series"], **{k: v for k, v in data.items()
-                                                         if k != "series"}})
-    assert read_head(reordered)["report_id"] == data["report_id"]
+def test_a_report_in_any_key_order_reads_the_same(fleet_dir: Path) -> None:
+    """Reports are parsed whole: nothing depends on the writer's key order."""
+    before = aggregate(fleet_dir)
+    path = next(fleet_dir.rglob("hgx4/standard-20240514T0300Z.json"))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(dict(reversed(data.items()))), encoding="utf-8")
+    after = aggregate(fleet_dir)
+    assert after.full_reads == before.full_reads + 1
+    assert (after.nodes, after.metrics) == (before.nodes, before.metrics)
 
 
 def test_cli_text_and_json(fleet_dir: Path, tmp_path: Path) -> None:
-    env = {"NODEGATE_CACHE_DIR": str(tmp_path / "cache")}
-    result = run_cli("report", str(fleet_dir), env=env)
+    result = run_cli("report", str(fleet_dir))
     assert result.returncode == 1, result.stderr  # a node fails
+    # the truncated file has no summary: read in full (and unreadable)
+    assert "1 of 13 reports read in full (no usable summary beside them)." in result.stdout
     assert re.search(r"^hgx1\s+FAIL\s+quick .* standard: nvlink_state\[gpu3.link5\]$",
                      result.stdout, re.M)
     assert "hgx2 p2p_bandwidth[gpu" in result.stdout
     assert "truncated.json" in result.stderr
-    data = json.loads(run_cli("report", str(fleet_dir), "--json", "--margin", "15",
-                              env=env).stdout)
+    data = json.loads(run_cli("report", str(fleet_dir), "--json", "--margin", "15").stdout)
     assert data["margin_pct"] == 15 and data["nodes"][1]["current"] == {
         "quick": "PASS", "standard": "FAIL"}
-    missing = run_cli("report", str(tmp_path / "nope"), env=env)
+    assert data["read_in_full"] == 1
+    missing = run_cli("report", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "report directory not found" in missing.stderr
 
 
 def test_html_is_self_contained(fleet_dir: Path) -> None:
-    html = render_html(aggregate(fleet_dir, cache=False))
+    html = render_html(aggregate(fleet_dir))
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "<link" not in html and "@import" not in html
     assert html.count("<svg") >= 6 * 4 + 5  # heatmap + 3 series per node, distributions
@@ -121,7 +124,7 @@ def test_a_multinode_report_is_its_own_row_not_the_standard_run(tmp_path: Path) 
                  duration_s=10.0, backend="cpu/gloo", nodegate_version="0.1.0",
                  labels={"suite": "multinode", "peer": "hgx9"})
     (node / "multinode-latest.json").write_text(to_json(pair))
-    view = aggregate(tmp_path / "reports", cache=False)
+    view = aggregate(tmp_path / "reports")
     (hgx0,) = view.nodes
     # newer and passing, yet it does not hide the standard run's failure
     assert hgx0.verdict == "FAIL"

@@ -49,7 +49,7 @@ def test_console_errors_are_detected(tmp_path: Path) -> None:
 
 
 def test_fleet_report_renders_in_chromium(fleet_dir: Path, tmp_path: Path) -> None:
-    page = write_html(aggregate(fleet_dir, cache=False), tmp_path / "fleet.html")
+    page = write_html(aggregate(fleet_dir), tmp_path / "fleet.html")
     dom, console, shot = _render(page, tmp_path)
     assert console == "", console
     assert 'data-ready="1"' in dom  # the script ran to its end

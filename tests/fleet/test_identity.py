@@ -9,10 +9,12 @@ import json
 import os
 from pathlib import Path
 
-from nodegate.fleet.aggregate import PREFIX_BYTES, aggregate, summary_from_prefix
+from nodegate.fleet.aggregate import aggregate
 from nodegate.fleet.html import render_html
+from nodegate.fleet.read import from_report_file, summaries
 from nodegate.fleet.render import render_text, to_data
 from nodegate.fleet.synthetic import synthetic_gpus, synthetic_report
+from nodegate.report.fleet_summary import write_report
 from tests.conftest import run_cli
 
 T0 = dt.datetime(2024, 5, 14, 3, 0, tzinfo=dt.timezone.utc)
@@ -31,7 +33,8 @@ def _write_history(root: Path) -> dict[str, dict[str, str]]:
     for index, (gpus, start) in enumerate(runs):
         report = synthetic_report("hgx7", level="quick", started_at=start, seed=index,
                                   faults=("nvlink-down@gpu3.link5",), gpus=gpus)
-        report.write(root / "hgx7" / f"quick-{index}.json")
+        write_report(report, root / "hgx7" / f"quick-{index}.json")
+    # hgx8 as an older nodegate wrote it: no summaries, so the fleet is read both ways
     healthy = synthetic_report("hgx8", level="quick", started_at=T0)
     healthy.write(root / "hgx8" / "quick-0.json")
     again = synthetic_report("hgx8", level="quick", started_at=T0 + dt.timedelta(days=1))
@@ -41,7 +44,8 @@ def _write_history(root: Path) -> dict[str, dict[str, str]]:
 
 def test_swapped_card_is_detected_across_reports(tmp_path: Path) -> None:
     before = _write_history(tmp_path)
-    view = aggregate(tmp_path, cache=False)
+    view = aggregate(tmp_path)
+    assert view.full_reads == 2  # hgx8's
     nodes = {node.node: node for node in view.nodes}
     swaps = nodes["hgx7"].swaps()
     assert [(s.entity, s.field, s.before, s.after) for s in swaps] == [
@@ -60,7 +64,7 @@ def test_swapped_card_is_detected_across_reports(tmp_path: Path) -> None:
 
 def test_failing_check_names_the_physical_card(tmp_path: Path) -> None:
     _write_history(tmp_path)
-    view = aggregate(tmp_path, cache=False)
+    view = aggregate(tmp_path)
     node = next(n for n in view.nodes if n.node == "hgx7")
     [(entity, identity, items)] = node.failing_cards()
     assert entity == "gpu3" and identity["serial"] == NEW_SERIAL
@@ -77,18 +81,16 @@ def test_index_shift_is_not_a_swap(tmp_path: Path) -> None:
     for index, ids in enumerate((gpus, shifted)):
         synthetic_report("hgx9", level="quick", started_at=T0 + dt.timedelta(hours=index),
                          gpus=ids).write(tmp_path / f"q{index}.json")
-    assert aggregate(tmp_path, cache=False).nodes[0].swaps() == []
+    assert aggregate(tmp_path).nodes[0].swaps() == []
 
 
-def test_identities_come_from_the_head_on_the_fast_path(tmp_path: Path) -> None:
+def test_identities_come_from_the_summary(tmp_path: Path) -> None:
     report = synthetic_report("hgx7", level="standard", started_at=T0)
-    path = report.write(tmp_path / "r.json")
-    raw = path.read_bytes()
-    assert raw.index(b'"gpus"') < raw.index(b'"digest"') < raw.index(b'"results"') < \
-        PREFIX_BYTES
-    summary = summary_from_prefix(raw[:PREFIX_BYTES], len(raw), path="r.json")
-    assert summary is not None  # the fast path still holds with 8 identities in the head
-    assert summary["gpus"] == json.loads(raw)["gpus"] == synthetic_gpus("hgx7")
+    path = write_report(report, tmp_path / "r.json")
+    (entry,), full_reads = summaries(tmp_path)
+    assert full_reads == 0  # from the summary beside the report
+    assert entry["gpus"] == json.loads(path.read_bytes())["gpus"] == synthetic_gpus("hgx7")
+    assert entry == from_report_file(path, "r.json")
 
 
 def test_cli_json_shows_the_swap(tmp_path: Path) -> None:

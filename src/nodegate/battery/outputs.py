@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodegate.errors import ConfigError
-from nodegate.report import NodeReport
+from nodegate.report import NodeReport, fleet_summary
 
 DEFAULT_TEXTFILE_DIR = Path("/var/lib/node_exporter/textfile_collector")
 DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
@@ -69,24 +69,26 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
                   name: str | None = None) -> WrittenFiles:
     """``<name>-<stamp>.json``, ``<name>-latest.json`` (+ .xml, .prom); ``name`` defaults to the
     report's level (a suite outside the battery, ``multinode``, keeps files of its own)."""
-    from nodegate.report import to_json, write_junit, write_prometheus
-    from nodegate.report._atomic import atomic_write_text
-    from nodegate.report.model import format_timestamp
+    from nodegate.report import write_junit, write_prometheus
+    from nodegate.report.model import dumps, format_timestamp
 
     preflight(report_dir, textfile_dir)
     _ensure_dirs([(report_dir, "--report-dir")]
                  + ([(textfile_dir, "--textfile-dir")] if textfile_dir is not None else []))
-    level = name or report.to_dict()["level"]
-    stamp = format_timestamp(report.started_at).replace(":", "").replace("-", "")
     # serialized once; not re-validated on this path (the builder is schema-tested), which
     # keeps the cron health check inside its time budget
-    text = to_json(report)
+    data = report.to_dict()
+    text = dumps(data)
+    level = name or data["level"]
+    stamp = format_timestamp(report.started_at).replace(":", "").replace("-", "")
     if validate:
         from nodegate.report import validate as validate_report
 
-        validate_report(report.to_dict(), source=str(report_dir))
-    dated = atomic_write_text(report_dir / f"{level}-{stamp}.json", text)
-    latest = atomic_write_text(report_dir / f"{level}-latest.json", text)
+        validate_report(data, source=str(report_dir))
+    # each report with its fleet summary beside it (``nodegate report DIR`` reads those)
+    summary = fleet_summary.text_for(data, text)
+    dated = fleet_summary.write_files(report_dir / f"{level}-{stamp}.json", text, summary)
+    latest = fleet_summary.write_files(report_dir / f"{level}-latest.json", text, summary)
     junit_path = write_junit([report], report_dir / f"{level}-latest.xml") if junit else None
     prom = None
     if textfile_dir is not None:
@@ -100,7 +102,10 @@ KEEP_REPORTS = 1000
 
 
 def prune(report_dir: Path, level: str, *, keep: int) -> None:
+    """Remove all but the newest ``keep`` dated reports of ``level``, each with its summary."""
     latest = f"{level}-latest.json"
-    dated = sorted(p for p in report_dir.glob(f"{level}-*.json") if p.name != latest)
+    dated = sorted(p for p in report_dir.glob(f"{level}-*.json")
+                   if p.name != latest and not fleet_summary.is_summary_name(p.name))
     for old in dated[:-keep] if keep else dated:
         old.unlink(missing_ok=True)
+        fleet_summary.path_for(old).unlink(missing_ok=True)

@@ -157,10 +157,12 @@ def node_reports(report_dir: Path, node: str | None) -> list[NodeReport]:
     (a bastion's fetched reports). Filtered to ``node`` (node or slurm_node label) if given."""
     from nodegate.errors import ConfigError
     from nodegate.report import load
+    from nodegate.report.fleet_summary import is_summary_name
 
     if not report_dir.is_dir():
         raise ConfigError("report directory not found", file=str(report_dir))
-    paths = sorted(report_dir.glob("*-latest.json")) or sorted(report_dir.rglob("*.json"))
+    paths = sorted(report_dir.glob("*-latest.json")) or sorted(
+        path for path in report_dir.rglob("*.json") if not is_summary_name(path.name))
     reports = [load(path) for path in paths]
     if node is None:
         names = {scheduler_name(r) for r in reports}

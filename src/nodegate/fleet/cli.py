@@ -33,10 +33,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the view as JSON")
     parser.add_argument("--strict", action="store_true",
                         help="validate every report against the full schema (slow)")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="do not read or write the per-file summary cache")
+    # the per-file summary cache is gone (reports have summaries beside them); the option
+    # stays accepted so existing scripts do not exit 2
+    parser.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=arg_number(int, 1, 64),
-                        help="parser processes (default: up to 4)")
+                        help="processes parsing reports without a usable summary "
+                             "(default: up to 4)")
     parser.set_defaults(func=run)
 
 
@@ -47,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plots < 0:
         raise ConfigError("--plots must be >= 0", key="--plots")
-    view = aggregate(args.dir, margin_pct=args.margin, cache=not args.no_cache,
-                     jobs=args.jobs, strict=args.strict)
+    view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict)
     if not view.nodes and not view.unreadable:
         raise ConfigError("no *.json reports found", file=str(args.dir))
     if args.json:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.fleet.aggregate import FleetView, MetricView, NodeView
-from nodegate.fleet.render import card_text, failing_text, swap_text
+from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
 
 VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
                   "ERROR": "#8250df", "SKIP": "#6e7781"}
@@ -380,7 +380,8 @@ def _page_head(view: FleetView) -> list[str]:
             f"<title>nodegate fleet report: {escape(str(view.root))}</title>",
             f"<style>{CSS}</style></head><body>",
             f"<h1>nodegate fleet report</h1><p class=\"muted\">{escape(str(view.root))} - "
-            f"{len(view.nodes)} nodes, {view.n_reports} reports, generated {escape(now)}</p>",
+            f"{len(view.nodes)} nodes, {view.n_reports} reports, generated {escape(now)}"
+            + (f"; {escape(full_reads_text(view))}" if view.full_reads else "") + "</p>",
             "<p>" + " ".join(f"{_badge(v)} {counts[v]}" for v in
                              ("FAIL", "ERROR", "WARN", "SKIP", "PASS") if counts.get(v)) + "</p>"]
 

@@ -52,7 +52,15 @@ def _header_lines(view: FleetView) -> list[str]:
                            if counts.get(v))
     return [f"Fleet {view.root}: {len(view.nodes)} nodes, {view.n_reports} reports"
             + (f", {len(view.unreadable)} unreadable" if view.unreadable else "")
-            + (f". Verdicts: {count_text}" if count_text else "")]
+            + (f". Verdicts: {count_text}" if count_text else ""),
+            *([f"{full_reads_text(view)}."] if view.full_reads else [])]
+
+
+def full_reads_text(view: FleetView) -> str:
+    """How many reports were parsed in full: why a run was slow, and which nodes still write
+    no summaries (older nodegate)."""
+    return (f"{view.full_reads} of {view.n_reports + len(view.unreadable)} reports read in "
+            f"full (no usable summary beside them)")
 
 
 def _node_lines(ordered: list[NodeView]) -> list[str]:
@@ -144,6 +152,7 @@ def to_data(view: FleetView) -> dict[str, Any]:
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "margin_pct": view.margin_pct,
         "verdicts": view.verdicts(),
+        "read_in_full": view.full_reads,
         "nodes": [
             {
                 "node": node.node,
