@@ -59,7 +59,7 @@ LEVEL_RANK: dict[str, int] = {level: rank for rank, level in enumerate(LEVELS)}
 LOAD_LEVELS: tuple[str, ...] = LEVELS[1:]
 
 #: Check groups: the quick level's, and the load group the deeper levels add.
-QUICK_GROUPS: tuple[str, ...] = ("gpu", "log", "host", "power")
+QUICK_GROUPS: tuple[str, ...] = ("gpu", "log", "host", "network", "power")
 LOAD_GROUPS: tuple[str, ...] = ("load",)
 ALL_GROUPS: tuple[str, ...] = QUICK_GROUPS + LOAD_GROUPS
 

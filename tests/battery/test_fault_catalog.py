@@ -96,8 +96,9 @@ def _flagged(report: dict) -> set[tuple[str, str, str, str]]:  # type: ignore[ty
 
 def test_catalog_covers_every_simulator_fault() -> None:
     from nodegate.sim.faults import CATALOG as SIM_FAULTS
+    from tests.network.test_network_sim import NETWORK_CATALOG
 
-    tried = {spec.split("@")[0] for spec in (*CATALOG, *PRE_AMPERE)}
+    tried = {spec.split("@")[0] for spec in (*CATALOG, *PRE_AMPERE, *NETWORK_CATALOG)}
     assert set(SIM_FAULTS) == tried | {"xid"}
 
 

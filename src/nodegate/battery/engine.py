@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
-from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot
+from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot, NvmlUnavailable
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult
 from nodegate.vocabulary import ALL_GROUPS, QUICK_GROUPS
@@ -25,6 +25,7 @@ class QuickOptions:
     host_root: Path = Path("/")
     report_dir: Path | None = None  # earlier reports, for recurring Xids (None: the default)
     nvml_deadline_s: float = DEFAULT_DEADLINE_S  # one whole board read, in a child process
+    sysfs_root: Path | None = None  # None: $NODEGATE_SYSFS_ROOT or /sys (the network group)
 
 
 @dataclass
@@ -124,6 +125,18 @@ def _judge_growth(results: list[CheckResult], profile: Profile,
                         now=time.time())
 
 
+def _judge_network(profile: Profile, options: QuickOptions, board: BoardSnapshot | None,
+                   nvml_down: str | None) -> list[CheckResult]:
+    """The RDMA rails from sysfs against the profile, their counters by growth; the rail map
+    is left beside the reports (``nodegate.battery.network``)."""
+    from nodegate.battery.network import run_network
+    from nodegate.battery.outputs import default_report_dir
+
+    return _judge_growth(run_network(profile, board, sysfs_root=options.sysfs_root,
+                                     report_dir=options.report_dir or default_report_dir(),
+                                     nvml_down=nvml_down), profile, options)
+
+
 def parse_deadline(text: str | None) -> float:
     """``--nvml-timeout``: seconds (``30``, ``30s``, ``2m``), finite and above zero."""
     if text is None:
@@ -135,22 +148,26 @@ def parse_deadline(text: str | None) -> float:
     return value
 
 
-def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
-    from nodegate.probes.kernel_log import read_boot_id
+def _read_board(options: QuickOptions) -> tuple[BoardSnapshot | None, NvmlUnavailable | None]:
+    """One board read for every group, in a child process with a deadline: a wedged driver
+    yields an ERROR in time instead of a run holding the battery lock for ever."""
     from nodegate.probes.nvml import NvmlUnavailable, read_board_within
 
+    if not {"gpu", "log", "host", "network"} & set(options.groups):
+        return None, None
+    try:
+        return read_board_within(options.nvml_deadline_s,
+                                 with_nvlink_counters="gpu" in options.groups), None
+    except NvmlUnavailable as exc:
+        return None, exc
+
+
+def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
+    from nodegate.probes.kernel_log import read_boot_id
+
     results: list[CheckResult] = []
-    board = None
-    down: NvmlUnavailable | None = None
     notes = []
-    if {"gpu", "log", "host"} & set(options.groups):
-        # one board read for every group, in a child process with a deadline: a wedged
-        # driver yields an ERROR in time instead of a run holding the battery lock for ever
-        try:
-            board = read_board_within(options.nvml_deadline_s,
-                                      with_nvlink_counters="gpu" in options.groups)
-        except NvmlUnavailable as exc:
-            down = exc
+    board, down = _read_board(options)
     if "gpu" in options.groups:
         from nodegate.judge.gpu import judge_board, judge_nvml_unavailable
 
@@ -171,6 +188,9 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
         from nodegate.probes.host import HostProbe
 
         results += judge_host(HostProbe(options.host_root), profile, list(bus_ids.values()))
+    if "network" in options.groups:
+        results += _judge_network(profile, options, board,
+                                  down.reason if down is not None else None)
     if "power" in options.groups:
         from nodegate.battery.power import run_static
 

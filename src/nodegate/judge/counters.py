@@ -26,6 +26,10 @@ RATE_KEYS = {
     "nvlink_recovery_errors": "nvlink_recovery_errors_per_hour_max",
     "pcie_replays": "pcie_replays_per_hour_max",
     "ecc_sbe_volatile": "ecc_sbe_per_hour_max",
+    # RDMA port error counters (nodegate.judge.network.COUNTER_CHECKS)
+    **{check: f"{check}_per_hour_max" for check in (
+        "ib_link_flaps", "ib_link_recoveries", "ib_symbol_errors", "ib_rcv_errors",
+        "ib_xmit_discards", "ib_link_integrity_errors", "ib_buffer_overruns")},
 }
 
 #: How many of the newest reports are searched for one of this boot (the cron check's own

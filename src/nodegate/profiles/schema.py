@@ -61,6 +61,40 @@ _FIRMWARE_PIN = {
     "required": ["versions", "source"],
 }
 
+#: Per-port data rates sysfs can show (``rate``: lanes x lane speed), in Gb/s. InfiniBand:
+#: 1X/2X/4X/8X/12X widths of SDR 2.5, DDR 5, QDR 10, FDR10 10, FDR 14, EDR 25, HDR 50, NDR
+#: 100, XDR 200 (the kernel's ib_rate/ib_width tables; IBTA). Ethernet (RoCE): the IEEE 802.3
+#: rates an RDMA NIC runs. A profile rate outside its link layer's list is a typo or a guess.
+IB_RATES_GBPS = (2.5, 5, 10, 14, 20, 25, 28, 30, 40, 50, 56, 60, 80, 100, 112, 120, 168, 200,
+                 300, 400, 600, 800, 1200, 1600)
+ETHERNET_RATES_GBPS = (1, 2.5, 5, 10, 25, 40, 50, 100, 200, 400, 800)
+
+_RAILS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "count": {"type": "integer", "minimum": 1, "maximum": 64},
+        "link_layer": {"enum": ["InfiniBand", "Ethernet"]},
+        "rate_gbps": {"type": "number"},
+        # same-switch: each GPU's rail NIC(s) below its closest PCIe switch; any: not judged
+        "pairing": {"enum": ["same-switch", "any"]},
+        "nics_per_gpu": {"type": "integer", "minimum": 1, "maximum": 8},
+        "numa": {"enum": ["same-as-gpu", "any"]},
+        "mtu": {"type": "integer", "minimum": 1280, "maximum": 9216},  # RoCE netdev MTU
+        "devices": {"type": "array", "items": _STR, "minItems": 1},  # rail HCA name globs
+        "firmware": _FIRMWARE_PIN,
+        "source": {"type": "string", "pattern": SOURCE_PATTERN},
+    },
+    "x-required": ["count", "link_layer", "rate_gbps", "pairing", "source"],
+    "allOf": [
+        {"if": {"properties": {"link_layer": {"const": "InfiniBand"}},
+                "required": ["link_layer"]},
+         "then": {"properties": {"rate_gbps": {"enum": list(IB_RATES_GBPS)}}}},
+        {"if": {"properties": {"link_layer": {"const": "Ethernet"}}, "required": ["link_layer"]},
+         "then": {"properties": {"rate_gbps": {"enum": list(ETHERNET_RATES_GBPS)}}}},
+    ],
+}
+
 SECTIONS: dict[str, dict[str, Any]] = {
     "gpu": _section(
         {
@@ -183,6 +217,8 @@ SECTIONS: dict[str, dict[str, Any]] = {
         "properties": {name: _THRESHOLD for name in THRESHOLD_KEYS},
         "x-required": [],
     },
+    # the RDMA fabric the node joins through (nodegate.judge.network)
+    "network": _section({"rails": _RAILS}, []),
     # per-code exceptions to NVIDIA's Xid catalogue: {13: ignore, 31: escalate}
     "xid": _section(
         {
@@ -197,7 +233,7 @@ SECTIONS: dict[str, dict[str, Any]] = {
 }
 
 #: Sections a resolved profile may leave out (the judge has a default for them).
-OPTIONAL_SECTIONS = ("xid",)
+OPTIONAL_SECTIONS = ("xid", "network")
 
 #: Keys allowed at the top of a profile file besides the sections.
 META = {

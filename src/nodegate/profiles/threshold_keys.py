@@ -44,6 +44,18 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "pcie_replays_per_hour_max": ThresholdKey("max", "count/h", "PCIe replays gained per hour"),
     "ecc_sbe_per_hour_max": ThresholdKey("max", "count/h",
                                          "volatile single-bit ECC errors gained per hour"),
+    # RDMA port error counters (sysfs ports/N/counters): total, and growth per hour
+    **{f"{check}{suffix}": ThresholdKey("max", unit, f"{what}{tail}")
+       for check, what in (
+           ("ib_link_flaps", "RDMA port link_downed (flaps)"),
+           ("ib_link_recoveries", "RDMA port link_error_recovery"),
+           ("ib_symbol_errors", "RDMA port symbol_error"),
+           ("ib_rcv_errors", "RDMA port port_rcv_errors"),
+           ("ib_xmit_discards", "RDMA port port_xmit_discards"),
+           ("ib_link_integrity_errors", "RDMA port local_link_integrity_errors"),
+           ("ib_buffer_overruns", "RDMA port excessive_buffer_overrun_errors"))
+       for suffix, unit, tail in (("_max", "count", " since the counters were cleared"),
+                                  ("_per_hour_max", "count/h", " gained per hour"))},
     # --- standard / acceptance level: what the hardware delivers under load ---------------
     "gemm_bf16_tflops_min": ThresholdKey("min", "TFLOPS", "dense bf16 GEMM per GPU"),
     "gemm_fp16_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp16 GEMM per GPU"),

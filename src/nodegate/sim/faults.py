@@ -19,7 +19,7 @@ from nodegate.errors import ConfigError
 from nodegate.sim.scenario import Board, Gpu
 from nodegate.sim.state import ARCHITECTURES
 
-Scope = Literal["node", "gpu", "link"]
+Scope = Literal["node", "gpu", "link", "nic"]
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,12 @@ class Target:
     gpu: int | None = None
     link: int | None = None
     arg: str | None = None
+    nic: int | None = None  # rail NIC slot (one per GPU on the simulated board)
 
     def label(self) -> str:
         out = "" if self.gpu is None else f"gpu{self.gpu}"
+        if self.nic is not None:
+            out = f"nic{self.nic}"
         if self.link is not None:
             out += f".link{self.link}"
         if self.arg is not None:
@@ -48,7 +51,7 @@ class Fault:
     arg: str | None = None  # name of the required ``:ARG``, when the fault takes one
 
     def usage(self) -> str:
-        target = {"node": "", "gpu": "@gpuN", "link": "@gpuN.linkM"}[self.scope]
+        target = {"node": "", "gpu": "@gpuN", "link": "@gpuN.linkM", "nic": "@nicN"}[self.scope]
         return f"{self.name}{target}{':' + self.arg if self.arg else ''}"
 
 
@@ -316,6 +319,55 @@ def inforom_corrupt(board: Board, t: Target) -> None:
     _gpu(board, t)["inforom"].update(oem=None, ecc=None, power=None, corrupted=True)
 
 
+# --------------------------------------------------------------------------- RDMA rails (sysfs)
+
+
+def _nic(board: Board, t: Target) -> dict[str, object]:
+    assert t.nic is not None
+    nic: dict[str, object] = board.setdefault("nic_faults", {}).setdefault(str(t.nic), {})
+    return nic
+
+
+def rail_down(board: Board, t: Target) -> None:
+    """Cable pulled or switch port down: DOWN/Polling, the netdev down."""
+    _nic(board, t)["down"] = True
+
+
+def rail_rate(board: Board, t: Target) -> None:
+    """The port trained below its speed (an HDR cable or switch port on an NDR card)."""
+    from nodegate.sim.sysfs import IB_4X
+
+    if t.arg is None or not t.arg.isdigit() or int(t.arg) not in IB_4X:
+        raise ConfigError(f"rate must be one of {', '.join(map(str, IB_4X))} Gb/s (4X IB), "
+                          f"not {t.arg!r}", key="fault rail-rate")
+    _nic(board, t)["rate"] = int(t.arg)
+
+
+def nic_numa(board: Board, t: Target) -> None:
+    """The HCA reports the other socket's NUMA node (wrong ACPI proximity, or a NIC moved to
+    a slot of the other CPU)."""
+    assert t.nic is not None
+    node = int(board["gpus"][t.nic].get("numa_node", 0))
+    _nic(board, t)["numa_node"] = 1 if node == 0 else 0
+
+
+def nic_switch(board: Board, t: Target) -> None:
+    """The HCA sits in a slot on its own root port, not behind its GPU's PCIe switch."""
+    _nic(board, t)["wrong_switch"] = True
+
+
+def link_flap(board: Board, t: Target) -> None:
+    """The link went down and came back: link_downed counts the flaps, the port is ACTIVE."""
+    counters = _nic(board, t).setdefault("counters", {})
+    assert isinstance(counters, dict)
+    counters["link_downed"] = counters.get("link_downed", 0) + 4
+
+
+def rail_missing(board: Board, t: Target) -> None:
+    """The HCA is gone from the bus (dead card, or not enumerated)."""
+    _nic(board, t)["removed"] = True
+
+
 CATALOG: dict[str, Fault] = {
     f.name: f
     for f in (
@@ -368,10 +420,28 @@ CATALOG: dict[str, Fault] = {
         Fault("foreign-process", "gpu", "a compute process holding 10 GiB on the GPU",
               foreign_process),
         Fault("inforom-corrupt", "gpu", "InfoROM objects unreadable (N/A)", inforom_corrupt),
+        Fault("rail-down", "nic", "rail port DOWN/Polling, its netdev down", rail_down),
+        Fault("rail-rate", "nic", "rail port ACTIVE at a lower 4X rate", rail_rate, arg="GBPS"),
+        Fault("nic-numa", "nic", "rail HCA on the other socket's NUMA node", nic_numa),
+        Fault("nic-switch", "nic", "rail HCA on its own root port, not its GPU's switch",
+              nic_switch),
+        Fault("link-flap", "nic", "rail link went down and up (link_downed +4)", link_flap),
+        Fault("rail-missing", "nic", "rail HCA absent from the bus", rail_missing),
     )
 }
 
 _TARGET_RE = re.compile(r"^gpu(\d+)(?:\.link(\d+))?(?::(.+))?$")
+_NIC_RE = re.compile(r"^nic(\d+)(?::(.+))?$")
+
+
+def _nic_target(fault: Fault, where: str, token: str) -> Target:
+    """``nic3`` or ``nic5:200`` -> the rail NIC slot (and argument)."""
+    n = _NIC_RE.match(where)
+    if not n:
+        raise ConfigError(f"bad target {where!r}; expected {fault.usage()}", key=f"fault {token}")
+    if (fault.arg is None) != (n.group(2) is None):
+        raise ConfigError(f"expected {fault.usage()}", key=f"fault {token}")
+    return Target(nic=int(n.group(1)), arg=n.group(2))
 
 
 def parse(token: str) -> tuple[Fault, Target]:
@@ -386,6 +456,8 @@ def parse(token: str) -> tuple[Fault, Target]:
         if where:
             raise ConfigError(f"{name} applies to the node; write it without @", key=token)
         return fault, Target()
+    if fault.scope == "nic":
+        return fault, _nic_target(fault, where, token)
     m = _TARGET_RE.match(where)
     if not m:
         raise ConfigError(f"bad target {where!r}; expected {fault.usage()}", key=f"fault {token}")
@@ -404,6 +476,9 @@ def parse(token: str) -> tuple[Fault, Target]:
 def apply(board: Board, token: str) -> None:
     """Parse one fault token and apply it to ``board``, checking the target exists."""
     fault, target = parse(token)
+    if target.nic is not None and target.nic >= len(board["gpus"]):
+        raise ConfigError(f"scenario {board['name']} has {len(board['gpus'])} rail NICs (nic0.."
+                          f"nic{len(board['gpus']) - 1}), one per GPU", key=f"fault {token}")
     if target.gpu is not None:
         if target.gpu >= len(board["gpus"]):
             raise ConfigError(

@@ -19,6 +19,7 @@ from nodegate.sim.scenario import Board
 ENV_SIM_DIR = "NODEGATE_SIM_DIR"
 ENV_KERNEL_LOG = "NODEGATE_KERNEL_LOG"
 ENV_BOOT_ID = "NODEGATE_BOOT_ID_FILE"
+ENV_SYSFS_ROOT = "NODEGATE_SYSFS_ROOT"  # read by nodegate.probes.rdma
 
 
 def split_spec(spec: str) -> tuple[str, list[str]]:
@@ -64,6 +65,7 @@ def prepare(spec: str, state_dir: Path) -> dict[str, str]:
         ENV_SIM_DIR: str(Path(state_dir).resolve()),
         ENV_KERNEL_LOG: str(paths["kernel_log"].resolve()),
         ENV_BOOT_ID: str(paths["boot_id"].resolve()),
+        ENV_SYSFS_ROOT: str(paths["sysfs"].resolve()),
     }
 
 

@@ -313,7 +313,8 @@ def render_kernel_log(board: Board) -> str:
 
 
 def write(board: Board, state_dir: Path, *, epoch: float | None = None) -> dict[str, Path]:
-    """Write ``state``, ``kernel.log``, ``boot_id``, ``load/`` and ``scenario.json``."""
+    """Write ``state``, ``kernel.log``, ``boot_id``, ``load/``, ``scenario.json`` and the
+    board's ``sysfs/`` tree (GPUs and rail NICs, ``nodegate.sim.sysfs``)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "load").mkdir(exist_ok=True)
     epoch = time.time() if epoch is None else epoch
@@ -322,6 +323,7 @@ def write(board: Board, state_dir: Path, *, epoch: float | None = None) -> dict[
         "kernel_log": state_dir / "kernel.log",
         "boot_id": state_dir / "boot_id",
         "scenario": state_dir / "scenario.json",
+        "sysfs": state_dir / "sysfs",
     }
     for old in (state_dir / "load").iterdir():
         old.unlink()
@@ -329,4 +331,7 @@ def write(board: Board, state_dir: Path, *, epoch: float | None = None) -> dict[
     paths["kernel_log"].write_text(render_kernel_log(board))
     paths["boot_id"].write_text(str(uuid.uuid4()) + "\n")
     paths["scenario"].write_text(json.dumps(board, indent=1, sort_keys=True) + "\n")
+    from nodegate.sim.sysfs import write_tree
+
+    write_tree(board, paths["sysfs"])
     return paths

@@ -1,0 +1,98 @@
+"""The GPU -> rail NIC -> NUMA node -> CPU cores map of one node, from sysfs and NVML bus ids.
+
+A GPU's rails are the RDMA devices below its closest PCIe switch: of the HCAs that meet the
+GPU below a switch (not only at the root port), those that meet it deepest. Ranks follow the
+GPUs' NVML order, which is PCI bus order (what ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` gives a job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodegate.probes.pcie_tree import (
+    PciPath,
+    cpulist_of,
+    numa_node_of,
+    pci_path_of_bdf,
+    shared_bridges,
+)
+from nodegate.probes.rdma import RdmaDevice
+
+MAP_SCHEMA = "nodegate.rail-map/1"
+MAP_FILE = "rail-map.json"
+
+
+@dataclass
+class GpuRails:
+    entity: str  # gpu3 (NVML index)
+    bdf: str  # 0000:18:00.0
+    pci: PciPath | None
+    numa_node: int | None
+    nics: list[str] = field(default_factory=list)  # rail devices below its closest switch
+    problem: str | None = None  # why its place in the tree is unknown
+
+
+@dataclass
+class RailMap:
+    gpus: list[GpuRails]
+    rails: list[RdmaDevice]
+    cpulists: dict[int, str | None]
+
+    def gpus_of(self, device: str) -> list[GpuRails]:
+        return [g for g in self.gpus if device in g.nics]
+
+    def to_json(self, node: str | None = None) -> dict[str, Any]:
+        """What a job launcher reads: per rank its GPU, NICs (``dev:port``), NUMA node, CPUs."""
+        by_name = {d.name: d for d in self.rails}
+        ranks = []
+        for rank, gpu in enumerate(self.gpus):
+            nics = []
+            for name in gpu.nics:
+                dev = by_name[name]
+                nics.append({"device": name, "ports": [p.port for p in dev.ports],
+                             "link_layer": sorted({p.link_layer for p in dev.ports
+                                                   if p.link_layer}),
+                             "netdevs": [n.name for n in dev.netdevs],
+                             "numa_node": dev.numa_node,
+                             "pcie_path": dev.pci.text() if dev.pci else None})
+            ranks.append({"rank": rank, "gpu": gpu.entity, "gpu_bus_id": gpu.bdf,
+                          "gpu_pcie_path": gpu.pci.text() if gpu.pci else None,
+                          "numa_node": gpu.numa_node,
+                          "cpus": self.cpulists.get(gpu.numa_node)
+                          if gpu.numa_node is not None else None,
+                          "nics": nics})
+        hca = []
+        for gpu in self.gpus:
+            for name in gpu.nics:
+                for port in by_name[name].ports:
+                    if f"{name}:{port.port}" not in hca:
+                        hca.append(f"{name}:{port.port}")
+        return {"schema": MAP_SCHEMA, "node": node, "ranks": ranks,
+                "nccl_ib_hca": ",".join(hca),
+                "unpaired_rails": [d.name for d in self.rails if not self.gpus_of(d.name)]}
+
+
+def build(root: Path, gpu_bus_ids: list[tuple[str, str]], rails: list[RdmaDevice]) -> RailMap:
+    """``gpu_bus_ids``: (entity, sysfs BDF) in NVML order; ``rails``: the profile's rail HCAs."""
+    gpus = []
+    for entity, bdf in gpu_bus_ids:
+        path = pci_path_of_bdf(root, bdf)
+        numa = numa_node_of(root, bdf)
+        problem = path if isinstance(path, str) else (numa if isinstance(numa, str) else None)
+        gpu = GpuRails(entity, bdf, path if isinstance(path, PciPath) else None,
+                       numa if isinstance(numa, int) else None, problem=problem)
+        if gpu.pci is not None:
+            gpu.nics = _closest(gpu.pci, rails)
+        gpus.append(gpu)
+    nodes = {g.numa_node for g in gpus if g.numa_node is not None and g.numa_node >= 0}
+    return RailMap(gpus, rails, {n: cpulist_of(root, n) for n in sorted(nodes)})
+
+
+def _closest(gpu: PciPath, rails: list[RdmaDevice]) -> list[str]:
+    depth = {d.name: len(shared_bridges(gpu, d.pci)) for d in rails if d.pci is not None}
+    best = max(depth.values(), default=0)
+    if best < 2:  # meeting at the root port or above is not "behind the same switch"
+        return []
+    return [name for name, d in depth.items() if d == best]
