@@ -165,6 +165,9 @@ def gate_command() -> str | None:
         return None
     words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", str(slurm["node_name"]),
              "--report-dir", str(knob("agent_report_dir"))]
+    if slurm.get("drain_budget") is not None:  # site file: slurm.drain_budget
+        words += ["--drain-budget", f"{float(slurm['drain_budget']):g}",
+                  "--textfile-dir", str(knob("agent_textfile_dir"))]
     line = " ".join(quote(w) for w in words)
     if "%" in line or "\n" in line:
         raise DeployError(f"{host.name}: agent gate command may not contain % or newlines")

@@ -153,6 +153,9 @@ OPTION_CASES = [
          ("p.json",), {"p.json": "{not json"}),
     Case("gate-max-age-text", ("gate", "--dry-run", "--node", "n1", "--report-dir", "{d}",
                                "--max-age", "soon"), 2, ("--max-age",)),
+    Case("gate-drain-budget-over-one", ("gate", "--drain-budget", "1.5"), 2,
+         ("--drain-budget",)),
+    Case("gate-drain-budget-nan", ("gate", "--drain-budget", "nan"), 2, ("--drain-budget",)),
 ]
 
 REPORT_CASES = [
@@ -309,6 +312,10 @@ INVENTORY_CASES = [
     Case("site-password-file-mode-0644", (), 2, ("hosts.n1.bmc.password_file", "0644"),
          _site("    bmc: {url: 'https://bmc', model: idrac9, password_file: '{d}/pw'}\n"),
          setup=_open_secret, inventory=SITE),
+    Case("site-drain-budget-percent", (), 2, ("s.yaml", "slurm.drain_budget"),
+         {"s.yaml": SITE_HEAD + "slurm: {drain_budget: 50}\n"}, inventory=SITE),
+    Case("site-drain-budget-text", (), 2, ("s.yaml", "slurm.drain_budget"),
+         {"s.yaml": SITE_HEAD + "slurm: {drain_budget: half}\n"}, inventory=SITE),
     Case("site-group-name-with-space", (), 2, ("s.yaml", "groups"),
          {"s.yaml": SITE_HEAD + "groups:\n  'bad group': [n1]\n"}, inventory=SITE),
     Case("ansible-vault-no-password", (), 2, ("fleet.ini", "host gpu01", "ansible_host",

@@ -54,7 +54,8 @@ SINFO = ("ng1|idle|none\nng2|idle+drain|admin: bad fan | x=y [z]\n"
 
 def test_parse_show_node() -> None:
     state = parse_show_node(SHOW_DRAINED)
-    assert state == NodeState("ng2", "idle", frozenset({"DRAIN"}), "admin: bad fan | x=y [z]")
+    assert state == NodeState("ng2", "idle", frozenset({"DRAIN"}), "admin: bad fan | x=y [z]",
+                              partitions=("gpu",))
     assert state.drained and not state.available
     idle = parse_show_node(SHOW_IDLE)
     assert idle.available and idle.reason is None

@@ -254,6 +254,16 @@ def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
     assert "nodegate gate" not in off
 
 
+def test_the_scheduled_gate_carries_the_sites_drain_budget() -> None:
+    data = host_data(nodegate_slurm={"node_name": "gpu-b01", "drain_budget": 0.5})
+    cron = run(agent, data=data).uploads["/etc/cron.d/nodegate-health"]
+    gate = cron[cron.index("nodegate gate"):]
+    assert ("--drain-budget 0.5 --textfile-dir /var/lib/node_exporter/textfile_collector"
+            in gate)
+    assert "--drain-budget" not in run(agent, data=host_data()).uploads[
+        "/etc/cron.d/nodegate-health"]
+
+
 def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
     facts = converged_facts("ubuntu22")
     facts["packages.VenvDistributions"] = {"nodegate": ["0.1.0"], "pysnmp": ["7.1.22"]}  # no torch yet

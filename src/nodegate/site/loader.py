@@ -62,6 +62,13 @@ def load_site(name: str) -> Site:
     return build_site(data, file=file)
 
 
+def _site_slurm_to_host(data: dict[str, Any], merged: dict[str, Any]) -> None:
+    """The site's ``slurm.drain_budget`` goes to each Slurm node's gate (``nodegate_slurm``)."""
+    budget = (data.get("slurm") or {}).get("drain_budget")
+    if budget is not None and isinstance(merged.get("slurm"), dict):
+        merged["slurm"].setdefault("drain_budget", budget)
+
+
 def build_site(data: dict[str, Any], *, file: str) -> Site:
     """Site from already-validated mapping data (the YAML file or an Ansible import)."""
     defaults = data.get("defaults", {})
@@ -99,6 +106,7 @@ def build_site(data: dict[str, Any], *, file: str) -> Site:
                 site_file=file,
                 host=name,
             )
+        _site_slurm_to_host(data, merged)
         hosts[name] = SiteHost(name=name, address=str(address), data=merged,
                                groups=member_of, profile=profile)
     return Site(name=str(data["name"]), source=file, hosts=hosts, groups=groups,
