@@ -70,14 +70,16 @@ def synthetic_report(
     level: Level | str = Level.STANDARD,
     started_at: dt.datetime | None = None,
     faults: Sequence[str] = (),
-    seed: int | None = None,
+    seed: int | str | None = None,
     samples: int = 60,
     labels: dict[str, str] | None = None,
     gpus: dict[str, dict[str, str]] | None = None,
+    gemm_scale: float = 1.0,
 ) -> NodeReport:
     """One node's report; ``faults`` like ``nvlink-down@gpu3.link5``, ``slow-gpu@gpu2``;
     ``gpus`` the cards' identities (default ``synthetic_gpus(node)``; ``{}`` for none, as a
-    report from before identities)."""
+    report from before identities); ``gemm_scale`` scales every GPU's GEMM TFLOPS (a node
+    that decays over its history)."""
     level = Level(level)
     rng = random.Random(seed if seed is not None else node)
     start = started_at or dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
@@ -91,7 +93,7 @@ def synthetic_report(
     matrices: dict[str, dict[str, object]] = {}
     if level is not Level.QUICK:
         matrices["p2p_bandwidth"] = _p2p_matrix(rng, slow, results)
-        series["load"] = _gpu_load(rng, slow, hot, samples, results)
+        series["load"] = _gpu_load(rng, slow, hot, samples, results, gemm_scale=gemm_scale)
         busbw = round(rng.gauss(480.0, 3.0) * (0.7 if slow else 1.0), 1)
         results.append(_result("allreduce_busbw", "node", busbw, {"min": 400}, "GB/s",
                                ok=busbw >= 400, severity=Severity.WARNING))
@@ -158,14 +160,15 @@ def _p2p_matrix(rng: random.Random, slow: set[str],
 
 
 def _gpu_load(rng: random.Random, slow: set[str], hot: set[str], samples: int,
-              results: list[CheckResult]) -> dict[str, dict[str, list[list[float | None]]]]:
+              results: list[CheckResult], *, gemm_scale: float = 1.0,
+              ) -> dict[str, dict[str, list[list[float | None]]]]:
     """Per GPU: HBM and GEMM results (appended to ``results``) and the telemetry series under
     load; a hot GPU runs warmer and throttles its clock after 20 samples."""
     telemetry: dict[str, dict[str, list[list[float | None]]]] = {}
     for gpu in GPUS:
         factor = 0.8 if gpu in slow else 1.0
         hbm = round(rng.gauss(2950.0, 15.0) * factor, 1)
-        gemm = round(rng.gauss(720.0, 6.0) * factor, 1)
+        gemm = round(rng.gauss(720.0, 6.0) * factor * gemm_scale, 1)
         results.append(_result("hbm_bandwidth", gpu, hbm, {"min": 2600}, "GB/s",
                                ok=hbm >= 2600, severity=Severity.WARNING))
         results.append(_result("gemm_tflops", gpu, gemm, {"min": 600}, "TFLOPS",
@@ -182,3 +185,13 @@ def _gpu_load(rng: random.Random, slow: set[str], hot: set[str], samples: int,
             clocks.append([t, float(1980 - (90 if gpu in hot and index > 20 else 0))])
         telemetry[gpu] = {"power_w": power, "temperature_c": temps, "sm_clock_mhz": clocks}
     return telemetry
+
+
+def synthetic_history(node: str, *, reports: int, start: dt.datetime,
+                      every: dt.timedelta = dt.timedelta(days=1),
+                      gemm_decay: float = 0.0) -> list[NodeReport]:
+    """``reports`` standard runs of one node, ``every`` apart, oldest first, each with its own
+    seed; ``gemm_decay`` is the share of GEMM TFLOPS lost per report (0.01: 1 % a run)."""
+    return [synthetic_report(node, started_at=start + every * index, seed=f"{node}/{index}",
+                             samples=10, gemm_scale=(1.0 - gemm_decay) ** index)
+            for index in range(reports)]

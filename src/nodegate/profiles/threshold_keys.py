@@ -72,6 +72,9 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
     "straggler_margin_pct_max": ThresholdKey("max", "%", "rank step time above the median"),
     "outlier_margin_pct_max": ThresholdKey("max", "%", "figure below the node's own median"),
+    # --- fleet trends (nodegate report, over each node's report history) -------------------
+    "trend_drift_pct_max": ThresholdKey(
+        "max", "%", "a metric's move against the node's own baseline or the fleet's median"),
     "thermal_margin_c_min": ThresholdKey("min", "C", "slowdown threshold minus peak temp"),
     "mem_temp_max_c": ThresholdKey("max", "C", "HBM temperature under load"),
     "power_fraction_min": ThresholdKey("min", "ratio", "GEMM power as a fraction of limit"),
