@@ -95,6 +95,8 @@ DEFAULTS: dict[str, Any] = {
                                           # host runs an all-reduce with it and must pass to join
     "gate_multinode_port": 29400,         # its rendezvous port (+ the pair's index)
     "gate_multinode_timeout_s": 120,      # how long one side waits for the other
+    "gate_history_keep": 1000,            # deploy/fetch_reports.py: newest dated reports per node
+                                          # copied to <gate_fetch_dir>/<host>/history/
 }
 
 

@@ -160,6 +160,8 @@ OPTION_CASES = [
 
 REPORT_CASES = [
     Case("report-dir-missing", ("report", "{d}/none"), 2, ("none", "not found")),
+    Case("report-drift-zero", ("report", "{d}", "--drift", "0"), 2, ("--drift",)),
+    Case("report-drift-text", ("report", "{d}", "--drift", "5%"), 2, ("--drift",)),
     Case("report-dir-is-file", ("report", "{d}/f"), 2, ("f",), {"f": "x"}),
     Case("report-jobs-zero", ("report", "{d}", "--jobs", "0"), 2, ("--jobs",)),
     Case("report-margin-nan", ("report", "{d}", "--margin", "nan"), 2, ("--margin",)),

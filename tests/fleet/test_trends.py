@@ -115,3 +115,12 @@ def test_report_cli_reads_the_history_from_summaries(tmp_path: Path) -> None:
     assert {(d["node"], d["metric"]) for d in data["trends"]["degrading"]} == {
         (DECAYING, "gemm_tflops[gpu]")}
     assert "<h2>Trends</h2>" in html.read_text() and "fleet median" in html.read_text()
+
+
+def test_a_latest_copy_beside_its_dated_original_counts_once() -> None:
+    report = synthetic_history("hgx0", reports=1, start=START)[0]
+    summary = from_report(report.to_dict())
+    view = build_view(Path("fleet"), [entry(summary, "hgx0/history/standard-1.json"),
+                                      entry(summary, "hgx0/standard-latest.json")])
+    assert view.n_reports == 1 and view.nodes[0].latest["path"] == "hgx0/history/standard-1.json"
+    assert len(view.points["hgx0"]["gemm_tflops[gpu]"]) == 2  # one (time, value) pair

@@ -39,12 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodegate.fleet.aggregate import FleetView, NodeView
-
-#: check name -> kind (the metric key is ``check[entity kind]``).
-LEVEL_CHECKS = ("gemm_tflops", "hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "p2p_unidir",
-                "p2p_bidir", "allreduce_busbw", "burnin_tflops", "thermal_peak",
-                "mem_temp_peak")
-COUNTER_CHECKS = ("ecc_sbe_aggregate", "ecc_sbe_volatile", "nvlink_crc_errors", "pcie_replays")
+from nodegate.fleet.trend_metrics import metric_kind
 
 MIN_REPORTS = 3
 RECENT = 3
@@ -99,23 +94,13 @@ class TrendView:
     limit_notes: list[str]  # profiles whose margin is the default, and why
 
 
-def metric_kind(key: str) -> str | None:
-    check = key.split("[", 1)[0]
-    if check in LEVEL_CHECKS:
-        return "level"
-    if check in COUNTER_CHECKS:
-        return "counter"
-    return None
-
-
-def node_series(node: NodeView, key: str) -> list[tuple[float, float]]:
-    """(finish time, worst value) of every report of ``node`` that measured ``key``."""
-    out = []
-    for summary in node.history:
-        entry = summary["metrics"].get(key)
-        if entry is not None:
-            out.append((summary["finished"], float(entry[2])))
-    return out
+def node_series(view: FleetView, node: str, key: str) -> list[tuple[float, float]]:
+    """(finish time, worst value) of every report of ``node`` that measured ``key``, oldest
+    first (the reader packed them: ``FleetView.points``)."""
+    packed = view.points.get(node, {}).get(key)
+    if not packed:
+        return []
+    return sorted(zip(packed[0::2], packed[1::2], strict=True))
 
 
 def counter_rates(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -180,7 +165,7 @@ def trends(view: FleetView, *, drift_pct: float | None = None, plot_nodes: int =
     for node in view.nodes:
         if len(node.history) >= MIN_REPORTS:
             with_history += 1
-        for key, points in _node_metrics(node, shapes):
+        for key, points in _node_metrics(view, node, shapes):
             series.setdefault(key, []).append((node, points))
     metrics: list[MetricTrend] = []
     degrading: list[Degrading] = []
@@ -199,20 +184,15 @@ def trends(view: FleetView, *, drift_pct: float | None = None, plot_nodes: int =
     return TrendView(metrics, degrading, with_history, limits, notes)
 
 
-def _node_metrics(node: NodeView, shapes: dict[str, tuple[str, str]]
+def _node_metrics(view: FleetView, node: NodeView, shapes: dict[str, tuple[str, str]]
                   ) -> Iterable[tuple[str, list[tuple[float, float]]]]:
     """Each trend metric's series for one node (rates for counters)."""
-    keys: dict[str, None] = {}
-    for summary in node.history:
-        for key, entry in summary["metrics"].items():
-            if key not in keys and metric_kind(key) is not None:
-                keys[key] = None
-                shapes.setdefault(key, (str(entry[0]), str(entry[1])))
-    for key in keys:
-        points = node_series(node, key)
+    for key in view.points.get(node.node, {}):
+        points = node_series(view, node.node, key)
         if metric_kind(key) == "counter":
             points = counter_rates(points)
         if points:
+            shapes.setdefault(key, view.metric_shapes.get(key, ("", "higher")))
             yield key, points
 
 
