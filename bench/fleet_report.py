@@ -56,8 +56,9 @@ HISTORY_VERSION = 2  # bump when the --history files change
 DECAY_EVERY = 1000
 DECAY = 0.01
 GEMM_KEY = "gemm_tflops[gpu]"
-#: The stated bound for 10,000 nodes x 30 reports with trends (docs/benchmarks.md).
-TARGET_HISTORY_S = 60.0
+#: The stated bound for 10,000 nodes x 30 reports with trends, in CPU seconds of this process
+#: (docs/benchmarks.md): about the wall time on an otherwise idle core with a warm page cache.
+TARGET_HISTORY_CPU_S = 45.0
 
 
 class BenchFailed(Exception):
@@ -271,10 +272,18 @@ def main() -> int:
         print(f"{label:6s} {min(walls):.2f}-{max(walls):.2f} s wall, "
               f"{min(cpus):.2f}-{max(cpus):.2f} s cpu over {len(runs)} run(s)")
     worst = max(wall for runs in figures.values() for wall, _ in runs)
-    target = 2.0 if history == 1 else TARGET_HISTORY_S
-    verdict = "OK" if worst <= target else "OVER"
-    print(f"aggregate {args.reports} nodes x {history} reports ({kind}): {worst:.2f} s worst "
-          f"(target {target:g} s: {verdict}); load average now {os.getloadavg()[0]:.2f}")
+    if history == 1:
+        verdict = "OK" if worst <= 2.0 else "OVER"
+        print(f"aggregate {args.reports} reports ({kind}): {worst:.2f} s worst (target 2 s: "
+              f"{verdict}); load average now {os.getloadavg()[0]:.2f}")
+        return 0
+    # with a history the run is CPU-bound for tens of seconds, so on a shared machine its wall
+    # time is mostly waiting for a core: judged by CPU, both printed
+    cpu_worst = max(cpu for runs in figures.values() for _, cpu in runs)
+    verdict = "OK" if cpu_worst <= TARGET_HISTORY_CPU_S else "OVER"
+    print(f"aggregate + trends {args.reports} nodes x {history} reports: {cpu_worst:.2f} s CPU "
+          f"worst (target {TARGET_HISTORY_CPU_S:g} s: {verdict}), {worst:.2f} s wall worst; "
+          f"load average now {os.getloadavg()[0]:.2f}")
     return 0
 
 
