@@ -36,11 +36,10 @@ from roles._common import (
     template,
 )
 from roles.defaults import role_defaults
+from roles.driver_pins import APT_PIN_PATTERNS
 
 SOURCES = ("cuda-repo", "distro", "mirror")
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
-APT_PIN_PATTERNS = ["nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia-*", "cuda-drivers*",
-                    "libxnvctrl*"]
 
 
 def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> list[str]:
@@ -138,7 +137,11 @@ def nvidia_driver() -> None:
         _ops.os_packages(name="nvidia_driver: kernel headers for DKMS",
                          packages=["dkms", *headers])
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
-                         packages=packages, version=version, label="NVIDIA driver")
+                         packages=packages, version=version, label="NVIDIA driver",
+                         guard=APT_PIN_PATTERNS if os_.is_debian else None)
+    if os_.is_debian:
+        _ops.hold_matching(name=f"nvidia_driver: every driver package at {version} held",
+                           patterns=APT_PIN_PATTERNS, version=version)
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
         _ops.driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
                             unit="nvidia-persistenced.service")
