@@ -32,7 +32,7 @@ from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
-from nodegate.facts.packages import HeldPackages
+from nodegate.facts.packages import DnfModuleState, HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
 from roles import _gate, driver_pins
@@ -584,3 +584,18 @@ def hold_matching(patterns: list[str], version: str) -> Generator[Any, None, Non
         host.noop(f"{len(at_version)} package(s) at {version} held")
         return
     yield StringCommand(driver_pins.hold_script(patterns, version))
+
+
+@operation()
+def dnf_module_stream(module: str, stream: str) -> Generator[Any, None, None]:
+    """Enable ``module:stream`` (EL8/9 modularity), resetting another enabled stream first:
+    NVIDIA's EL9 repository publishes each driver branch as a stream of ``nvidia-driver``
+    (``570-open``, ``570-dkms``), and without it dnf offers only the default stream's
+    packages. Not pyinfra's ``dnf.packages``: it has no module support."""
+    state = host.get_fact(DnfModuleState, module=module)
+    if state.get("stream") == stream and state.get("state") == "enabled":
+        host.noop(f"{module}:{stream} enabled")
+        return
+    if state.get("state") == "enabled":
+        yield cmd("dnf", "-y", "-q", "module", "reset", q(module))
+    yield cmd("dnf", "-y", "-q", "module", "enable", q(f"{module}:{stream}"))

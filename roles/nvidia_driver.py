@@ -11,6 +11,8 @@ profile's ``host.gpudirect.mode``: ``peermem`` loads nvidia-peermem now and at e
 
 from __future__ import annotations
 
+import re
+
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
@@ -119,6 +121,10 @@ def nvidia_driver() -> None:
             return
 
     _repository(os_, source)
+    stream = dnf_stream(os_, source, branch, modules)
+    if stream:
+        _ops.dnf_module_stream(name=f"nvidia_driver: DNF module stream nvidia-driver:{stream}",
+                               module="nvidia-driver", stream=stream)
     if os_.is_debian:
         patterns = sorted(set(APT_PIN_PATTERNS) | set(packages))
         _ops.put_template(name="nvidia_driver: apt pin",
@@ -151,6 +157,28 @@ def nvidia_driver() -> None:
                           python=str(knob("nvidia_driver_python")),
                           slurm_node=_ops.slurm_node_name(),
                           drained_override=bool(knob("nvidia_driver_drained")))
+
+
+def dnf_stream(os_: TargetOS, source: str, branch: str, modules: str) -> str | None:
+    """The ``nvidia-driver`` module stream for this branch on EL9 (NVIDIA's driver
+    installation guide: ``dnf module enable nvidia-driver:<branch>-open``; ``-dkms`` for the
+    proprietary modules). The knob ``nvidia_driver_dnf_stream`` overrides it or, set to
+    ``none``, turns it off (a mirror without modules metadata); default on with the CUDA
+    repository only."""
+    if os_.is_debian:
+        return None
+    wanted = knob("nvidia_driver_dnf_stream")
+    if wanted is not None:
+        text = str(wanted)
+        if text.lower() in ("none", "false", ""):
+            return None
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", text):
+            raise DeployError(f"{host.name}: nvidia_driver_dnf_stream {text!r} is not a "
+                              "module stream name")
+        return text
+    if source != "cuda-repo":
+        return None
+    return f"{branch}-open" if modules == "open" else f"{branch}-dkms"
 
 
 def gpudirect_mode(modules: str) -> str:

@@ -73,6 +73,8 @@ def converged_facts(os_name: str) -> dict[str, Any]:
         "deb.DebPackages": AllInstalled(),
         "rpm.RpmPackages": AllInstalled(rhel=True) if rhel else {},
         "packages.HeldPackages": AllHeld(),
+        "packages.DnfModuleState": {"name": "nvidia-driver", "stream": "570-open",
+                                    "profiles": "", "state": "enabled"} if rhel else {},
         "systemd.SystemdStatus": AllTrue(),
         "systemd.SystemdEnabled": AllTrue(),
         "server.Sysctl": {"kernel.numa_balancing": 0},

@@ -120,3 +120,15 @@ def test_holds_take_every_installed_driver_package_at_the_version_only() -> None
     assert "libcuda1" in held and "xserver-xorg-video-nvidia" in held
     assert "nvidia-cuda-toolkit" not in held
     assert not any(line.split()[1] in held for line in real.splitlines())
+
+
+def test_the_dnf_module_state_file_is_read_as_dnf_writes_it() -> None:
+    """libdnf writes /etc/dnf/modules.d/<name>.module as an INI section with name, stream,
+    profiles and state (ModulePackageContainer's persistor)."""
+    from nodegate.facts.packages import DnfModuleState
+
+    text = "[nvidia-driver]\nname=nvidia-driver\nstream=570-open\nprofiles=\nstate=enabled\n"
+    state = DnfModuleState().process(text.splitlines())
+    assert state == {"name": "nvidia-driver", "stream": "570-open", "profiles": "",
+                     "state": "enabled"}
+    assert DnfModuleState().process([]) == {}
