@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained
     "nvidia_driver_python": "/opt/nodegate/venv/bin/python",  # NVML fallback for GPU processes
     "nvidia_driver_kernel_headers": True,  # headers for DKMS (off where the kernel is the host's)
+    "nvidia_driver_dnf_stream": None,     # EL9 stream; None: <branch>-open/-dkms (cuda-repo)
     "nvidia_driver_gpudirect": None,      # profile host.gpudirect.mode: dmabuf | peermem | none
     # fabricmanager
     "fabricmanager_enabled": None,        # profile driver.fabricmanager (NVSwitch boards)
