@@ -20,6 +20,7 @@ import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that 
 from deploy.join import join_gate
 from deploy.multinode import multinode_gate
 from deploy.validate import validate_gate
+from roles._common import is_deploy_file
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -59,5 +60,5 @@ def bring_up() -> None:
     join_gate()
 
 
-if "__name__" not in globals() or __name__ == "builtins":
+if is_deploy_file(globals()):
     bring_up()
