@@ -1,12 +1,13 @@
 """The bring-up: ``pyinfra inventory.py deploy.py``. Every role in order, then the gate.
 
-Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver,
-fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor. Then the gate: deploy/validate.py runs the
-battery at ``gate_level`` on the node and fetches its JSON report to reports/<host>/ on this
-machine, and deploy/join.py resumes the node in Slurm on a fresh pass or drains it with the
-failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node already in
-service), deploy/multinode.py runs an all-reduce between each other node and it before the join,
-and the join requires it to pass. A failing battery fails the host (after it was drained).
+Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver, fabricmanager,
+nccl, dcgm, nvme, agent, pdu_monitor, slurm_node (off without a controller). Then the gate:
+deploy/validate.py runs the battery at ``gate_level`` on the node and fetches its JSON report to
+reports/<host>/ on this machine, and deploy/join.py resumes the node in Slurm on a fresh pass or
+drains it with the failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node
+already in service), deploy/multinode.py runs an all-reduce between each other node and it
+before the join, and the join requires it to pass. A failing battery fails the host (after it
+was drained).
 
 Common switches: ``--dry`` (plan only), ``--data nvidia_driver_allow_reboot=true``,
 ``--data gate_enabled=false``, ``--limit HOST``.
@@ -30,8 +31,9 @@ from roles.nccl import nccl
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
+from roles.slurm_node import slurm_node
 
-ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor)
+ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor, slurm_node)
 
 
 def bring_up() -> None:

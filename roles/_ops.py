@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
 from fnmatch import fnmatchcase
-from io import StringIO
+from io import BytesIO, StringIO
 from pathlib import Path
 from typing import Any
 
@@ -191,22 +191,25 @@ def fetch_keyring(url: str, dest: str) -> Generator[Any, None, None]:
 
 
 @operation()
-def put_secret(dest: str, text: str) -> Generator[Any, None, None]:
-    """Write a credentials file (root, 0600) compared by checksum only: unlike files.put it
-    never prints a diff, so ``--diff`` cannot leak the secret into a terminal or CI log."""
-    local = StringIO(text)
+def put_secret(dest: str, text: str | bytes, owner: str = "root",
+               mode: str = "600") -> Generator[Any, None, None]:
+    """Write a credentials file (``owner``, ``mode``: root 0600 by default; munge's key is
+    munge 0400) compared by checksum only: unlike files.put it never prints a diff, so
+    ``--diff`` cannot leak the secret into a terminal or CI log."""
+    local = BytesIO(text) if isinstance(text, bytes) else StringIO(text)
     remote_sum = host.get_fact(Sha1File, path=dest)
     if remote_sum and remote_sum == get_file_sha1(local):
         remote: dict[str, Any] = dict(host.get_fact(File, path=dest) or {})
-        if remote.get("mode") == 600 and remote.get("user") == "root":
-            host.noop(f"{dest} up to date (0600)")
+        if remote.get("mode") == int(mode) and remote.get("user") == owner:
+            host.noop(f"{dest} up to date ({owner} 0{mode})")
             return
     else:
         yield cmd("install", "-d", "-m", "0755", q(str(Path(dest).parent)))
-        yield cmd("install", "-m", "0600", "-o", "root", "-g", "root", "/dev/null", q(dest))
+        yield cmd("install", "-m", f"0{mode}", "-o", q(owner), "-g", q(owner), "/dev/null",
+                  q(dest))
         yield FileUploadCommand(local, dest, remote_temp_filename=host.get_temp_filename(dest))
-    yield cmd("chown", "root:root", q(dest))
-    yield cmd("chmod", "600", q(dest))
+    yield cmd("chown", q(f"{owner}:{owner}"), q(dest))
+    yield cmd("chmod", q(mode), q(dest))
 
 
 # --- reboot ------------------------------------------------------------------------------

@@ -83,6 +83,9 @@ def converged_facts(os_name: str) -> dict[str, Any]:
         "kernel.InstalledModule": {"version": DRIVER, "license": "Dual MIT/GPL",
                                    "filename": "/lib/modules/nvidia.ko"},
         "gpu.GpuProcesses": [],
+        "gpu.GpuPlacements": [{"minor": i, "bdf": f"0000:{0x18 + 0x20 * i:02x}:00.0",
+                               "socket": i // 4, "cores": "0-55" if i < 4 else "56-111"}
+                              for i in range(8)],
         "storage.MdArrays": {"/dev/md/nodegate0": {"uuid": ARRAY_UUID, "name": "gpu-b01:nodegate0",
                                                    "level": "raid0"}},
         "storage.MdSuperblocks": {d: ARRAY_UUID for d in DEVICES},

@@ -132,3 +132,20 @@ def test_the_dnf_module_state_file_is_read_as_dnf_writes_it() -> None:
     assert state == {"name": "nvidia-driver", "stream": "570-open", "profiles": "",
                      "state": "enabled"}
     assert DnfModuleState().process([]) == {}
+
+
+def test_gpu_placements_give_each_gpu_its_sockets_core_indexes() -> None:
+    """Two sockets of 4 cores with SMT (CPUs 0-7 socket 0, 8-15 socket 1, siblings +16),
+    GPUs numbered by the driver's Device Minor, not bus order."""
+    from nodegate.facts.gpu import GpuPlacements
+
+    lines = ["gpu 1 0000:18:00.0 0", "gpu 0 0000:2a:00.0 0", "gpu 2 0000:9a:00.0 8",
+             "gpu 3 0000:ab:00.0 -"]
+    for cpu in range(32):
+        logical = cpu % 16
+        lines.append(f"cpu {cpu} {logical // 8} {logical % 8 // 2}")
+    got = GpuPlacements().process(lines)
+    assert [(p["minor"], p["bdf"], p["socket"], p["cores"]) for p in got] == [
+        (0, "0000:2a:00.0", 0, "0-3"), (1, "0000:18:00.0", 0, "0-3"),
+        (2, "0000:9a:00.0", 1, "4-7"), (3, "0000:ab:00.0", None, None)]
+    assert GpuPlacements().process([]) == []
