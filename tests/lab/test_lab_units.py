@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from nodegate import cli
 from nodegate.errors import ConfigError
-from nodegate.lab import base, config, lab, sitefile
+from nodegate_lab import base, cli, config, lab, sitefile
 
 
 def test_lab_refuses_without_root(monkeypatch: pytest.MonkeyPatch,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 1000)
-    assert cli.main(["lab", "status"]) == 3
+    assert cli.main(["status"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs root" in err[0]
 
@@ -76,7 +75,7 @@ def test_site_file_pins_the_build_the_mirror_serves(tmp_path: Path,
 
 
 def test_slurm_conf_uses_the_recipe_that_works_in_a_container() -> None:
-    from nodegate.lab import controller
+    from nodegate_lab import controller
 
     conf = controller.slurm_conf([config.node(1), config.node(2)])
     for line in ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
@@ -110,7 +109,7 @@ def test_site_file_names_secrets_by_variable_only(tmp_path: Path,
 
 def test_nodes_start_drained_by_nodegate_only_once(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodegate.lab import controller
+    from nodegate_lab import controller
 
     monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
     assert controller.drain_argv("node1") == [
@@ -128,10 +127,10 @@ def test_bmc_certificate_verifies_against_the_lab_ca(tmp_path: Path,
     import shutil
     import subprocess
 
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     if shutil.which("openssl") is None:
-        pytest.skip("openssl missing: install src/nodegate/lab/host-packages.txt")
+        pytest.skip("openssl missing: install lab/src/nodegate_lab/host-packages.txt")
     monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
     cert, key = services._tls_pair()
     ca = services.bmc_ca_path()
@@ -155,7 +154,7 @@ def test_a_second_lab_instance_uses_its_own_names(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import json; from nodegate.lab import config, sitefile; print(json.dumps(["
+    code = ("import json; from nodegate_lab import config, sitefile; print(json.dumps(["
             "config.SUBNET_PREFIX, config.UPLINK, config.BRIDGE_NS, config.node(1).veth, "
             "str(config.lab_dir()), str(sitefile.site_path()), config.owns_link('ngl0')]))")
     env = {**os.environ, "NODEGATE_LAB_INSTANCE": "2"}
@@ -172,7 +171,7 @@ def test_lab_up_outside_a_checkout_says_it_needs_one(tmp_path: Path,
     """An installed nodegate has no tree to build the nodes' wheel from: exit 2 at once, not
     pip's 'No matching distribution found for nodegate' at the first deploy."""
     from nodegate import paths
-    from nodegate.lab import mirror
+    from nodegate_lab import mirror
 
     monkeypatch.setattr(paths, "project_root", lambda: None)
     with pytest.raises(ConfigError, match="checkout"):

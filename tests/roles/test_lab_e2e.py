@@ -1,6 +1,6 @@
 """End-to-end on the embedded lab over real SSH (issue 7 "Must show").
 
-The session fixture brings the lab up when it is down (``nodegate lab up --nodes 2 --fault
+The session fixture brings the lab up when it is down (``nodegate-lab up --nodes 2 --fault
 node2:foreign-process@gpu0``), holds /tmp/nodegate-lab-in-use while it runs, deploys once,
 and every test reads the real nodes (testinfra over the lab's SSH key and known_hosts).
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from nodegate.lab import config as lab_config
-from nodegate.lab import deploys, services, sitefile
+from nodegate_lab import config as lab_config
+from nodegate_lab import deploys, services, sitefile
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -39,8 +39,8 @@ pytestmark = [
 ]
 
 
-def _nodegate(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "nodegate"), *args], cwd=ROOT, text=True,
+def _lab(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(VENV_BIN / "nodegate-lab"), *args], cwd=ROOT, text=True,
                           capture_output=True, timeout=timeout, check=False)
 
 
@@ -74,13 +74,13 @@ def totals(out: str) -> tuple[int, int, int]:
 
 
 def shell(node: str, command: str) -> str:
-    result = _nodegate("lab", "shell", node, "--", command, timeout=60)
+    result = _lab("shell", node, "--", command, timeout=60)
     assert result.returncode == 0, (node, command, result.stdout, result.stderr)
     return result.stdout
 
 
 def _lab_ready() -> bool:
-    status = _nodegate("lab", "status", timeout=60).stdout
+    status = _lab("status", timeout=60).stdout
     return SITE.is_file() and all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M)
                                   for n in NODES) and "foreign-process@gpu0" in status
 
@@ -91,7 +91,7 @@ def lab() -> Iterator[None]:
     MARKER.touch()
     try:
         if not _lab_ready():
-            up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
+            up = _lab("up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
             assert up.returncode == 0, up.stdout + up.stderr
         yield
     finally:
@@ -201,7 +201,7 @@ def test_sentinel_on_the_nvme_filesystem_survives_a_redeploy(deployed: Any,
 
 def test_driver_upgrade_refused_with_a_gpu_process(deployed: Any, ssh_config: Path) -> None:
     # the lab drains nodes until they join; a drained node may change its driver, so resume
-    _nodegate("lab", "shell", "slurmctl", "--",
+    _lab("shell", "slurmctl", "--",
               f"scontrol update nodename={BUSY} state=resume", timeout=60)
     run = pyinfra("deploy/upgrade_driver.py", "--limit", BUSY,
                   "--data", "nvidia_driver_version=580.65.06",
@@ -255,7 +255,7 @@ def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) ->
     for line in env_run.stdout:
         seen.append(line)
         if "Starting operation" in line:
-            _nodegate("lab", "shell", "node2", "--", "systemctl poweroff --no-block", timeout=30)
+            _lab("shell", "node2", "--", "systemctl poweroff --no-block", timeout=30)
             break
     rest, _ = env_run.communicate(timeout=600)
     out = "".join(seen) + rest
@@ -269,7 +269,7 @@ def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) ->
         assert "Grand total" in out, out[-3000:]  # the run went on to the end for node1
         assert not re.search(r"\[node1\].*Error", out), out[-3000:]
     finally:
-        up = _nodegate("lab", "up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
+        up = _lab("up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
         assert up.returncode == 0, up.stdout + up.stderr
         assert pyinfra("deploy.py").returncode == 0
 
