@@ -12,7 +12,11 @@ PYINFRA="$PWD/.venv/bin/pyinfra"
 OUT="${NODEGATE_DEMO_DIR:-$PWD/reports/demo-lab}"
 FAULT="${NODEGATE_DEMO_FAULT:-node3:nvlink-down@gpu3.link5}"
 FAULTY="${FAULT%%:*}"
-export NODEGATE_SITE=lab
+# the lab's site file: `lab` (inventory/lab.yaml) for the default lab, the instance's own
+# file for NODEGATE_LAB_INSTANCE=N, so a second lab's demo never deploys to the default one
+NODEGATE_SITE=$("$PWD/.venv/bin/python" -c 'from nodegate_lab import config, sitefile
+print("lab" if not config.INSTANCE else sitefile.site_path())')
+export NODEGATE_SITE
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 problems=()
 
