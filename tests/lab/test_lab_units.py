@@ -33,6 +33,52 @@ def test_base_key_follows_the_package_list() -> None:
     assert base.tarball_path().name.startswith(f"base-{config.SUITE}-")
 
 
+def test_the_md_vm_root_is_keyed_by_the_base_code_with_its_old_keys() -> None:
+    """mdvm's image key is the base's ``image_key`` under its own recipe name, derived as each
+    key was before they shared it, so tarballs already built stay valid."""
+    import hashlib
+
+    from nodegate_lab import mdvm
+
+    def old_key(*parts: str) -> str:
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+    assert mdvm.image_key() == old_key(config.SUITE, "mdvm", mdvm.RECIPE_VERSION,
+                                       *sorted(mdvm.PACKAGES))
+    assert base.base_key() == old_key(config.SUITE, base.RECIPE_VERSION,
+                                      *sorted(config.BASE_PACKAGES))
+    assert mdvm.tarball_path().name == f"rootfs-{config.SUITE}-{mdvm.image_key()}.tar"
+
+
+def test_strip_identity_leaves_no_host_key_or_machine_id(tmp_path: Path) -> None:
+    (tmp_path / "etc/ssh").mkdir(parents=True)
+    (tmp_path / "etc/ssh/ssh_host_ed25519_key").write_text("secret")
+    (tmp_path / "etc/machine-id").write_text("0123\n")
+    base.strip_identity(tmp_path, "x.conf")
+    assert not list((tmp_path / "etc/ssh").glob("ssh_host_*"))
+    assert (tmp_path / "etc/machine-id").read_text() == ""
+    assert "PasswordAuthentication no" in (tmp_path / "etc/ssh/sshd_config.d/x.conf").read_text()
+
+
+def test_nodegate_lab_is_a_one_line_pointer_on_the_node_cli(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from nodegate import cli as node_cli
+
+    for argv in (["lab"], ["lab", "up", "--nodes", "3", "--fault", "node3:x"], ["lab", "-h"]):
+        assert node_cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "`nodegate-lab`" in err[0], err
+    assert re.search(r"^\s+lab\s", node_cli.build_parser().format_help(), re.M) is None
+
+
+def test_mdvm_status_of_no_vm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["mdvm", "--dir", str(tmp_path / "vm"), "status"]) == 1
+    assert capsys.readouterr().out.strip() == "mdvm: none"
+    assert cli.main(["mdvm"]) == 2  # the group alone: its help
+
+
 def test_debootstrap_uses_the_mirror_apt_uses() -> None:
     assert base.debian_mirror().startswith(("http://", "https://"))
 
