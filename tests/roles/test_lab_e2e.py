@@ -1,8 +1,9 @@
 """End-to-end on the embedded lab over real SSH (issue 7 "Must show").
 
 The session fixture brings the lab up when it is down (``nodegate-lab up --nodes 2 --fault
-node2:foreign-process@gpu0``), holds /tmp/nodegate-lab-in-use while it runs, deploys once,
-and every test reads the real nodes (testinfra over the lab's SSH key and known_hosts).
+node2:foreign-process@gpu0``), holds /tmp/nodegate-lab-in-use while it runs on the default
+lab (instance 0), deploys once, and every test reads the real nodes (testinfra over the lab's
+SSH key and known_hosts).
 """
 
 from __future__ import annotations
@@ -87,8 +88,12 @@ def _lab_ready() -> bool:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[None]:
-    ours = not MARKER.exists()
-    MARKER.touch()
+    # the marker guards the default lab only (tests/lab/conftest.py reads it for instance 0):
+    # a run on another NODEGATE_LAB_INSTANCE must not make the default lab's users wait
+    default_lab = lab_config.INSTANCE == 0
+    ours = default_lab and not MARKER.exists()
+    if default_lab:
+        MARKER.touch()
     try:
         if not _lab_ready():
             up = _lab("up", "--nodes", "2", "--fault", f"{BUSY}:foreign-process@gpu0")
