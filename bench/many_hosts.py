@@ -1,6 +1,6 @@
 """Benchmark: the control side's cost per host, 16 to 64 minimal SSH hosts (issue 22 item 4).
 
-For each size, ``nodegate.lab.manyhosts`` brings up that many hosts (sshd alone, one shared
+For each size, ``nodegate_lab.manyhosts`` brings up that many hosts (sshd alone, one shared
 read-only root, not timed), then ``pyinfra -y`` runs ``bench/many_hosts_deploy.py`` against
 them twice: *cold* (no recorded fact questions: pyinfra asks them one by one) and *warm* (the
 fact cache's recorded questions from the cold run: one batched read per host). Each run is
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodegate.errors import NodegateError
-from nodegate.lab import config, deploys
-from nodegate.lab.manyhosts import MAX_HOSTS, ManyHosts
+from nodegate_lab import config, deploys
+from nodegate_lab.manyhosts import MAX_HOSTS, ManyHosts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "bench" / "many_hosts_deploy.py"

@@ -21,7 +21,7 @@ from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.virt import Container
 
-#: The lab base image's sshd drop-in (nodegate.lab.base._customise writes it).
+#: The lab base image's sshd drop-in (nodegate_lab.base._customise writes it).
 SSHD_DROP_IN = "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
 DIRECTORIES = ("/etc/apt/preferences.d", "/etc/apt/sources.list.d", "/etc/security/limits.d",
                "/etc/sysctl.d", "/etc/systemd/system", "/etc/modules-load.d",

@@ -1,4 +1,4 @@
-"""The many-host harness (nodegate.lab.manyhosts) and its bench (bench/many_hosts.py).
+"""The many-host harness (nodegate_lab.manyhosts) and its bench (bench/many_hosts.py).
 
 The slow test runs the real bench on a lab instance of its own (``NODEGATE_MANYHOSTS_INSTANCE``,
 default 4: the suite's labs are instance 3 and the harness refuses to share an instance with a
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from nodegate.errors import CannotRunError
-from nodegate.lab import config
-from nodegate.lab.manyhosts import MAX_HOSTS, ManyHosts, member
+from nodegate_lab import config
+from nodegate_lab.manyhosts import MAX_HOSTS, ManyHosts, member
 from tests.lab.conftest import lab_skip_reason
 
 ROOT = Path(__file__).resolve().parents[2]

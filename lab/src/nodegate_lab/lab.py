@@ -1,4 +1,4 @@
-"""Bring the lab up, report on it, tear it down: the operations behind ``nodegate lab``."""
+"""Bring the lab up, report on it, tear it down: the operations behind ``nodegate-lab``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodegate.errors import CannotRunError, ConfigError
-from nodegate.lab import config, disks, hosts, net
-from nodegate.lab.config import CONTROLLER, Member
-from nodegate.lab.proc import need, run
+from nodegate_lab import config, disks, hosts, net
+from nodegate_lab.config import CONTROLLER, Member
+from nodegate_lab.proc import need, run
 
 BOOT_TIMEOUT_S = 90.0
 
@@ -23,7 +23,7 @@ def require_root() -> None:
     """The lab mounts, creates namespaces and boots containers: root only."""
     if os.geteuid() != 0:
         raise CannotRunError("the lab needs root (namespaces, mounts, loop devices, nspawn); "
-                             "run `sudo nodegate lab ...`")
+                             "run `sudo nodegate-lab ...`")
     need("systemd-nspawn", "ip", "ssh", "ssh-keygen", "losetup", "mount", "tar")
 
 
@@ -104,7 +104,7 @@ def up(count: int = 2, fault_tokens: list[str] | None = None,
     if not 1 <= count <= config.MAX_NODES:
         raise ConfigError(f"--nodes must be 1..{config.MAX_NODES}", key="--nodes")
     faults = parse_faults(fault_tokens or [], count)
-    from nodegate.lab import lock
+    from nodegate_lab import lock
 
     with lock.exclusive("up"):
         lock.claim()
@@ -134,7 +134,7 @@ class _Boot:
 
 def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bool,
         t0: float) -> UpResult:
-    from nodegate.lab import base, mirror, services, sitefile
+    from nodegate_lab import base, mirror, services, sitefile
 
     lower = base.extracted(base.build())
     pub = ensure_key()
@@ -166,7 +166,7 @@ def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bo
 
 def _bring_up(member: Member, boot: _Boot) -> None:
     """Mount the host's root, write what makes it this host, and boot it unless running."""
-    from nodegate.lab import controller, mirror
+    from nodegate_lab import controller, mirror
 
     netns = net.ensure_host(member)
     lowers = [boot.lower]
@@ -196,7 +196,7 @@ def _prepare_node(member: Member, root: Path, boot: _Boot, binds: list[str],
                   binds_ro: list[str]) -> tuple[dict[str, str | bool], dict[str, str]]:
     """A node's simulated board, disks, GPU device nodes and BMC; appends the node's binds and
     returns (the supervisor's board record, the simulator env inside the node)."""
-    from nodegate.lab import controller, services
+    from nodegate_lab import controller, services
 
     spec = "+".join([boot.scenario, *boot.faults.get(member.name, [])])
     boot.specs[member.name] = spec
@@ -224,7 +224,7 @@ def _prepare_node(member: Member, root: Path, boot: _Boot, binds: list[str],
 def _configure_slurm(member: Member, root: Path, boot: _Boot) -> None:
     """Write the host's Slurm config; a running host whose config changed gets its daemon
     restarted once every host answers SSH."""
-    from nodegate.lab import controller
+    from nodegate_lab import controller
 
     changed = controller.configure(root, boot.nodes, member.kind)
     if changed and hosts.supervisor_pid(member) is not None:
@@ -237,7 +237,7 @@ def _configure_slurm(member: Member, root: Path, boot: _Boot) -> None:
 def _wait_ready(boot: _Boot) -> None:
     """Pin the host keys, wait for SSH, restart what a config change needs, join the nodes
     to Slurm and wait for their BMCs."""
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     members = boot.members
     known = "".join(f"{m.address},{m.name} {hosts.host_key(m)}\n" for m in members)
@@ -259,7 +259,7 @@ def _join_slurm(nodes: list[Member], timeout_s: float = 30.0) -> None:
     Only new nodes: a node the gate has resumed stays in service across ``lab up`` re-runs.
     Then wait until every node's slurmd runs (it registers with slurmctld on start).
     """
-    from nodegate.lab import controller
+    from nodegate_lab import controller
 
     known = controller.joined()
     deadline = time.monotonic() + timeout_s
@@ -302,7 +302,7 @@ def _wait_unit(member: Member, unit: str, timeout_s: float = 60.0) -> None:
                          f"{' | '.join(log.strip().splitlines())}", host=member.name)
 
 
-def _port_open(address: str, port: int = 22) -> bool:
+def port_open(address: str, port: int = 22) -> bool:
     try:
         with socket.create_connection((address, port), timeout=0.5):
             return True
@@ -318,7 +318,7 @@ def _wait_one(member: Member, deadline: float) -> None:
                 else []
             raise CannotRunError(f"{member.name} stopped while booting: {' | '.join(tail)}",
                                  host=member.name)
-        if _port_open(member.address):
+        if port_open(member.address):
             proc = subprocess.run([*ssh_argv(member), "true"], capture_output=True,
                                   check=False, timeout=15)
             if proc.returncode == 0:
@@ -341,13 +341,13 @@ def _remove(member: Member) -> None:
     hosts.unmount(member)
     if member.kind == "node":
         disks.release(member)
-    from nodegate.lab import lock
+    from nodegate_lab import lock
 
     # the namespace names are the instance's: only the network's owner may delete them
     if net.netns_path(member.netns).exists() and lock.owns_network():
         run(["ip", "netns", "del", member.netns], check=False)
     shutil.rmtree(member.dir, ignore_errors=True)
-    from nodegate.lab import cgroups
+    from nodegate_lab import cgroups
 
     cgroups.remove(cgroups.host_group(member.name))
 
@@ -358,7 +358,7 @@ def down(*, purge: bool = False) -> list[str]:
     The network is torn down only by the lab dir that owns it (``lock.owns_network``).
     """
     require_root()
-    from nodegate.lab import lock
+    from nodegate_lab import lock
 
     with lock.exclusive("down"):
         _down()
@@ -376,11 +376,11 @@ def _down() -> None:
         list(pool.map(hosts.stop, members))
     for member in members:
         _remove(member)
-    from nodegate.lab import services, sitefile
+    from nodegate_lab import services, sitefile
 
     services.stop_all()
     sitefile.site_path().unlink(missing_ok=True)
-    from nodegate.lab import cgroups
+    from nodegate_lab import cgroups
 
     cgroups.remove(cgroups.instance_group())
 
@@ -400,7 +400,7 @@ def leftovers() -> list[str]:
         if config.owns_link(name):
             found.append(f"link {name}")
     found += [f"loop {loop}" for loop in disks.lab_loops()]
-    from nodegate.lab import cgroups
+    from nodegate_lab import cgroups
 
     found += cgroups.leftovers()
     for pid_dir in Path("/proc").iterdir():
@@ -411,8 +411,8 @@ def leftovers() -> list[str]:
         except OSError:
             continue
         # this lab's only: its dir or its subnet is on the command line (another may run)
-        ours = ("nodegate.lab.supervisor", "nodegate.lab.pdu_agent", "systemd-nspawn")
-        service = ("http.server", "nodegate.power.bmc_emulator")
+        ours = ("nodegate_lab.supervisor", "nodegate_lab.pdu_agent", "systemd-nspawn")
+        service = ("http.server", "nodegate_lab.bmc_emulator")
         if (any(o in cmdline for o in ours) and f"{prefix}/" in cmdline) or (
                 any(s in cmdline for s in service) and f"{config.SUBNET_PREFIX}." in cmdline):
             found.append(f"process {pid_dir.name} {cmdline.strip()[:80]}")
@@ -437,7 +437,7 @@ def status() -> list[HostStatus]:
         sup = hosts.supervisor_pid(member)
         if sup is None:
             state = "stopped"
-        elif _port_open(member.address):
+        elif port_open(member.address):
             state = "running"
         else:
             state = "booting"

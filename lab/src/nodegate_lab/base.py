@@ -16,18 +16,27 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nodegate.errors import CannotRunError
-from nodegate.lab import config
-from nodegate.lab.proc import need, run
+from nodegate_lab import config
+from nodegate_lab.proc import need, run
 
 #: Bump when the customisation below changes: it is part of the cache key.
 RECIPE_VERSION = "3"
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
 
 
-def base_key(packages: tuple[str, ...] = config.BASE_PACKAGES) -> str:
-    """Digest of suite, recipe and sorted package list: the cache key."""
-    text = "\n".join([config.SUITE, RECIPE_VERSION, *sorted(packages)])
+SSHD_CONFIG = "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+
+
+def image_key(*recipe: str, packages: Sequence[str]) -> str:
+    """Digest of suite, the recipe's names and versions and the sorted package list: the
+    cache key of a debootstrap image (the lab's base, the md VM's root)."""
+    text = "\n".join([config.SUITE, *recipe, *sorted(packages)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def base_key(packages: tuple[str, ...] = config.BASE_PACKAGES) -> str:
+    """The lab base's cache key."""
+    return image_key(RECIPE_VERSION, packages=packages)
 
 
 def tarball_path(key: str | None = None) -> Path:
@@ -62,12 +71,10 @@ def debian_mirror() -> str:
 
 def _customise(root: Path) -> None:
     """Make the tree a neutral template: no identity, no host keys, no outside apt source."""
-    (root / "etc/machine-id").write_text("")
+    strip_identity(root, "nodegate-lab.conf")
     dbus_id = root / "var/lib/dbus/machine-id"
     if dbus_id.exists() or dbus_id.is_symlink():
         dbus_id.unlink()
-    for key in (root / "etc/ssh").glob("ssh_host_*"):
-        key.unlink()
     (root / "etc/apt/sources.list").write_text("# the lab node reaches only the lab mirror\n")
     (root / "etc/hostname").write_text("lab\n")
     # nothing here talks to the outside: no resolver, no time sync, no getty on a console
@@ -77,11 +84,18 @@ def _customise(root: Path) -> None:
                  "fstrim.timer", "systemd-resolved.service"):
         (root / "etc/systemd/system" / unit).unlink(missing_ok=True)
         os.symlink("/dev/null", root / "etc/systemd/system" / unit)
+    drop_apt_caches(root)
+
+
+def strip_identity(root: Path, sshd_conf: str) -> None:
+    """What every image built here is: no machine id and no sshd host keys (each host gets
+    its own), and root over SSH by key only (the ``sshd_conf`` drop-in)."""
+    (root / "etc/machine-id").write_text("")
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
     sshd_d = root / "etc/ssh/sshd_config.d"
     sshd_d.mkdir(parents=True, exist_ok=True)
-    (sshd_d / "nodegate-lab.conf").write_text(
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n")
-    drop_apt_caches(root)
+    (sshd_d / sshd_conf).write_text(SSHD_CONFIG)
 
 
 def drop_apt_caches(root: Path) -> None:

@@ -11,37 +11,34 @@ The root file system is a debootstrap tree, cached as a tarball keyed by its pac
 Every boot reads the kernel and initramfs out of that image's ``/boot`` with debugfs, as a
 boot loader would, so a reboot uses the initramfs the role rebuilt, not the one built here.
 
-    python -m nodegate.lab.mdvm up [--accel auto|kvm|tcg]   # build (cached), boot, site file
-    python -m nodegate.lab.mdvm status
-    python -m nodegate.lab.mdvm down                        # kill qemu, remove the VM dir
+    nodegate-lab mdvm up [--accel auto|kvm|tcg]   # build (cached), boot, site file
+    nodegate-lab mdvm status
+    nodegate-lab mdvm down                        # kill qemu, remove the VM dir
+
+The image build and its cache key are the lab base's (``base``); one user per VM directory
+is held by the lab's lock module (``lock.vm_exclusive``); the command line is ``cli``.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from nodegate import flock
 from nodegate.errors import CannotRunError
-from nodegate.lab import config
-from nodegate.lab.base import debootstrap_tarball, drop_apt_caches
-from nodegate.lab.proc import need, run
 from nodegate.paths import cache_dir
+from nodegate_lab import base, config
+from nodegate_lab.proc import need, run
 
 #: What the VM's root holds: Debian's kernel (md, raid0), the role's tools, sshd for pyinfra;
 #: busybox as on any Debian server (initramfs-tools recommends it; the initramfs's mdadm
@@ -73,24 +70,12 @@ def vm_dir() -> Path:
     return Path(os.environ.get("NODEGATE_MDVM_DIR", "/var/lib/nodegate-mdvm"))
 
 
-@contextlib.contextmanager
-def exclusive(directory: Path, wait_s: float = 0.0) -> Iterator[None]:
-    """One user of a VM directory at a time: a second ``up`` (or test run) would kill the
-    first one's VM. A flock in /run, waited for up to ``wait_s``."""
-    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:8]
-    lock = Path("/run") / f"nodegate-mdvm-{directory.name}-{digest}.lock"
-    with flock.exclusive(lock, what="VM lock", wait_s=wait_s, poll_s=2.0,
-                         busy=lambda pid: f"{directory} is in use (lock {lock}, pid {pid})"):
-        yield
-
-
 # --- the cached root tree ----------------------------------------------------------------
 
 
 def image_key(packages: Sequence[str] = PACKAGES) -> str:
-    """Digest of suite, recipe and sorted package list: the cache key."""
-    text = "\n".join([config.SUITE, "mdvm", RECIPE_VERSION, *sorted(packages)])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """The root's cache key (the lab base's digest, under its own recipe name)."""
+    return base.image_key("mdvm", RECIPE_VERSION, packages=packages)
 
 
 def tarball_path() -> Path:
@@ -104,13 +89,7 @@ def _customise(root: Path) -> None:
     (root / "etc/hostname").write_text(f"{HOSTNAME}\n")
     (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {HOSTNAME}\n")
     (root / "etc/fstab").write_text("/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
-    (root / "etc/machine-id").write_text("")
-    for key in (root / "etc/ssh").glob("ssh_host_*"):
-        key.unlink()
-    sshd_d = root / "etc/ssh/sshd_config.d"
-    sshd_d.mkdir(parents=True, exist_ok=True)
-    (sshd_d / "nodegate-mdvm.conf").write_text(
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n")
+    base.strip_identity(root, "nodegate-mdvm.conf")
     network = root / "etc/systemd/network/10-qemu.network"
     network.parent.mkdir(parents=True, exist_ok=True)
     network.write_text("[Match]\nName=eth* en*\n\n[Network]\nDHCP=ipv4\n")
@@ -136,12 +115,12 @@ def _customise(root: Path) -> None:
     conf.write_text(conf.read_text().replace("\nMODULES=most\n", "\nMODULES=dep\n"))
     if "\nMODULES=dep\n" not in conf.read_text():
         raise CannotRunError(f"no MODULES=most line in {conf}")
-    drop_apt_caches(root)
+    base.drop_apt_caches(root)
 
 
 def build(*, force: bool = False, log: Path | None = None) -> Path:
     """The cached root tarball; debootstrap (minutes) only when it is missing."""
-    return debootstrap_tarball(tarball_path(), PACKAGES, _customise, log=log, force=force)
+    return base.debootstrap_tarball(tarball_path(), PACKAGES, _customise, log=log, force=force)
 
 
 # --- one VM --------------------------------------------------------------------------------
@@ -451,7 +430,7 @@ def site_data(vm: VM) -> dict[str, Any]:
     return {
         "schema": "nodegate.site/1",
         "name": "mdvm",
-        "description": "the md rehearsal VM (python -m nodegate.lab.mdvm); do not edit",
+        "description": "the md rehearsal VM (nodegate-lab mdvm); do not edit",
         "defaults": {"ssh_user": "root", "ssh_key": str(vm.key),
                      "ssh_known_hosts_file": str(vm.known_hosts),
                      "ssh_strict_host_key_checking": "yes", "profile": PROFILE,
@@ -470,7 +449,7 @@ def write_site(vm: VM) -> Path:
     from nodegate.site import load_site
 
     tmp = vm.site_file.with_suffix(".tmp")
-    tmp.write_text("# generated by python -m nodegate.lab.mdvm; removed by its down\n"
+    tmp.write_text("# generated by nodegate-lab mdvm; removed by its down\n"
                    + yaml.safe_dump(site_data(vm), sort_keys=False))
     tmp.replace(vm.site_file)
     load_site(str(vm.site_file))
@@ -550,53 +529,3 @@ def down(directory: Path | None = None) -> bool:
     existed = directory.exists()
     shutil.rmtree(directory, ignore_errors=True)
     return existed
-
-
-def _up_down(command: str, directory: Path, args: argparse.Namespace) -> int:
-    if command == "down":
-        print("mdvm: removed" if down(directory) else "mdvm: nothing to remove")
-        return 0
-    vm = up(directory, accel=args.accel)
-    print(f"mdvm up: pid {vm.pid}, {vm.accel} ({vm.accel_why}), booted in "
-          f"{vm.boot_s} s, ssh 127.0.0.1:{vm.port}\nsite file: {vm.site_file} "
-          f"(NODEGATE_SITE={vm.site_file} pyinfra -y inventory.py roles/nvme.py)\n"
-          f"ssh: {' '.join(ssh_argv(vm))}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nodegate.lab.mdvm",
-                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--dir", type=Path, default=None, help="VM directory (default "
-                        "NODEGATE_MDVM_DIR or /var/lib/nodegate-mdvm)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_up = sub.add_parser("up", help="build the image (cached), boot, write the site file")
-    p_up.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
-    sub.add_parser("status", help="show the VM")
-    sub.add_parser("down", help="kill the VM and remove its directory")
-    sub.add_parser("build", help="build the cached root tarball only")
-    args = parser.parse_args(argv)
-    directory = args.dir or vm_dir()
-    try:
-        if args.command in ("up", "down"):
-            with exclusive(directory):
-                return _up_down(args.command, directory, args)
-        if args.command == "build":
-            print(build())
-        elif args.command == "status":
-            found = load(directory)
-            if found is None:
-                print("mdvm: none")
-                return 1
-            state = "running" if running(found) else "stopped"
-            print(f"mdvm: {state}, pid {found.pid}, {found.accel}, ssh 127.0.0.1:{found.port}, "
-                  f"disks {' '.join(found.disk_ids)}, site {found.site_file}")
-            return 0 if state == "running" else 1
-    except CannotRunError as exc:
-        print(f"mdvm: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

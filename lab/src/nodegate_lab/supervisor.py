@@ -6,8 +6,8 @@ is prepared afresh (new simulated boot id and kernel log), as a real power cycle
 the board. SIGTERM asks nspawn for a clean poweroff (nspawn turns it into the guest's
 SIGRTMIN+3) and escalates to SIGKILL after a grace period.
 
-Run as ``python -m nodegate.lab.supervisor HOST_DIR``; HOST_DIR/supervisor.json holds the
-nspawn argv and the board spec, written by ``nodegate.lab.hosts``.
+Run as ``python -m nodegate_lab.supervisor HOST_DIR``; HOST_DIR/supervisor.json holds the
+nspawn argv and the board spec, written by ``nodegate_lab.hosts``.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_term)
         group = self.spec.get("cgroup")
         if group:  # never boot into the root cgroup every other host shares (lab/cgroups.py)
-            from nodegate.lab import cgroups
+            from nodegate_lab import cgroups
 
             try:
                 cgroups.enter(group)
@@ -116,7 +116,7 @@ class Supervisor:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m nodegate.lab.supervisor HOST_DIR", file=sys.stderr)
+        print("usage: python -m nodegate_lab.supervisor HOST_DIR", file=sys.stderr)
         return 2
     return Supervisor(Path(args[0])).run()
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodegate.lab import config
-from nodegate.lab.config import Member
-from nodegate.lab.proc import ok, run
+from nodegate_lab import config
+from nodegate_lab.config import Member
+from nodegate_lab.proc import ok, run
 
 NETNS_DIR = Path("/run/netns")
 

@@ -4,7 +4,7 @@ snmpsim insists on dropping privileges when started as root, and the user it dro
 read this interpreter when it lives under /root (pyenv). The agent binds one lab address
 only, and ``lab down`` stops it by pid, so keeping root for its life is the smaller risk.
 
-    python -m nodegate.lab.pdu_agent --data-dir=DIR --agent-udpv4-endpoint=10.77.7.200:1161
+    python -m nodegate_lab.pdu_agent --data-dir=DIR --agent-udpv4-endpoint=10.77.7.200:1161
 """
 
 from __future__ import annotations

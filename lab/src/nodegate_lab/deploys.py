@@ -94,7 +94,7 @@ class DeployRun:
 def lab_env(site: Path) -> dict[str, str]:
     """This environment plus ``NODEGATE_SITE`` and the lab's credentials (``set -a; .
     lab.env``): pdu_monitor refuses every host without them."""
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     return {**os.environ, "NODEGATE_SITE": str(site), **services.lab_secrets()}
 

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodegate.lab import config
-from nodegate.lab.config import Member
-from nodegate.lab.proc import run
+from nodegate_lab import config
+from nodegate_lab.config import Member
+from nodegate_lab.proc import run, source_env
 
 BMC_USER = "root"
 BMC_USER_ENV = "NODEGATE_LAB_BMC_USER"
@@ -62,15 +62,6 @@ def _listening(address: str, port: int) -> bool:
         return False
 
 
-def _src_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a service: this checkout importable, plus ``extra``."""
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra or {})
-    return env
-
-
 def _start(name: str, argv: list[str], env: dict[str, str] | None = None) -> bool:
     """Start ``argv`` detached unless ``name`` runs; True if it was started now."""
     if _pid(name) is not None:
@@ -78,7 +69,7 @@ def _start(name: str, argv: list[str], env: dict[str, str] | None = None) -> boo
     _dir().mkdir(parents=True, exist_ok=True)
     with (_dir() / f"{name}.log").open("ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                env=_src_env(env), start_new_session=True)
+                                env=source_env(env), start_new_session=True)
     (_dir() / f"{name}.pid").write_text(f"{proc.pid}\n")
     return True
 
@@ -156,7 +147,7 @@ def start_pdu() -> bool:
     data.mkdir(parents=True)
     # snmpsim: the community string is the recording's file name
     shutil.copyfile(recording, data / f"{lab_secrets()[PDU_COMMUNITY_ENV]}.snmprec")
-    _start("pdu", [sys.executable, "-m", "nodegate.lab.pdu_agent", f"--data-dir={data}",
+    _start("pdu", [sys.executable, "-m", "nodegate_lab.pdu_agent", f"--data-dir={data}",
                    f"--cache-dir={_dir() / 'pdu-cache'}",
                    f"--agent-udpv4-endpoint={config.PDU_ADDRESS}:{config.PDU_PORT}"])
     return True
@@ -197,12 +188,6 @@ def wait_pdu(timeout_s: float = 20.0) -> bool:
 
 
 # --- BMCs ---------------------------------------------------------------------------------
-
-def bmc_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("nodegate.power.bmc_emulator") is not None
-
 
 def bmc_ca_path() -> Path:
     """The lab CA's certificate, which BMC clients verify with.
@@ -259,9 +244,7 @@ def _tls_pair() -> tuple[Path, Path]:
 
 
 def start_bmc(member: Member, lib_dir: Path, board_dir: Path) -> bool:
-    """The node's Redfish BMC (nodegate.power.bmc_emulator); power follows its board."""
-    if not bmc_available():
-        return False
+    """The node's Redfish BMC (nodegate_lab.bmc_emulator); power follows its board."""
     name = f"bmc-{member.name}"
     if _pid(name) is not None:
         return True
@@ -270,7 +253,7 @@ def start_bmc(member: Member, lib_dir: Path, board_dir: Path) -> bool:
     # the emulator reads GPU power through pynvml: point it at this node's simulated board
     env = {"LD_LIBRARY_PATH": str(lib_dir), "NODEGATE_SIM_DIR": str(board_dir),
            BMC_PASSWORD_ENV: creds[BMC_PASSWORD_ENV]}
-    _start(name, [sys.executable, "-m", "nodegate.power.bmc_emulator",
+    _start(name, [sys.executable, "-m", "nodegate_lab.bmc_emulator",
                   "--listen", f"{member.bmc_address}:{config.BMC_PORT}", "--vendor", "dell",
                   "--username", creds[BMC_USER_ENV], "--password-env", BMC_PASSWORD_ENV,
                   "--base-power-w", str(BMC_BASE_POWER_W), "--psu-count", "2",
@@ -334,10 +317,6 @@ def status(nodes: list[Member]) -> list[ServiceStatus]:
     for member in nodes:
         name = f"bmc-{member.name}"
         addr = f"{member.bmc_address}:{config.BMC_PORT}"
-        if not bmc_available():
-            rows.append(ServiceStatus(name, addr, "absent", "nodegate.power.bmc_emulator "
-                                      "missing"))
-            continue
         running = _pid(name) is not None and _listening(member.bmc_address, config.BMC_PORT)
         rows.append(ServiceStatus(name, addr, "running" if running else "stopped",
                                   f"Redfish (https, lab CA {bmc_ca_path()}) for "

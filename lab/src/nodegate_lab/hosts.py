@@ -17,8 +17,8 @@ import time
 import uuid
 from pathlib import Path
 
-from nodegate.lab.config import Member
-from nodegate.lab.proc import ok, run
+from nodegate_lab.config import Member
+from nodegate_lab.proc import ok, run, source_env
 
 SIM_DIR_IN_NODE = "/var/lib/nodegate-sim/board"
 SIM_LIB_IN_NODE = "/opt/nodegate-sim/lib"
@@ -147,17 +147,14 @@ def start(member: Member, argv: list[str], board: dict[str, str | bool] | None) 
     """Start the host's supervisor, detached, unless one is already running."""
     if supervisor_pid(member) is not None:
         return
-    from nodegate.lab import cgroups
+    from nodegate_lab import cgroups
 
     spec = {"argv": argv, "board": board, "cgroup": cgroups.host_group(member.name)}
     (member.dir / "supervisor.json").write_text(json.dumps(spec, indent=1) + "\n")
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     (member.dir / "last-exit").unlink(missing_ok=True)
     with (member.dir / "supervisor.log").open("ab") as log:
-        subprocess.Popen([sys.executable, "-m", "nodegate.lab.supervisor", str(member.dir)],
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+        subprocess.Popen([sys.executable, "-m", "nodegate_lab.supervisor", str(member.dir)],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=source_env(),
                          start_new_session=True, close_fds=True)
     deadline = time.monotonic() + 10
     while supervisor_pid(member) is None and time.monotonic() < deadline:

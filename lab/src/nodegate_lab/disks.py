@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodegate.lab import config
-from nodegate.lab.config import Member
-from nodegate.lab.proc import run
+from nodegate_lab import config
+from nodegate_lab.config import Member
+from nodegate_lab.proc import run
 
 MODEL = "Nodegate_Lab_NVMe_1G"
 

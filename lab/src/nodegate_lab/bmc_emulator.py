@@ -5,7 +5,7 @@ Node power = ``--base-power-w`` (CPUs, fans, NICs: the part NVML cannot see) + t
 read through pynvml (which, under the simulator, is the project's libnvidia-ml.so.1). The
 power source is injectable so tests and other callers need no NVML at all.
 
-    python -m nodegate.power.bmc_emulator --listen 127.0.0.1:8443 --vendor dell \
+    python -m nodegate_lab.bmc_emulator --listen 127.0.0.1:8443 --vendor dell \
         --username root --password-env NODEGATE_BMC_PASSWORD
 
 The password is read from an environment variable or a 0600 file, never from argv.
@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-LOG = logging.getLogger("nodegate.power.bmc_emulator")
+LOG = logging.getLogger("nodegate_lab.bmc_emulator")
 
 PowerSource = Callable[[], float]
 
@@ -398,7 +398,7 @@ def _read_password(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nodegate.power.bmc_emulator",
+    parser = argparse.ArgumentParser(prog="python -m nodegate_lab.bmc_emulator",
                                      description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--listen", default="127.0.0.1:8000",
                         help="HOST:PORT (default %(default)s)")

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from nodegate.errors import CannotRunError, ConfigError
-from nodegate.lab import config, packages, wheel
-from nodegate.lab.proc import run
+from nodegate_lab import config, packages, wheel
+from nodegate_lab.proc import run
 
 #: Real Debian packages the roles install (their dependencies are fetched too).
 DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "cron", "e2fsprogs",
@@ -38,7 +38,7 @@ def mirror_key() -> str:
 def _source_digest() -> str:
     """The nodegate tree the wheelhouse is built from: a changed checkout rebuilds it, so a
     fresh lab node never runs an older nodegate than the operator's (the same digest labels
-    the wheel's version, nodegate.lab.wheel)."""
+    the wheel's version, nodegate_lab.wheel)."""
     from nodegate import paths
 
     root = paths.project_root()
@@ -86,16 +86,16 @@ def _wheels(dest: Path) -> None:
     """nodegate with its ``power`` and ``torch`` extras (the power poller and the battery's
     power group; the load levels and the multi-node check) and their dependencies as wheels,
     for the agent role's pip --find-links. nodegate is built from a staged copy of the tree
-    versioned ``<release>+src.<digest>`` (nodegate.lab.wheel), so the agent installs an edited
+    versioned ``<release>+src.<digest>`` (nodegate_lab.wheel), so the agent installs an edited
     tree over the one a node has, and leaves an unchanged one alone."""
     from nodegate import paths
 
     root = paths.project_root()
     if root is None:  # an installed nodegate: the agent role would find no nodegate wheel
         raise ConfigError("the lab serves its nodes a nodegate wheel built from a checkout; "
-                          "run `nodegate lab up` from a nodegate clone (git clone, then "
+                          "run `nodegate-lab up` from a nodegate clone (git clone, then "
                           "make setup), not from an installed package",
-                          key="nodegate lab up")
+                          key="nodegate-lab up")
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="nodegate-wheel-") as tmp:
         source = Path(tmp) / "nodegate"

@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from nodegate.lab import config
+from nodegate_lab import config
 
 MOUNTS = Path("/proc/self/mounts")
 

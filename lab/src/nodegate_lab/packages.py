@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodegate.lab.proc import run
+from nodegate_lab.proc import run
 
 DRIVER_VERSIONS = ("570.124.06", "570.133.20", "580.65.06")
 NCCL_VERSIONS = ("2.21.5-1+cuda12.4", "2.26.2-1+cuda12.8")
