@@ -17,7 +17,9 @@ judges, and this module runs one then the other, phase by phase.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,9 +197,15 @@ def _fsdp(run: _Run, where: dict[str, Any]) -> None:
     NVMe array's mount or not), kept as evidence."""
     from nodegate.load import fsdp
 
-    settings = run.cfg.fsdp
-    outcome = run.phase("fsdp", fsdp.train, settings["seconds"] + 20,
-                        estimate_s=run.planned.get("fsdp"), fsdp=settings)
+    # a directory of this run's own, removed whatever happens: a rank that dies mid-write
+    # must not leave a 100 GB checkpoint on the array
+    settings = {**run.cfg.fsdp, "checkpoint_dir": os.path.join(
+        run.cfg.fsdp["checkpoint_dir"], f"run-{os.getpid()}-{int(time.time())}")}
+    try:
+        outcome = run.phase("fsdp", fsdp.train, settings["seconds"] + 20,
+                            estimate_s=run.planned.get("fsdp"), fsdp=settings)
+    finally:
+        shutil.rmtree(settings["checkpoint_dir"], ignore_errors=True)
     run.judged(outcome, fsdp_verdicts.JUDGED, lambda: fsdp_verdicts.fsdp(
         outcome.values, run.th, {**settings, **where}))
 

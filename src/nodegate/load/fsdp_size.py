@@ -40,7 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "fsdp_seconds": 60.0,
     "fsdp_steps": 100000,  # a cap: the seconds govern on a GPU
     "fsdp_min_steps": 8,  # loss-falling needs a few steps even at a tiny scale
-    "fsdp_checkpoint_every": 50,
+    "fsdp_checkpoint_every": 20,
     "fsdp_checkpoint_dir": None,  # None: <nvme.mountpoint>/nodegate-fsdp-checkpoint
     "fsdp_model": {"vocab": 32000, "d_model": 4096, "heads": 32, "seq_len": 2048,
                    "batch": 2, "lr": 1e-4},
@@ -144,11 +144,6 @@ def resolve(fsdp: dict[str, Any], *, cuda: bool, world: int) -> dict[str, Any]:
             "checkpoint_bytes": checkpoint_bytes(model)}
 
 
-def checkpoints(steps: int, every: int) -> int:
-    """Checkpoints a run of ``steps`` writes: every ``every`` steps, and always at the end."""
-    return steps // every + (1 if steps % every else 0)
-
-
 def step_seconds(fsdp: dict[str, Any], tflops_per_gpu: float) -> float:
     """One training step at ``tflops_per_gpu`` model TFLOPS (every rank trains batch x
     seq_len tokens a step)."""
@@ -157,10 +152,20 @@ def step_seconds(fsdp: dict[str, Any], tflops_per_gpu: float) -> float:
     return flops_per_token(model) * tokens / (tflops_per_gpu * 1e12)
 
 
+def check_profile(profile: dict[str, Any], duration_scale: float) -> None:
+    """``nodegate validate``'s early check, before the quick checks (no torch): the FSDP
+    keys are valid and the checkpoint directory takes a file. The room it needs is checked
+    by ``preflight`` once the workers' backend, and so the model, is known."""
+    from nodegate.load.config import from_profile
+
+    preflight(from_profile(profile, "acceptance", duration_scale).fsdp)
+
+
 def preflight(fsdp: dict[str, Any]) -> dict[str, Any]:
     """Before any load starts: the checkpoint directory exists (made if need be), takes a
-    file, and its file system holds the checkpoint with margin. Raises ConfigError naming the
-    path (exit 2). Returns what was found (evidence: on the NVMe array's mount or not)."""
+    file, and (once the model is resolved) its file system holds the checkpoint with margin.
+    Raises ConfigError naming the path (exit 2). Returns what was found (evidence: on the
+    NVMe array's mount or not)."""
     path = fsdp.get("checkpoint_dir")
     mount = str(fsdp.get("array_mount") or "")
     mounted = bool(mount) and os.path.ismount(mount)
@@ -182,7 +187,7 @@ def preflight(fsdp: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"checkpoint directory not writable: {exc.strerror or exc}",
                           file=path) from None
     free = stat.f_bavail * stat.f_frsize
-    need = int(fsdp["checkpoint_bytes"] * SPACE_MARGIN)
+    need = int(fsdp.get("checkpoint_bytes", 0) * SPACE_MARGIN)
     if free < need:
         raise ConfigError(f"checkpoint directory has {free / 1e9:.1f} GB free, the FSDP "
                           f"checkpoint needs {need / 1e9:.1f} GB", file=path)

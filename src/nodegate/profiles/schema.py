@@ -202,9 +202,9 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "copy_iters": {"type": "integer", "minimum": 1},
             "allreduce_steps": {"type": "integer", "minimum": 1},
             "power_settle_s": {"type": "number", "minimum": 0},
-            # the FSDP burn-in (nodegate.load.fsdp_size); the fraction's (0, 0.98] bound is
-            # checked there, so a bad one names its key and exits 2
-            "fsdp_hbm_fraction": {"type": "number"},
+            # the FSDP burn-in (nodegate.load.fsdp_size, which checks the same bound on
+            # profiles given as plain data)
+            "fsdp_hbm_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
             "fsdp_seconds": {"type": "number", "exclusiveMinimum": 0},
             "fsdp_steps": {"type": "integer", "minimum": 1},
             "fsdp_min_steps": {"type": "integer", "minimum": 1},
