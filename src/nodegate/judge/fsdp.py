@@ -48,10 +48,13 @@ def _speed(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
     out: list[CheckResult] = []
     step = {r: formulas.median(v["step_s"][1:] or v["step_s"]) for r, v in values.items()}
     ref = formulas.median(list(step.values()))
+    # its own margin where the profile sets one (CPU workers sharing cores spread widely)
+    margin = th.get("fsdp_straggler_margin_pct_max") or th.get("straggler_margin_pct_max")
     for rank, t in sorted(step.items()):
+        opt = values[rank].get("opt_s") or []
         out.append(against("fsdp_straggler", gpu(rank), round(formulas.pct_above(t, ref), 2),
-                           th.get("straggler_margin_pct_max"), step_s=round(t, 6),
-                           median_step_s=round(ref, 6)))
+                           margin, step_s=round(t, 6), median_step_s=round(ref, 6),
+                           optimizer_s=round(formulas.median(opt), 6) if opt else None))
     slowest = max(step.values())
     first = values[min(values)]
     tokens = sum(v["tokens_per_step"] for v in values.values()) / slowest
