@@ -155,7 +155,7 @@ def train(ctx: WorkerContext, *, fsdp: dict[str, Any]) -> dict[str, Any]:
     bf16 = ctx.backend.cuda
     wall_start = time.time()
     net, opt = build(ctx, cfg, bf16=bf16, seed=0)
-    local = sum(checkpoint._local(p).numel() for p in net.parameters())
+    local_params = sum(checkpoint._local(p).numel() for p in net.parameters())
     slow = seams.slow_seconds(ctx.rank)
     losses: list[float] = []
     step_s: list[float] = []
@@ -167,10 +167,10 @@ def train(ctx: WorkerContext, *, fsdp: dict[str, Any]) -> dict[str, Any]:
     while True:
         ctx.step(step)
         with ctx.collective():  # every step all-gathers and reduce-scatters
-            loss, seconds, local = _step(ctx, net, opt, cfg=cfg, step=step, slow=slow)
+            loss, seconds, opt_seconds = _step(ctx, net, opt, cfg=cfg, step=step, slow=slow)
             losses.append(loss)
             step_s.append(seconds)
-            opt_s.append(local)
+            opt_s.append(opt_seconds)
             step += 1
             done = _stop_vote(ctx, step >= fsdp["steps"] or (
                 time.perf_counter() - start >= fsdp["seconds"] and step >= fsdp["min_steps"]))
@@ -191,7 +191,7 @@ def train(ctx: WorkerContext, *, fsdp: dict[str, Any]) -> dict[str, Any]:
     tokens = int(cfg["batch"]) * int(cfg["seq_len"])
     return {"steps": step, "losses": losses, "step_s": step_s, "opt_s": opt_s,
             "tokens_per_step": tokens,
-            "n_params": fsdp["n_params"], "local_params": local,
+            "n_params": fsdp["n_params"], "local_params": local_params,
             "flops_per_step": fsdp["flops_per_token"] * tokens,
             "precision": "bf16 compute, fp32 master" if bf16 else "fp32",
             "checkpoints": writes, "verify": verify, "layers": int(cfg["layers"]),
