@@ -2,7 +2,7 @@
 
 Opt-in: off unless ``slurm_node_controller`` is set (the site's ``data:`` or ``--data``). The
 site's own ``slurm.controller`` does not turn it on yet: the lab's nodes get slurmd from the lab
-(nodegate.lab.controller), and a deploy there would otherwise need a munge key file. What it
+(nodegate_lab.controller), and a deploy there would otherwise need a munge key file. What it
 sets up:
 
 - ``slurmd`` and ``munge`` from the distribution (EPEL's ``slurm-slurmd`` on EL9).
