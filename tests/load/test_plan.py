@@ -46,7 +46,9 @@ def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None
     assert got["allreduce"] == pytest.approx(setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2) * 0.04)
     assert got["gemm"] == 10 + setup and got["burnin"] == 100 + setup
     assert got["soak"] == 50 + setup
-    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "burnin", "soak"]  # run order
+    # run order; the acceptance-only phases of issue 20 before the burn-in
+    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "hbm_patterns", "burnin",
+                         "soak"]
 
 
 def test_one_gpu_plans_no_peer_phases_and_missing_floors_plan_slow() -> None:
@@ -82,5 +84,23 @@ def test_a_plan_over_the_levels_budget_says_so() -> None:
     data["load"] = {**data["load"], "soak_seconds": 900}
     line = plan.describe(config.from_profile(data, "acceptance"), 8, {})
     assert line.endswith("; over the acceptance budget of 15 min")
-    assert "over the" not in plan.describe(config.from_profile(_profile("xe9680-h100"),
-                                                               "acceptance"), 8, {})
+    shipped = _profile("xe9680-h100")
+    assert "over the" not in plan.describe(config.from_profile(shipped, "acceptance"), 8,
+                                           verdicts.thresholds_of(shipped))
+
+
+def test_acceptance_plans_the_dtype_gemms_and_the_hbm_pattern_test() -> None:
+    """Issue 20: each further dtype for its seconds; the pattern test for its seconds plus
+    one pass (write + read of the tested bytes) at the profile's pattern-rate floor."""
+    cfg = config.from_profile({"gpu": {"memory_mib": 1000}, "load": {
+        "acceptance_dtypes": ["fp16", "fp8"], "dtype_gemm_seconds": 7,
+        "hbm_test_seconds": 30, "hbm_test_fraction": 0.5}}, "acceptance")
+    th = _th(hbm_pattern_gbps_min=0.5)
+    got = plan.phases(cfg, 1, th)
+    assert got["gemm_fp16"] == got["gemm_fp8"] == 7 + plan.SETUP_S
+    one_pass = 2 * 0.5 * (1000 << 20) / 0.5e9  # ~2.1 s
+    assert got["hbm_patterns"] == pytest.approx(plan.SETUP_S + 30 + one_pass)
+    # a first round longer than the seconds sets the time
+    slow = plan.phases(cfg, 1, _th(hbm_pattern_gbps_min=0.01))
+    assert slow["hbm_patterns"] == pytest.approx(plan.SETUP_S + 5 * one_pass * 50)
+    assert "hbm_patterns" not in plan.phases(config.from_profile({}, "standard"), 1, th)

@@ -60,9 +60,22 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
         out["allreduce"] = (SETUP_S + len(sizes) * ALLREDUCE_SIZE_S
                             + (JUDGED_ITERS + 2) * largest)
     if cfg.acceptance:
+        for dtype in cfg.acceptance_dtypes:
+            out[f"gemm_{dtype}"] = cfg.dtype_gemm_seconds + SETUP_S
+        out["hbm_patterns"] = hbm_patterns_seconds(cfg, th)
         out["burnin"] = cfg.burnin_seconds + SETUP_S
         out["soak"] = cfg.soak_seconds + SETUP_S
     return out
+
+
+def hbm_patterns_seconds(cfg: LoadConfig, th: dict[str, Any]) -> float:
+    """The pattern test runs for its seconds (one whole round of its 4 passes at the least),
+    then finishes the pass it is in; a pass writes and reads the tested bytes once, at the
+    profile's pattern-rate floor. The GPU's free memory is not known before the run: the
+    estimate takes the profile's total (``gpu.memory_mib``), else the CPU stand-in."""
+    nbytes = cfg.hbm_test_fraction * (cfg.gpu_memory_bytes or cfg.hbm_test_cpu_bytes)
+    one_pass = _seconds(2 * nbytes, th, "hbm_pattern_gbps_min")
+    return SETUP_S + max(cfg.hbm_test_seconds, 4 * one_pass) + one_pass
 
 
 def total(cfg: LoadConfig, world: int, th: dict[str, Any]) -> float:
