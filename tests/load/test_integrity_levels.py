@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from nodegate.battery import load_levels as levels  # noqa: E402
-from nodegate.judge.load_integrity import CHECKS  # noqa: E402
-from nodegate.load import seams  # noqa: E402
-from nodegate.results import Verdict  # noqa: E402
+from nodegate.battery import load_levels as levels
+from nodegate.judge.load_integrity import CHECKS
+from nodegate.load import seams
+from nodegate.results import Verdict
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
