@@ -119,3 +119,18 @@ def test_dtype_checks_carry_their_suffix_and_an_unsupported_dtype_says_why() -> 
                                       "gemm_tflops_fp8_outlier"}
     assert by(out, "gemm_consistency_fp8")["gpu2"].verdict == Verdict.FAIL
     assert by(out, "gemm_tflops_fp8")["gpu0"].verdict == Verdict.PASS
+
+
+def test_dtypes_a_level_did_not_run_skip_with_the_profiles_reason() -> None:
+    out = {r.check: r for r in integrity.gemm_not_run(["bf16", "fp8"], "acceptance")}
+    assert all(r.verdict == Verdict.SKIP and r.entity == "node" for r in out.values())
+    assert "gemm_tflops_fp8" not in out and "gemm_tflops" not in out  # those ran
+    assert {"gemm_tflops_fp64", "gemm_consistency_tf32", "gemm_fp16_completed"} <= set(out)
+    assert out["gemm_tflops_fp64"].evidence["reason"] == (
+        "not a dtype of the profile's load.dtypes and load.acceptance_dtypes at the "
+        "acceptance level: bf16, fp8")
+    assert "gemm_completed" in out["gemm_bf16_completed"].evidence["reason"]
+    # bf16 second: its phase is gemm_bf16, fp16's is gemm
+    second = {r.check for r in integrity.gemm_not_run(["fp16", "bf16"], "standard")}
+    assert "gemm_bf16_completed" not in second and "gemm_fp16_completed" in second
+    assert integrity.GEMM_PHASE_CHECKS <= set(REGISTRY)

@@ -37,13 +37,16 @@ def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None
     setup = plan.SETUP_S
     # 5 copies (4 + warm-up) of 4 GB read + written at 2000 GB/s; per GPU, in turn, 2
     # placements x (5 copies x (1 GB at 50 + 1 GB at 25 GB/s) + making the 1 GB buffer)
-    per_placement = 5 * (1 / 50 + 1 / 25) + 1 / plan.HOST_BUFFER_GBPS
+    per_placement = (5 * (1 / 50 + 1 / 25) + 1 / plan.HOST_BUFFER_GBPS
+                     + 2 * 1 / plan.HOST_CHECK_GBPS)  # both host buffers checksummed
     assert got["memory"] == pytest.approx(setup + 5 * 4 / 2000 + 4 * 2 * per_placement)
     # 12 ordered pairs x ((2 + 4) one-way GB at 100 + 4 x 2 GB at 200 GB/s)
     assert got["p2p"] == pytest.approx(setup + 12 * (6 / 100 + 4 * 2 / 200))
     # busbw 150 on 4 GPUs is algbw 150 x 4 / 6 = 100 GB/s; 4 GB takes 0.04 s, timed
-    # JUDGED_ITERS times after 2 untimed runs; each of the 2 sizes has a 0.2 s budget
-    assert got["allreduce"] == pytest.approx(setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2) * 0.04)
+    # JUDGED_ITERS times after 2 untimed runs, then checked (nccl-tests -c); each of the 2
+    # sizes has a 0.2 s budget
+    assert got["allreduce"] == pytest.approx(
+        setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2 + plan.ALLREDUCE_CHECK_RUNS) * 0.04)
     assert got["gemm"] == 10 + setup and got["burnin"] == 100 + setup
     assert got["soak"] == 50 + setup
     # run order; the acceptance-only phases of issue 20 before the burn-in

@@ -278,6 +278,8 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
         _memory(run_)
         _p2p(run_)
         _allreduce(run_)
+        ran = [*cfg.dtypes, *(cfg.acceptance_dtypes if cfg.acceptance else ())]
+        run_.results += integrity.gemm_not_run(ran, level)
         if cfg.acceptance:
             for dtype in cfg.acceptance_dtypes:
                 _gemm(run_, dtype, cfg.dtype_gemm_seconds, name=f"gemm_{dtype}")

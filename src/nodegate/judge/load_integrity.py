@@ -140,3 +140,35 @@ def allreduce_results(values: dict[int, dict[str, Any]]) -> list[CheckResult]:
                     f"{bad[0]['first_wrong']} of the {bad[0]['bytes']}-byte run)")
             if bad else None))
     return out
+
+
+#: Every check a GEMM phase (speed, bit compare, completion) can emit, bf16's names included.
+GEMM_PHASE_CHECKS = frozenset(
+    {"gemm_completed", "gemm_tflops", "gemm_consistency", "gemm_tflops_outlier"}
+    | {name for name in CHECKS if name.startswith("gemm_")})
+
+
+def gemm_emitted(dtypes: list[str]) -> set[str]:
+    """The GEMM checks a level that runs ``dtypes`` (in run order) emits: the first dtype's
+    phase is ``gemm``, every other one's ``gemm_<dtype>``."""
+    out: set[str] = set()
+    for i, dtype in enumerate(dtypes):
+        speed, consistency = gemm_checks(dtype)
+        out |= {speed, consistency, f"{speed}_outlier",
+                "gemm_completed" if i == 0 else f"gemm_{dtype}_completed"}
+    return out
+
+
+def gemm_not_run(dtypes: list[str], level: str) -> list[CheckResult]:
+    """SKIP, saying why, every GEMM check of a dtype this level did not run: the profile
+    chose its dtypes (``load.dtypes`` at every load level, ``load.acceptance_dtypes`` at
+    acceptance), and a join asks every registered check for a result or a reason."""
+    keys = "load.dtypes" + (" and load.acceptance_dtypes" if level == "acceptance" else "")
+    why = f"the profile's {keys} at the {level} level: {', '.join(dtypes)}"
+    out = []
+    for name in sorted(GEMM_PHASE_CHECKS - gemm_emitted(dtypes)):
+        reason = ("bf16 runs first: its phase is gemm (gemm_completed)"
+                  if name == "gemm_bf16_completed" and dtypes[:1] == ["bf16"] else
+                  f"not a dtype of {why}")
+        out.append(make(name, "node", Verdict.SKIP, reason=reason))
+    return out

@@ -207,7 +207,10 @@ def _host_copies(ctx: WorkerContext, device_buf: Any, *, node: int | None,
     bound = devices.pin_to_node(node, nodes)
     rank = str(ctx.rank)
     with devices.host_buffer(nbytes, pin=ctx.backend.cuda) as (host, pinning):
-        copy_verify.fill(host, seed=2 + ctx.rank)  # the pages stay where first touch put them
+        # the host's pattern is made on the device and copied over, untimed (one CPU thread
+        # takes seconds per GiB); the pages stay where first touch put them
+        host.copy_(copy_verify.fill(device_buf, seed=2 + ctx.rank))
+        copy_verify.fill(device_buf, seed=4 + ctx.rank)  # what H2D must overwrite
         h2d = formulas.gbps(nbytes * iters, _time_copy(ctx, device_buf, host, iters))
         copy_verify.corrupt_if_seamed("h2d", rank, device_buf)
         h2d_verify = copy_verify.compare(host, device_buf)
