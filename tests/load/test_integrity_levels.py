@@ -39,9 +39,10 @@ def profile() -> dict[str, Any]:
         **tiny, "hbm_pattern_gbps_min": _floor(1e-6, "GB/s")}}
 
 
-def test_acceptance_emits_every_new_result_and_the_seams_fail_the_right_entity() -> None:
+def test_acceptance_emits_every_new_result_and_each_seam_fails_its_check_and_entity() -> None:
     out = levels.run(profile(), "acceptance",
-                     env={seams.HBM_FAULT: "1:2", seams.CORRUPT_COPY: "p2p:0-1"})
+                     env={seams.HBM_FAULT: "1:2", seams.CORRUPT_COPY:
+                          "p2p:0-1,hbm:1,h2d:0,d2h:1,allreduce:1"})
     got: dict[str, dict[str, Any]] = {}
     for r in out.results:
         got.setdefault(r.check, {})[r.entity] = r
@@ -59,7 +60,10 @@ def test_acceptance_emits_every_new_result_and_the_seams_fail_the_right_entity()
     assert pattern["gpu0"].verdict == Verdict.PASS
     p2p = got["p2p_copy_verified"]
     assert p2p["gpu0-gpu1"].verdict == Verdict.FAIL and p2p["gpu1-gpu0"].verdict == Verdict.PASS
-    for check in ("hbm_copy_verified", "h2d_copy_verified", "d2h_copy_verified",
-                  "allreduce_verified", "gemm_consistency_fp8"):
-        assert {r.verdict for r in got[check].values()} == {Verdict.PASS}, check
+    for check, bad in (("hbm_copy_verified", "gpu1"), ("h2d_copy_verified", "gpu0"),
+                       ("d2h_copy_verified", "gpu1"), ("allreduce_verified", "gpu1")):
+        verdicts = {e: r.verdict for e, r in got[check].items()}
+        assert verdicts == {e: Verdict.FAIL if e == bad else Verdict.PASS
+                            for e in ("gpu0", "gpu1")}, check
+    assert {r.verdict for r in got["gemm_consistency_fp8"].values()} == {Verdict.PASS}
     assert out.seams[seams.HBM_FAULT] == "1:2"

@@ -19,7 +19,8 @@ slow rank, a rank that dies or hangs) instead of being mocked. Unset, they cost 
 ``NODEGATE_LOAD_CORRUPT_COPY=KIND:T`` one byte of a copy's destination is flipped after the
                                  timed copies: KIND ``hbm``, ``h2d``, ``d2h`` (T: the GPU),
                                  ``p2p`` (T: ``S-D``, the ordered pair) or ``allreduce``
-                                 (T: the rank whose result is corrupted)
+                                 (T: the rank whose result is corrupted); several
+                                 comma-separated (``p2p:0-1,h2d:2``)
 =============================== ==============================================================
 """
 
@@ -83,8 +84,8 @@ def hbm_fault_words(rank: int) -> int:
 def corrupt_copy(kind: str, target: str) -> bool:
     """Whether the copy seam corrupts ``kind``'s destination for ``target`` (a rank, or
     ``"s-d"`` for a P2P pair)."""
-    raw = os.environ.get(CORRUPT_COPY, "").strip()
-    if not raw:
-        return False
-    got_kind, _, got_target = raw.partition(":")
-    return got_kind.strip() == kind and got_target.strip() == target
+    for item in os.environ.get(CORRUPT_COPY, "").split(","):
+        got_kind, _, got_target = item.strip().partition(":")
+        if got_kind.strip() == kind and got_target.strip() == target:
+            return True
+    return False
