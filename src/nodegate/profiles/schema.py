@@ -216,6 +216,12 @@ SECTIONS: dict[str, dict[str, Any]] = {
                     "vocab", "d_model", "layers", "heads", "seq_len", "batch")},
                     "lr": {"type": "number", "exclusiveMinimum": 0}},
             },
+            "acceptance_dtypes": {"type": "array", "items": {"enum": list(LOAD_DTYPES)}},
+            "dtype_gemm_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_test_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
+            "hbm_test_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_test_cpu_bytes": {"type": "integer", "minimum": 4096},
+            "hbm_test_chunk_bytes": {"type": "integer", "minimum": 4096},
             "burnin_model": {
                 "type": "object", "additionalProperties": False,
                 "properties": {**{k: {"type": "integer", "minimum": 1} for k in (
