@@ -27,7 +27,7 @@ from pyinfra.operations import files, systemd
 from nodegate.facts.packages import VenvDistributions
 from nodegate.versions import Version
 from roles import _ops
-from roles._common import cmd, is_deploy_file, knob, profile, q, target_os
+from roles._common import cmd, drain_budget_args, is_deploy_file, knob, profile, q, target_os
 from roles.defaults import DEFAULTS, role_defaults
 
 
@@ -165,9 +165,7 @@ def gate_command() -> str | None:
         return None
     words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", str(slurm["node_name"]),
              "--report-dir", str(knob("agent_report_dir"))]
-    if slurm.get("drain_budget") is not None:  # site file: slurm.drain_budget
-        words += ["--drain-budget", f"{float(slurm['drain_budget']):g}",
-                  "--textfile-dir", str(knob("agent_textfile_dir"))]
+    words += drain_budget_args()  # site file: slurm.drain_budget
     line = " ".join(quote(w) for w in words)
     if "%" in line or "\n" in line:
         raise DeployError(f"{host.name}: agent gate command may not contain % or newlines")

@@ -13,11 +13,11 @@ import pytest
 from nodegate.fleet.aggregate import FleetView, build_view
 from nodegate.fleet.html import render_html
 from nodegate.fleet.read import entry
-from nodegate.fleet.synthetic import synthetic_history
 from nodegate.fleet.trends import counter_rates, text_lines, trends, worse_pct
 from nodegate.fleet.trends_html import section
 from nodegate.report.fleet_summary import from_report, text_for, write_files
 from nodegate.report.model import dumps
+from nodegate_lab.synthetic_fleet import synthetic_history
 from tests.conftest import run_cli
 
 START = dt.datetime(2026, 11, 1, 3, 0, tzinfo=dt.timezone.utc)

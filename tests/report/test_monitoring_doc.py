@@ -13,9 +13,9 @@ import yaml
 
 from nodegate.battery.registry import CHECKS
 from nodegate.cluster.budget import BudgetOutcome, DrainBudget, PartitionCount, render_metrics
-from nodegate.fleet.synthetic import synthetic_report
 from nodegate.fleet.trend_metrics import COUNTER_CHECKS, LEVEL_CHECKS
 from nodegate.report.prometheus import render_prometheus
+from nodegate_lab.synthetic_fleet import synthetic_report
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "monitoring.md"
 

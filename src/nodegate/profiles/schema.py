@@ -202,6 +202,26 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "copy_iters": {"type": "integer", "minimum": 1},
             "allreduce_steps": {"type": "integer", "minimum": 1},
             "power_settle_s": {"type": "number", "minimum": 0},
+            # the FSDP burn-in (nodegate.load.fsdp_size, which checks the same bound on
+            # profiles given as plain data)
+            "fsdp_hbm_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
+            "fsdp_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "fsdp_steps": {"type": "integer", "minimum": 1},
+            "fsdp_min_steps": {"type": "integer", "minimum": 1},
+            "fsdp_checkpoint_every": {"type": "integer", "minimum": 1},
+            "fsdp_checkpoint_dir": {"type": "string", "pattern": "^/"},
+            "fsdp_model": {
+                "type": "object", "additionalProperties": False,
+                "properties": {**{k: {"type": "integer", "minimum": 1} for k in (
+                    "vocab", "d_model", "layers", "heads", "seq_len", "batch")},
+                    "lr": {"type": "number", "exclusiveMinimum": 0}},
+            },
+            "acceptance_dtypes": {"type": "array", "items": {"enum": list(LOAD_DTYPES)}},
+            "dtype_gemm_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_test_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
+            "hbm_test_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_test_cpu_bytes": {"type": "integer", "minimum": 4096},
+            "hbm_test_chunk_bytes": {"type": "integer", "minimum": 4096},
             "burnin_model": {
                 "type": "object", "additionalProperties": False,
                 "properties": {**{k: {"type": "integer", "minimum": 1} for k in (

@@ -60,6 +60,10 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "gemm_bf16_tflops_min": ThresholdKey("min", "TFLOPS", "dense bf16 GEMM per GPU"),
     "gemm_fp16_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp16 GEMM per GPU"),
     "gemm_tf32_tflops_min": ThresholdKey("min", "TFLOPS", "dense tf32 GEMM per GPU"),
+    "gemm_fp8_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp8 (e4m3) GEMM per GPU"),
+    "gemm_fp64_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp64 GEMM per GPU"),
+    "hbm_pattern_gbps_min": ThresholdKey("min", "GB/s",
+                                         "HBM pattern test, bytes written + verified per s"),
     "hbm_bandwidth_gbps_min": ThresholdKey("min", "GB/s", "device-to-device copy, read+write"),
     "h2d_gbps_min": ThresholdKey("min", "GB/s", "pinned host-to-device copy, local NUMA"),
     "d2h_gbps_min": ThresholdKey("min", "GB/s", "pinned device-to-host copy, local NUMA"),
@@ -70,6 +74,12 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
         "min", "GB/s", "all-reduce bus bandwidth between this node and a known-good one"),
     "burnin_tokens_per_s_min": ThresholdKey("min", "tokens/s", "burn-in training throughput"),
     "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
+    "fsdp_tokens_per_s_min": ThresholdKey("min", "tokens/s", "FSDP training throughput"),
+    "fsdp_tflops_min": ThresholdKey("min", "TFLOPS", "FSDP model TFLOPS per GPU"),
+    "fsdp_checkpoint_write_gbps_min": ThresholdKey("min", "GB/s", "FSDP checkpoint write"),
+    "fsdp_checkpoint_read_gbps_min": ThresholdKey("min", "GB/s", "FSDP checkpoint read"),
+    "fsdp_straggler_margin_pct_max": ThresholdKey(
+        "max", "%", "FSDP rank step time above the median (default: straggler_margin_pct_max)"),
     "straggler_margin_pct_max": ThresholdKey("max", "%", "rank step time above the median"),
     "outlier_margin_pct_max": ThresholdKey("max", "%", "figure below the node's own median"),
     # --- fleet trends (nodegate report, over each node's report history) -------------------
