@@ -23,12 +23,13 @@ exits 1. Exit 0 when every run was timed, whether or not within the target.
 
 ``--history N`` gives every node N reports (a day apart, as the node keeps them: dated
 ``standard-<stamp>.json`` with its summary beside it) and times the trends too
-(``nodegate.fleet.trends``); one node in every thousand loses 1 % of its GEMM TFLOPS per run,
-and the run fails unless exactly those are listed as degrading. The N summaries of a node are
-the templates' (node i's report h is template (i + h) mod 40, so its values move from run to
-run as measured ones do) with the node, its cards, the report id and the times rewritten. The
-reports themselves are sparse files of the template's size: with a usable summary beside it the
-reader only stats a report (``report_bytes``), and 300,000 real 190 KB reports would take 57 GB.
+(``nodegate.fleet.trends``); one node in every thousand loses 30 % of its GEMM TFLOPS over its
+history (1 % a run at 30), and the run fails unless exactly those are listed as degrading.
+The N summaries of a node are the templates' (node i's report h is template (i + h) mod 40,
+so its values move from run to run as measured ones do) with the node, its cards, the report
+id and the times rewritten. The reports themselves are sparse files of the template's size:
+with a usable summary beside it the reader only stats a report (``report_bytes``), and
+300,000 real 190 KB reports would take 57 GB.
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ from nodegate_lab.synthetic_fleet import synthetic_gpus, synthetic_report
 
 TEMPLATES = 40
 VERSION = 5  # bump when the generated files change: a kept --dir is then regenerated
-#: --history: one node in DECAY_EVERY decays by DECAY per run.
-HISTORY_VERSION = 2  # bump when the --history files change
+#: --history: one node in DECAY_EVERY loses DECAY_TOTAL of its TFLOPS over its history
+#: (1 % a run over 30 runs), evenly per run.
+HISTORY_VERSION = 3  # bump when the --history files change
 DECAY_EVERY = 1000
-DECAY = 0.01
+DECAY_TOTAL = 0.3
 GEMM_KEY = "gemm_tflops[gpu]"
 #: The stated bound for 10,000 nodes x 30 reports with trends, in CPU seconds of this process
 #: (docs/benchmarks.md): about the wall time on an otherwise idle core with a warm page cache.
@@ -139,7 +141,7 @@ def generate_history(root: Path, count: int, history: int) -> None:
             if index % DECAY_EVERY == 7:
                 metrics = dict(digest["metrics"])
                 entry = list(metrics[GEMM_KEY])
-                scale = (1.0 - DECAY) ** step
+                scale = (1.0 - DECAY_TOTAL / history) ** step
                 entry[2], entry[4] = entry[2] * scale, entry[4] * scale
                 metrics[GEMM_KEY] = entry
                 digest["metrics"] = metrics
