@@ -9,6 +9,7 @@ and its verdict a command that runs after it (``verdict``, ``roles/_gate.py``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterable
 from io import StringIO
 from pathlib import Path
@@ -25,12 +26,17 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, FindInFile, Sha1File
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
-from pyinfra.operations import files, server
+from pyinfra.operations import files
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
-from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
+from nodegate.facts.kernel import (
+    BootId,
+    InstalledModule,
+    LoadedModuleVersions,
+    RunningDriverVersion,
+)
 from nodegate.facts.packages import HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
@@ -205,14 +211,20 @@ def put_secret(dest: str, text: str) -> Generator[Any, None, None]:
 # --- reboot ------------------------------------------------------------------------------
 
 
-def reboot_reasons(module: str) -> list[str]:
-    """Why this node needs a reboot: the loaded module is not the installed one, or a boot
-    setting changed (base role marker). An absent module is not a reason: modprobe loads it."""
+def reboot_reasons(module: str, driver_version: str | None = None,
+                   python: str | None = None) -> list[str]:
+    """Why this node needs a reboot: the loaded module is not the installed one, the running
+    driver is not ``driver_version`` (the version the role just installed), or a boot setting
+    changed (base role marker). An absent module is not a reason: modprobe loads it."""
     reasons = []
     loaded = host.get_fact(LoadedModuleVersions).get(module)
     on_disk = host.get_fact(InstalledModule, module=module)
     if loaded and on_disk and on_disk["version"] and Version(loaded) != Version(on_disk["version"]):
         reasons.append(f"{module} {loaded} is loaded but {on_disk['version']} is installed")
+    elif driver_version and python:
+        running = host.get_fact(RunningDriverVersion, python=python)
+        if running and Version(running) != Version(driver_version):
+            reasons.append(f"driver {running} is running but {driver_version} is installed")
     if host.get_fact(File, path=REBOOT_MARKER):
         reasons.append(f"boot settings changed ({REBOOT_MARKER})")
     return reasons
@@ -254,7 +266,7 @@ def slurm_node_name() -> str:
 
 @operation()
 def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_override: bool = False,
-                     module: str = "nvidia",
+                     module: str = "nvidia", driver_version: str | None = None,
                      reboot_timeout: int = 900) -> Generator[Any, None, None]:
     """Reboot only when the node needs it, this run allows it, and nothing is running on it.
 
@@ -262,7 +274,7 @@ def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_overr
     are read right before the reboot (they are never kept: nodegate.fact_cache); a busy
     node fails this host with the reason instead.
     """
-    reasons = reboot_reasons(module)
+    reasons = reboot_reasons(module, driver_version, python)
     if not reasons:
         host.noop(f"no reboot needed ({module} loaded = installed)")
         return
@@ -276,7 +288,43 @@ def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_overr
     if refusal:
         yield from fail_here(f"reboot refused ({'; '.join(reasons)}): {refusal}")
         return
-    yield from server.reboot._inner(delay=30, interval=5, reboot_timeout=reboot_timeout)
+    yield from reboot_and_wait(reboot_timeout)
+
+
+def reboot_and_wait(timeout_s: int, interval_s: float = 2.0) -> Generator[Any, None, None]:
+    """Reboot and wait, at most ``timeout_s``, until the node answers with a new boot id.
+
+    Not pyinfra's ``server.reboot``: it proves the reboot by a smaller uptime, which never
+    comes where /proc/uptime is the host kernel's (a container: the lab), so it waited out
+    its whole timeout there. The boot id is new after every boot, on metal and in containers.
+    """
+    before: list[str | None] = []
+
+    def remember(state: Any, host: Host) -> bool:
+        before.append(host.get_fact(BootId))
+        return before[0] is not None
+
+    yield FunctionCommand(remember, (), {})
+    yield StringCommand("( sleep 1 && reboot ) </dev/null >/dev/null 2>&1 &")
+
+    def wait(state: Any, host: Host) -> bool:
+        deadline = time.monotonic() + timeout_s
+        time.sleep(min(5.0, timeout_s))
+        host.disconnect()
+        while time.monotonic() < deadline:
+            host.connect(show_errors=False)
+            if host.connected:
+                now = host.get_fact(BootId)
+                if now and now != before[0]:
+                    logger.info(f"{host.name}: back after the reboot (boot id {now[:8]})")
+                    return True
+                host.disconnect()  # still going down: this connection is the old boot's
+            time.sleep(interval_s)
+        logger.error(f"{host.name}: did not come back with a new boot id within "
+                     f"{timeout_s}s of the reboot")
+        return False
+
+    yield FunctionCommand(wait, (), {})
 
 
 # --- services ----------------------------------------------------------------------------
@@ -478,8 +526,8 @@ def fail_here(message: str) -> Generator[Any, None, None]:
 
 __all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "module_loaded", "mount_unit", "multinode_pair", "os_packages",
-           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_if_needed",
-           "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
+           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_and_wait",
+           "reboot_if_needed", "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
 
 
 @operation()

@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "nvidia_driver_mirror_url": None,     # air-gapped: an apt/dnf repository URL
     "nvidia_driver_mirror_keyring_url": None,  # None: the mirror is trusted (lab only)
     "nvidia_driver_allow_reboot": False,  # reboot when the loaded module is not the installed one
+    "nvidia_driver_reboot_timeout": 900,  # seconds for the node to come back with a new boot id
     "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained
     "nvidia_driver_python": "/opt/nodegate/venv/bin/python",  # NVML fallback for GPU processes
     "nvidia_driver_kernel_headers": True,  # headers for DKMS (off where the kernel is the host's)

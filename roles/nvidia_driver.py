@@ -63,8 +63,11 @@ def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> li
 
 def desired() -> tuple[str, str, str]:
     """(branch, version, modules) from knobs or the profile; missing ones stop the host."""
-    branch = knob("nvidia_driver_branch", "driver.branch")
     version = knob("nvidia_driver_version", "driver.version")
+    branch = knob("nvidia_driver_branch", "driver.branch")
+    if host.data.get("nvidia_driver_version") and not host.data.get("nvidia_driver_branch"):
+        # --data nvidia_driver_version=580.65.06 alone: the branch is the version's
+        branch = str(host.data.get("nvidia_driver_version")).split(".")[0]
     modules = knob("nvidia_driver_kernel_modules", "driver.kernel_modules") or "open"
     if not branch or not version:
         raise DeployError(f"{host.name}: no driver branch/version (profile driver.branch and "
@@ -147,7 +150,9 @@ def nvidia_driver() -> None:
                           allow=bool(knob("nvidia_driver_allow_reboot")),
                           python=str(knob("nvidia_driver_python")),
                           slurm_node=_ops.slurm_node_name(),
-                          drained_override=bool(knob("nvidia_driver_drained")))
+                          drained_override=bool(knob("nvidia_driver_drained")),
+                          driver_version=version,
+                          reboot_timeout=int(knob("nvidia_driver_reboot_timeout")))
 
 
 def gpudirect_mode(modules: str) -> str:
