@@ -92,10 +92,25 @@ def package_plan(os_: TargetOS, packages: list[str], version: str) -> tuple[list
     return wrong, unheld
 
 
+def stale_packages(os_: TargetOS, pattern: str, wanted: list[str]) -> list[str]:
+    """Installed packages whose name matches ``pattern`` (a full-match regex) but that are not
+    ``wanted``: another branch's names (nvidia-fabricmanager-570 once 580 is wanted), which
+    conflict with the wanted ones and are held, so apt would refuse the change."""
+    import re
+
+    if not os_.is_debian:
+        return []
+    installed = host.get_fact(DebPackages)
+    return sorted(p for p in installed if re.fullmatch(pattern, p) and p not in wanted)
+
+
 @operation()
-def pinned_packages(packages: list[str], version: str, label: str) -> Generator[Any, None, None]:
+def pinned_packages(packages: list[str], version: str, label: str,
+                    replaces: list[str] | None = None) -> Generator[Any, None, None]:
     """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
     versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
+    ``replaces`` (apt): installed packages the new ones take over from (another branch's
+    names), unheld and removed in the same transaction.
 
     On apt the exact build comes from the role's apt preferences pin when ``version`` has no
     Debian revision (the driver: 570.133.20-*); a full version (libnccl2) is asked for as is.
@@ -104,12 +119,15 @@ def pinned_packages(packages: list[str], version: str, label: str) -> Generator[
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
-    if not wrong and not unheld:
+    if not wrong and not unheld and not replaces:
         host.noop(f"{label} {version} installed and held")
         return
     if os_.is_debian:
-        if wrong:
+        if replaces:
+            yield cmd("apt-mark", "unhold", *[q(p) for p in replaces])
+        if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
+            specs += [q(f"{p}-") for p in replaces or []]
             yield cmd("apt-get", "update", "-q")
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
                       "--allow-downgrades", "--allow-change-held-packages",

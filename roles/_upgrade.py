@@ -80,6 +80,8 @@ OUTCOME: dict[str, str] = {}
 #: Hosts the rollout skipped (their jobs outlived the wait): the rest of their batch's
 #: operations do not run on them.
 SKIPPED: set[str] = set()
+#: deploy/rolling_upgrade.py: the run's state, batches and target, for its summary.
+ROLLOUT: dict[str, Any] = {}
 
 
 def note(name: str, text: str) -> None:
@@ -131,5 +133,5 @@ def done(target: str) -> Generator[Any, None, None]:
     yield FunctionCommand(mark, (), {})
 
 
-__all__ = ["OUTCOME", "RECORD", "SKIPPED", "begin_upgrade", "done", "installed_driver",
+__all__ = ["OUTCOME", "RECORD", "ROLLOUT", "SKIPPED", "begin_upgrade", "done", "installed_driver",
            "note", "scontrol_update", "wait_for_jobs"]

@@ -85,6 +85,12 @@ DEFAULTS: dict[str, Any] = {
     "agent_health_args": [],              # extra args for `nodegate health` (schedule and gate)
     "agent_schedule_gate": True,          # run `nodegate gate` after each scheduled health check
     "agent_schedule_health_args": None,   # None: agent_health_args; the scheduled check only
+    # the rolling upgrade (deploy/rolling_upgrade.py)
+    "rolling_batch": 1,                   # nodes upgraded at once
+    "rolling_max_unavailable": None,      # per partition: an int, or {partition: n, default: n};
+                                          # None: rolling_batch
+    "rolling_job_timeout_s": 3600,        # wait this long for running jobs, then skip the node
+    "rolling_gate_level": "standard",     # the validation each node must pass to rejoin
     # the gate (deploy.py)
     "gate_enabled": True,
     "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json

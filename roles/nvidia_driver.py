@@ -38,6 +38,9 @@ from roles._common import (
 from roles.defaults import role_defaults
 
 SOURCES = ("cuda-repo", "distro", "mirror")
+#: Ubuntu's branch metapackages (nvidia-driver-570-server-open...): another branch's are
+#: replaced, not left held beside the new one.
+STALE_METAPACKAGES = r"nvidia-driver-[0-9]+(-server)?(-open)?"
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
 APT_PIN_PATTERNS = ["nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia-*", "cuda-drivers*",
                     "libxnvctrl*"]
@@ -141,7 +144,8 @@ def nvidia_driver() -> None:
         _ops.os_packages(name="nvidia_driver: kernel headers for DKMS",
                          packages=["dkms", *headers])
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
-                         packages=packages, version=version, label="NVIDIA driver")
+                         packages=packages, version=version, label="NVIDIA driver",
+                         replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages))
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
         _ops.driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
                             unit="nvidia-persistenced.service")

@@ -8,7 +8,13 @@ from typing import Any
 
 from deploy.upgrade_driver import upgrade
 from tests.roles.harness import run
-from tests.roles.scenarios import DRIVER, converged_facts, converged_files, host_data
+from tests.roles.scenarios import (
+    DRIVER,
+    AllInstalled,
+    converged_facts,
+    converged_files,
+    host_data,
+)
 
 TARGET = "580.65.06"
 
@@ -63,3 +69,24 @@ def test_a_busy_node_is_refused_before_anything_is_recorded() -> None:
                  files=converged_files("ubuntu22"))
     assert result.error is not None and "GPU process(es) running" in result.error
     assert not any("upgrade.json" in c or "scontrol" in c for c in result.commands)
+
+
+def test_another_branchs_fabric_manager_and_nscq_are_replaced_not_left_held() -> None:
+    """570 -> 580 renames them (nvidia-fabricmanager-570 -> nvidia-fabricmanager); the held
+    old names conflict, so apt refused the change until they were unheld and removed with it."""
+    installed = AllInstalled()
+    installed.update({"nvidia-fabricmanager-570": [f"{DRIVER}-1"],
+                      "libnvidia-nscq-570": [f"{DRIVER}-1"], "nvidia-driver-570-open": [],
+                      "nvidia-fabricmanager-570-dev": [f"{DRIVER}-1"]})
+    result = run(
+        upgrade, data=host_data(nvidia_driver_version=TARGET),
+        facts={**converged_facts("ubuntu22"), "deb.DebPackages": installed,
+               "gpu.GpuProcesses": [], "gpu.SlurmNodeState": "IDLE+DRAIN",
+               "gpu.SlurmNode": {"state": "IDLE+DRAIN", "reason": None}},
+        files=converged_files("ubuntu22"))
+    fm = next(c for c in result.commands if "apt-get install" in c and "nvidia-fabricmanager" in c)
+    assert "nvidia-fabricmanager-570-" in fm.split() and "libnvidia-nscq-570-" in fm.split()
+    assert "nvidia-fabricmanager-570-dev-" not in fm.split()  # not a branch name of ours
+    assert "apt-mark unhold libnvidia-nscq-570 nvidia-fabricmanager-570" in result.commands
+    driver = next(c for c in result.commands if "apt-get install" in c and "driver-580" in c)
+    assert "nvidia-driver-570-open-" in driver.split()
