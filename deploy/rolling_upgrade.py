@@ -40,7 +40,7 @@ import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that 
 from deploy.upgrade_driver import begin, upgrade_node
 from nodegate.cluster.rollout import Member, plan_batches, standings, summary_text
 from nodegate.errors import ConfigError
-from roles import _upgrade
+from roles import _ops, _upgrade
 from roles._common import is_deploy_file, knob
 from roles.defaults import role_defaults
 
@@ -113,7 +113,8 @@ def _print_summary() -> None:
         return
     _SUMMARY["printed"] = True
     state = _SUMMARY["state"]
-    failed = {h.name: f"failed: left drained; the version it left is in {_upgrade.RECORD}"
+    failed = {h.name: f"{_ops.FAILURES.get(h.name) or 'an operation failed (see above)'}; "
+                      f"left drained, the version it left in {_upgrade.RECORD}"
               for h in state.failed_hosts}
     rows = standings(_SUMMARY["batches"], _upgrade.OUTCOME, failed, _upgrade.SKIPPED)
     print(summary_text(_SUMMARY["target"], rows), flush=True)

@@ -516,6 +516,10 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     yield verdict(decide)
 
 
+#: Why a host was failed by ``verdict`` in this run, by host name (a rollout's summary).
+FAILURES: dict[str, str] = {}
+
+
 def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
     """A command that, when it runs, asks ``decide`` and fails this host with the message it
     returns (None: the host carries on). The one way an operation here stops its host once
@@ -532,6 +536,7 @@ def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
         if message is None:
             return True
         logger.error(f"{host.name}: {message}")
+        FAILURES[host.name] = message
         return False
 
     return FunctionCommand(_verdict, (), {})
@@ -542,7 +547,7 @@ def fail_here(message: str) -> Generator[Any, None, None]:
     yield verdict(lambda _host: message)
 
 
-__all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
+__all__ = ["FAILURES", "REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "module_loaded", "mount_unit", "multinode_pair", "os_packages",
            "pinned_packages", "put_secret", "put_template", "put_text", "reboot_and_wait",
            "reboot_if_needed", "reboot_refusal", "run_when", "slurm_node_name", "verdict"]

@@ -144,6 +144,13 @@ def test_a_rolling_upgrade_stops_at_the_first_failed_node(lab: None) -> None:
         r"^\s+(node\d)\s+(\d+)\s+(\w+)\s", summary, re.M)}
     assert rows == {"node1": (1, "upgraded"), "node2": (1, "failed"),
                     "node3": (2, "untouched"), "node4": (2, "untouched")}, summary
+    assert re.search(r"node2 .* failed +reboot refused \(driver 570.133.20 is running but "
+                     r"580.65.06 is installed\): 1 GPU process", summary), summary
+    # progress, as the run goes
+    for line in ("rollout: batch 1/2: node1, node2", "node1: upgrade: drained (IDLE+DRAIN), "
+                 "no jobs", "node1: back after the reboot", "node1: upgrade: at 580.65.06",
+                 "rollout: batch 2/2 (node3, node4) not started: node2 failed"):
+        assert line in out, line
     summary_file = json.loads((ROOT / "reports" / "rollout-summary.json").read_text())
     assert [n["status"] for n in summary_file["nodes"]] == ["upgraded", "failed", "untouched",
                                                             "untouched"]
