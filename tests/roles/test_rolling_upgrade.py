@@ -4,6 +4,7 @@ orders them (by call site), and a failed node stops the later batches at executi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyinfra
@@ -21,8 +22,15 @@ from tests.roles.scenarios import converged_facts, converged_files, host_data
 NODES = ["node1", "node2", "node3", "node4"]
 
 
-def _prepare(monkeypatch: pytest.MonkeyPatch, **data: Any) -> tuple[State, list[str]]:
-    monkeypatch.setattr(pyinfra, "is_cli", True)  # the CLI orders operations by call site
+@pytest.fixture(scope="module")
+def prepared() -> Iterator[tuple[State, list[str]]]:
+    """The 4 hosts prepared once (about 5 s: every role on every host)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pyinfra, "is_cli", True)  # the CLI orders operations by call site
+        yield _prepare()
+
+
+def _prepare(**data: Any) -> tuple[State, list[str]]:
     hosts = [(n, host_data(**{"nodegate_slurm": {"node_name": n, "partition": "gpu"},
                               "nvidia_driver_version": "580.65.06", "rolling_batch": 2,
                               **data}))
@@ -43,8 +51,8 @@ def _prepare(monkeypatch: pytest.MonkeyPatch, **data: Any) -> tuple[State, list[
 
 
 def test_batch_two_starts_after_every_operation_of_batch_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    state, order = _prepare(monkeypatch)
+        prepared: tuple[State, list[str]]) -> None:
+    state, order = prepared
     inventory = list(state.inventory)
     owners = {h: {op for op in order if op in state.ops[h]} for h in inventory}
     batch1 = {op for h in inventory[:2] for op in owners[h]}
@@ -60,8 +68,8 @@ def test_batch_two_starts_after_every_operation_of_batch_one(
 
 
 def test_at_execution_a_failure_in_batch_one_stops_batch_two(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    state, _order = _prepare(monkeypatch)
+        prepared: tuple[State, list[str]]) -> None:
+    state, _order = prepared
     batches = rolling.plan_batches(
         [rolling.Member(n, "gpu") for n in NODES], 2, None)
     node2 = state.inventory.get_host("node2")
@@ -75,3 +83,44 @@ def test_at_execution_a_failure_in_batch_one_stops_batch_two(
             assert not rolling.may_go_on(batches, 0, "node1")
     finally:
         _upgrade.SKIPPED.discard("node1")
+        state.failed_hosts.discard(node2)
+
+
+class _Busy:
+    """A drained node whose job never ends (Slurm: MIXED+DRAIN)."""
+
+    name = "node9"
+
+    def __init__(self, state: str, reason: str) -> None:
+        self.state, self.reason, self.ran = state, reason, []
+
+    def get_fact(self, _cls: Any, node: str) -> dict[str, str]:
+        return {"state": self.state, "reason": self.reason}
+
+    def run_shell_command(self, command: Any) -> tuple[bool, list[str]]:
+        self.ran.append(str(command))
+        return True, []
+
+
+def test_a_node_whose_jobs_outlive_the_wait_is_skipped_never_killed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_upgrade.time, "sleep", lambda _s: None)
+    clock = iter(range(0, 10_000, 30))
+    monkeypatch.setattr(_upgrade.time, "monotonic", lambda: float(next(clock)))
+    busy = _Busy("MIXED+DRAIN", "nodegate: upgrade 570.133.20 -> 580.65.06")
+    (wait,) = _upgrade.wait_for_jobs._inner(node="node9", timeout_s=120)
+    try:
+        assert wait.function(None, busy) is True  # the rollout goes on without it
+        assert "node9" in _upgrade.SKIPPED
+        assert _upgrade.OUTCOME["node9"].startswith("skipped: jobs still running after 120s")
+        assert busy.ran == ["scontrol update NodeName=node9 State=RESUME"]  # our drain lifted
+        assert not any("scancel" in c or "kill" in c for c in busy.ran)
+        admin = _Busy("MIXED+DRAIN", "bad fan")
+        assert wait.function(None, admin) is True and admin.ran == []  # theirs: kept
+        idle = _Busy("IDLE+DRAIN", "nodegate: upgrade 570.133.20 -> 580.65.06")
+        idle.name = "node8"
+        assert wait.function(None, idle) is True and "node8" not in _upgrade.SKIPPED
+    finally:
+        _upgrade.SKIPPED.discard("node9")
+        _upgrade.OUTCOME.pop("node9", None)
+        _upgrade.OUTCOME.pop("node8", None)
