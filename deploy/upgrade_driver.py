@@ -47,9 +47,10 @@ def begin() -> bool:
     if not wrong or gpu_busy_reason(str(knob("nvidia_driver_python"))):
         return False  # nothing to do, or the driver role refuses the busy node next
     node = (host.data.get("nodegate_slurm") or {}).get("node_name")
+    node = str(node) if node else None
+    previous = _upgrade.open_upgrade_from(node) or _upgrade.installed_driver(os_, packages)
     _upgrade.begin_upgrade(name=f"upgrade: record the driver left and drain ({version})",
-                           node=str(node) if node else None,
-                           previous=_upgrade.installed_driver(os_, packages), target=version)
+                           node=node, previous=previous, target=version)
     return True
 
 

@@ -43,6 +43,20 @@ def installed_driver(os_: TargetOS, packages: list[str]) -> str | None:
     return None
 
 
+def open_upgrade_from(node: str | None) -> str | None:
+    """The version an unfinished upgrade left: a node still drained ``nodegate: upgrade X ->
+    Y`` never passed its join (a pass resumes it, a failing check rewrites the reason), so a
+    retry records X again, not the half-installed build it failed with."""
+    if not node:
+        return None
+    slurm = host.get_fact(SlurmNode, node=node) or {}
+    reason = slurm.get("reason")
+    if not is_upgrade_hold(reason):
+        return None
+    words = str(reason).split()
+    return words[2] if len(words) >= 5 and words[3] == "->" and words[2] != "none" else None
+
+
 def scontrol_update(node: str, *fields: str) -> StringCommand:
     return StringCommand("scontrol", "update", QuoteString(f"NodeName={node}"),
                          *[QuoteString(f) for f in fields])
@@ -134,4 +148,4 @@ def done(target: str) -> Generator[Any, None, None]:
 
 
 __all__ = ["OUTCOME", "RECORD", "ROLLOUT", "SKIPPED", "begin_upgrade", "done", "installed_driver",
-           "note", "scontrol_update", "wait_for_jobs"]
+           "note", "open_upgrade_from", "scontrol_update", "wait_for_jobs"]

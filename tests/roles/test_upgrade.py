@@ -90,3 +90,19 @@ def test_another_branchs_fabric_manager_and_nscq_are_replaced_not_left_held() ->
     assert "apt-mark unhold libnvidia-nscq-570 nvidia-fabricmanager-570" in result.commands
     driver = next(c for c in result.commands if "apt-get install" in c and "driver-580" in c)
     assert "nvidia-driver-570-open-" in driver.split()
+
+
+def test_a_retry_after_a_failed_upgrade_records_the_version_it_first_left() -> None:
+    """A broken build left its packages half-installed; the node is still drained with the
+    first attempt's reason, so the retry keeps that attempt's "from", not the broken build."""
+    installed = AllInstalled(**{"nvidia-driver-580-open": "580.76.05"})
+    result = run(upgrade, data=host_data(nvidia_driver_version=TARGET),
+                 facts={**converged_facts("ubuntu22"), "deb.DebPackages": installed,
+                        "gpu.GpuProcesses": [], "gpu.SlurmNodeState": "IDLE+DRAIN",
+                        "gpu.SlurmNode": {"state": "IDLE+DRAIN",
+                                          "reason": f"nodegate: upgrade {DRIVER} -> 580.76.05"}},
+                 files=converged_files("ubuntu22"))
+    record = json.loads(result.uploads["/var/lib/nodegate/upgrade.json"])
+    assert (record["from"], record["to"]) == (DRIVER, TARGET)
+    drain = next(c for c in result.commands if "scontrol update" in c)
+    assert f"Reason=nodegate: upgrade {DRIVER} -> {TARGET}" in drain
