@@ -8,8 +8,9 @@ Disks are named by ``/dev/disk/by-id`` (kernel names move between boots). An arr
 exists, assembled or only as superblocks on its members, is kept: assembled if needed, never
 re-created; disks with a foreign or partial superblock stop the host. mdadm.conf is written
 and the initramfs rebuilt, or the array comes back as md127. xfs gets the stripe geometry
-(su = chunk, sw = disks); the mount is a systemd unit with noatime,nofail; fstrim.timer on. nvme-cli and fio, which the
-battery's SMART and throughput checks run, are installed with the array's tools.
+(su = chunk, sw = disks); the mount is a systemd unit with noatime,nofail; fstrim.timer on.
+nvme-cli and fio, which the battery's SMART and throughput checks run, are installed with the
+array's tools.
 """
 
 from __future__ import annotations
