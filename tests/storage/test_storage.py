@@ -350,3 +350,24 @@ def test_dcgm_missing_is_skip_with_reason_and_levels_come_from_the_profile() -> 
     results = storage.run_dcgm(prof, "acceptance", run=dcgmi, which="/usr/bin/dcgmi")
     assert seen == [["dcgmi", "diag", "-r", "3", "-j"]]
     assert Verdict.FAIL in {r.verdict for r in results}
+
+
+def test_a_vanished_device_still_gives_a_report_the_next_run_reads(tmp_path: Path) -> None:
+    """The run with a device gone writes its report (exit 1, ERROR on that device); the next
+    run takes its unsafe shutdown baseline from it, by serial."""
+    from nodegate.report import model
+    from nodegate.report.exitcodes import exit_code_for
+
+    node = _pm9a3_node(healthy_smart(unsafe_shutdowns=4), healthy_smart(), gone=("/dev/nvme2",))
+    results = storage.run_nvme_health(profile(), report_dir=tmp_path, run=node)
+    report = model.build(results, node="gpu-b01", profile="test", level="quick",
+                         started_at=1.0e9, finished_at=1.0e9 + 5, backend="nvml")
+    model.write(report, tmp_path / "quick-20240501T120000.000Z.json")
+    loaded = model.load(tmp_path / "quick-20240501T120000.000Z.json")
+    assert exit_code_for(loaded) == ExitCode.FAILED
+    assert {r.verdict for r in loaded.results if r.entity == "nvme2"} == {Verdict.ERROR}
+    later = _pm9a3_node(healthy_smart(unsafe_shutdowns=6), healthy_smart())
+    grown = by(storage.run_nvme_health(profile(), report_dir=tmp_path, run=later),
+               "nvme_unsafe_shutdowns")
+    assert (grown["nvme1"].verdict, grown["nvme1"].measured) == (Verdict.WARN, 2)
+    assert grown["nvme2"].verdict == Verdict.PASS  # no earlier count for its serial
