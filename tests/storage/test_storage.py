@@ -131,8 +131,8 @@ def test_smart_log_without_critical_warning_is_unreadable() -> None:
 
 def _p4510_node(**kw: Any) -> FakeNode:
     return FakeNode(text("nvme-cli-1.x-list-p4510.json"),
-                    {"/dev/nvme9": text("nvme-cli-1.x-smart-log-p4510-partial.json")},
-                    {"/dev/nvme9": text("nvme-cli-1.x-id-ctrl-p4510-partial.json")}, **kw)
+                    {"/dev/nvme9n1": text("nvme-cli-1.x-smart-log-p4510-partial.json")},
+                    {"/dev/nvme9n1": text("nvme-cli-1.x-id-ctrl-p4510-partial.json")}, **kw)
 
 
 def test_partial_smart_log_judges_error_for_what_is_missing() -> None:
@@ -155,12 +155,12 @@ def healthy_smart(**over: Any) -> str:
 def _pm9a3_node(smart1: str, smart2: str, gone: tuple[str, ...] = (),
                 fw2: str = "GDA82F2Q") -> FakeNode:
     listing = text("nvme-cli-1.x-list-pm9a3.json")
-    ident = {f"/dev/nvme{i}": json.dumps({"mn": m, "sn": s, "fr": f, "wctemp": 343})
+    ident = {f"/dev/nvme{i}n1": json.dumps({"mn": m, "sn": s, "fr": f, "wctemp": 343})
              for i, m, s, f in ((0, "MTFDHBA512TCK", "21062E6B8061", "P1FB007"),
                                 (1, "MZOL23T8HCLS-00AFB", "S5X9NG0T116005", "GDA82F2Q"),
                                 (2, "MZOL23T8HCLS-00AFB", "S5X9NG0T116027", fw2))}
-    return FakeNode(listing, {"/dev/nvme0": healthy_smart(), "/dev/nvme1": smart1,
-                              "/dev/nvme2": smart2}, ident, gone=gone)
+    return FakeNode(listing, {"/dev/nvme0n1": healthy_smart(), "/dev/nvme1n1": smart1,
+                              "/dev/nvme2n1": smart2}, ident, gone=gone)
 
 
 def test_each_smart_fault_fails_its_own_check_and_device() -> None:
@@ -180,7 +180,7 @@ def test_each_smart_fault_fails_its_own_check_and_device() -> None:
 
 
 def test_device_gone_mid_run_is_error_on_that_device_only() -> None:
-    node = _pm9a3_node(healthy_smart(), healthy_smart(), gone=("/dev/nvme2",))
+    node = _pm9a3_node(healthy_smart(), healthy_smart(), gone=("/dev/nvme2n1",))
     results = judge_devices(nvme.read_devices(node), profile())
     gone = [r for r in results if r.entity == "nvme2"]
     assert {r.verdict for r in gone} == {Verdict.ERROR}
@@ -358,7 +358,7 @@ def test_a_vanished_device_still_gives_a_report_the_next_run_reads(tmp_path: Pat
     from nodegate.report import model
     from nodegate.report.exitcodes import exit_code_for
 
-    node = _pm9a3_node(healthy_smart(unsafe_shutdowns=4), healthy_smart(), gone=("/dev/nvme2",))
+    node = _pm9a3_node(healthy_smart(unsafe_shutdowns=4), healthy_smart(), gone=("/dev/nvme2n1",))
     results = storage.run_nvme_health(profile(), report_dir=tmp_path, run=node)
     report = model.build(results, node="gpu-b01", profile="test", level="quick",
                          started_at=1.0e9, finished_at=1.0e9 + 5, backend="nvml")
@@ -371,3 +371,34 @@ def test_a_vanished_device_still_gives_a_report_the_next_run_reads(tmp_path: Pat
                "nvme_unsafe_shutdowns")
     assert (grown["nvme1"].verdict, grown["nvme1"].measured) == (Verdict.WARN, 2)
     assert grown["nvme2"].verdict == Verdict.PASS  # no earlier count for its serial
+
+
+def qemu_node(listing: str) -> FakeNode:
+    paths = [d["DevicePath"] for d in json.loads(text(listing))["Devices"]]
+    return FakeNode(text(listing), {p: text("qemu-nvme-cli-2.3-smart-log.json") for p in paths},
+                    {p: text("qemu-nvme-cli-2.3-id-ctrl.json") for p in paths})
+
+
+def test_nvme_cli_2_3_captures_string_counters_and_kelvin() -> None:
+    """The md VM's nvme-cli 2.3 prints 128-bit counters as strings and pads id-ctrl strings;
+    QEMU reports 323 K and a warning threshold (wctemp) of 343 K."""
+    devices = nvme.read_devices(qemu_node("qemu-nvme-cli-2.3-list.json"))
+    assert [d.controller for d in devices] == ["nvme0", "nvme1"]  # listed nvme1 first
+    smart = devices[0].smart
+    assert smart is not None and smart.unsafe_shutdowns == 0 and smart.temperature_c == 50
+    assert (devices[0].model, devices[0].firmware, devices[0].wctemp_k) == (
+        "QEMU NVMe Ctrl", "7.2.22", 343)
+    results = judge_devices(devices, profile())
+    assert {r.verdict for r in results} == {Verdict.PASS}
+    assert by(results, "nvme_temperature")["nvme0"].threshold["below"] == 70
+
+
+def test_commands_go_to_the_namespace_not_a_guessed_controller() -> None:
+    """After a PCI remove and rescan on the VM, controller nvme2 carried namespace nvme1n2
+    (native multipath numbers block devices by subsystem) and /dev/nvme1 did not exist."""
+    node = qemu_node("qemu-nvme-cli-2.3-list-after-rescan.json")
+    devices = nvme.read_devices(node)
+    assert [(d.controller, d.path) for d in devices] == [("nvme0", "/dev/nvme0n1"),
+                                                         ("nvme1", "/dev/nvme1n2")]
+    assert ["nvme", "smart-log", "/dev/nvme1n2", "-o", "json"] in node.calls
+    assert not [c for c in node.calls if "/dev/nvme1" in c]

@@ -85,10 +85,10 @@ def _smart(dev: NvmeDevice, profile: Profile, previous: Mapping[str, int],
                         reason="available spare or its threshold missing from the SMART log",
                         **ident))
     else:
-        ok = smart.available_spare > smart.spare_threshold
+        ok = smart.available_spare >= smart.spare_threshold  # "falls below" (NVMe spec)
         out.append(make("nvme_spare", entity, Verdict.PASS if ok else Verdict.FAIL,
                         measured=smart.available_spare, unit="%", severity=CRIT,
-                        threshold={"above": smart.spare_threshold,
+                        threshold={"min": smart.spare_threshold,
                                    "source": "drive: SMART Available Spare Threshold"},
                         **ident))
     out.append(_counter("nvme_media_errors", entity, smart.media_errors,

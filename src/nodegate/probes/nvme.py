@@ -77,8 +77,11 @@ def run_json(run: Runner, argv: list[str], *, package: str,
     if proc.returncode == 127:  # a shell (ssh) that did not find the command
         raise ToolMissing(argv[0], package, " (exit 127)")
     if proc.returncode != 0:
+        # nvme-cli says why first, then prints its usage: keep the head, not the tail
+        said = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines()
+                if ln.strip()][:2]
         raise ToolFailed(f"{' '.join(argv)}: exit {proc.returncode}: "
-                         f"{_tail(proc.stderr or proc.stdout)}")
+                         f"{' | '.join(said)[:200] or '(no output)'}")
     return parse_json_text(proc.stdout, what=" ".join(argv))
 
 
@@ -144,7 +147,8 @@ class Namespace:
 class NvmeDevice:
     """One controller: identity, its namespaces, its SMART log (or why it could not be read)."""
 
-    controller: str  # nvme0
+    controller: str  # nvme0: the name in its namespaces' block devices (see read_devices)
+    path: str = ""  # what nvme-cli is pointed at: the first namespace's block device
     model: str = ""
     serial: str = ""
     firmware: str = ""
@@ -152,10 +156,6 @@ class NvmeDevice:
     namespaces: list[Namespace] = field(default_factory=list)
     smart: SmartLog | None = None
     problem: str | None = None
-
-    @property
-    def path(self) -> str:
-        return f"/dev/{self.controller}"
 
 
 # --- field readers -------------------------------------------------------------------------
@@ -275,6 +275,12 @@ def read_devices(run: Runner = local_runner, *,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> list[NvmeDevice]:
     """Every NVMe controller nvme-cli lists, with identity and SMART log.
 
+    Commands go to a namespace's block device, never ``/dev/nvmeN``: with native NVMe
+    multipath (Debian's and most distributions' kernels) ``nvmeXnY`` numbers the subsystem,
+    not the controller, so after a controller is re-probed ``/dev/nvme1n2`` can belong to
+    ``/dev/nvme2`` and ``/dev/nvme1`` need not exist (seen on the md VM after a PCI remove
+    and rescan). A device is named by its block devices' ``nvmeX``, as ``nvme list`` shows it.
+
     Raises ToolMissing (exit 3) without nvme-cli and ToolFailed when ``nvme list`` itself
     fails (nothing can be said about any device). A controller whose ``id-ctrl`` or
     ``smart-log`` fails (it vanished, it timed out) carries ``problem`` instead."""
@@ -283,7 +289,8 @@ def read_devices(run: Runner = local_runner, *,
     devices: dict[str, NvmeDevice] = {}
     for ns in namespaces:
         dev = devices.setdefault(ns.controller, NvmeDevice(
-            controller=ns.controller, model=ns.model, serial=ns.serial, firmware=ns.firmware))
+            controller=ns.controller, path=ns.path, model=ns.model, serial=ns.serial,
+            firmware=ns.firmware))
         dev.namespaces.append(ns)
     for dev in devices.values():
         try:
