@@ -402,3 +402,9 @@ def test_commands_go_to_the_namespace_not_a_guessed_controller() -> None:
                                                          ("nvme1", "/dev/nvme1n2")]
     assert ["nvme", "smart-log", "/dev/nvme1n2", "-o", "json"] in node.calls
     assert not [c for c in node.calls if "/dev/nvme1" in c]
+
+
+def test_fio_3_33_capture_from_the_vm() -> None:
+    run = fio.parse_fio(doc("qemu-fio-3.33-randread.json"), fio.JOBS[2])
+    assert run.problem is None and run.fio_version == "fio-3.33"
+    assert run.iops is not None and run.bytes_per_s == pytest.approx(run.iops * 4096, rel=0.01)
