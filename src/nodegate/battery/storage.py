@@ -64,14 +64,14 @@ def fio_settings(profile: Profile) -> tuple[int, int] | None:
 
 
 def planned_fio_s(profile: Profile) -> float:
-    """Seconds the fio phase plans (for ``nodegate.load.plan``): each workload's runtime plus
-    its one-second ramp, and the file layout allowance of one runtime."""
+    """Seconds the fio phase plans (for ``nodegate.load.plan``): each workload's runtime and
+    an allowance of one runtime for laying out the files."""
     from nodegate.probes.fio import JOBS
 
     settings = fio_settings(profile)
     if settings is None:
         return 0.0
-    return float(len(JOBS) * (settings[0] + 1) + settings[0])
+    return float((len(JOBS) + 1) * settings[0])
 
 
 def run_fio(profile: Profile, *, run: Runner = local_runner,
