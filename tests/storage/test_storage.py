@@ -410,3 +410,23 @@ def test_fio_3_33_capture_from_the_vm() -> None:
     # fio's iops is total_ios over runtime; with --ramp_time its bw_bytes counts the ramp's
     # bytes too (io_bytes / total_ios is 4358 here, not 4096): kIOPS is what rand_read judges
     assert run.iops == pytest.approx(7984 / 3.120) and run.kiops == pytest.approx(2.559, 1e-3)
+
+
+def test_health_without_nvme_cli_is_exit_3_naming_the_package(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``nodegate health`` on a node whose profile asks for the SMART checks but has no
+    nvme-cli: one line, exit 3, the package named; no traceback."""
+    from nodegate import cli
+    from nodegate.profiles.loader import resolve_profile
+
+    data = resolve_profile("sim-h100-hgx").data
+    data["nvme"]["smart"] = True
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvme here
+    code = cli.main(["health", "--profile", str(path), "--checks", "host", "--report-dir",
+                     str(tmp_path / "out"), "--no-textfile", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "nvme-cli" in err and "Traceback" not in err and err.count("\n") == 1
