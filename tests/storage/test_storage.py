@@ -430,3 +430,19 @@ def test_health_without_nvme_cli_is_exit_3_naming_the_package(
     err = capsys.readouterr().err
     assert code == 3, err
     assert "nvme-cli" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_fio_plan_and_the_documented_pm1733_floors() -> None:
+    """docs/storage.md's example: 8x PM1733 at 0.7 give 35.8 / 21.3 GB/s, 8120 kIOPS."""
+    from nodegate.judge.storage import fio_floor
+
+    extra = {"devices": 8, "fio": {"runtime_s": 20, "efficiency": 0.7, "source": SOURCE},
+             "drive": {"model": "SAMSUNG MZWLJ3T8HBLS-00007", "seq_read_gbps": 6.4,
+                       "seq_write_gbps": 3.8, "rand_read_kiops": 1450,
+                       "source": "datasheet: test"}}
+    prof = profile(extra)
+    assert storage.planned_fio_s(prof) == 80.0
+    floors = [round(fio_floor(prof, w, 8)[0] or 0, 1)
+              for w in ("seq_read", "seq_write", "rand_read")]
+    assert floors == [35.8, 21.3, 8120.0]
+    assert storage.planned_fio_s(profile()) == 0.0
