@@ -446,3 +446,12 @@ def test_fio_plan_and_the_documented_pm1733_floors() -> None:
               for w in ("seq_read", "seq_write", "rand_read")]
     assert floors == [35.8, 21.3, 8120.0]
     assert storage.planned_fio_s(profile()) == 0.0
+
+
+def test_fio_missing_stops_the_run_before_any_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    prof = profile({"fio": {"runtime_s": 5}})
+    with pytest.raises(CannotRunError, match="fio package"):
+        storage.preflight(prof, "standard")
+    storage.preflight(prof, "quick")  # the quick level runs no fio
+    storage.preflight(profile(), "acceptance")  # not asked for

@@ -86,6 +86,9 @@ def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
             # see would only fail later without a report
             run.notes.append(f"load checks not run: NVML unavailable ({nvml_down})")
         elif level != "quick" and "load" in groups:
+            from nodegate.battery.storage import preflight
+
+            preflight(profile, level)
             _run_load(run, profile, level, groups, duration_scale=duration_scale,
                       workers=workers, progress=progress)
             _run_storage(run, profile, level, progress)

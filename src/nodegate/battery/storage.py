@@ -74,6 +74,15 @@ def planned_fio_s(profile: Profile) -> float:
     return float((len(JOBS) + 1) * settings[0])
 
 
+def preflight(profile: Profile, level: str) -> None:
+    """Before any load starts: fio missing where the profile asks for it is exit 3 now, not
+    after minutes of GPU phases."""
+    from nodegate.probes.nvme import ToolMissing
+
+    if level != "quick" and fio_settings(profile) is not None and shutil.which("fio") is None:
+        raise ToolMissing("fio", "fio", " on PATH (the profile's nvme.fio asks for it)")
+
+
 def run_fio(profile: Profile, *, run: Runner = local_runner,
             directory: str | None = None) -> list[CheckResult]:
     from nodegate.judge.storage import judge_fio
