@@ -3,7 +3,7 @@
     .venv/bin/python bench/fleet_report.py [--reports 10000] [--dir DIR] [--jobs N]
                                            [--repeat N] [--without-summaries]
 
-Reports are made with ``nodegate.report.build`` (through ``nodegate.fleet.synthetic``): 8-GPU
+Reports are made with ``nodegate.report.build`` (through ``nodegate_lab.synthetic_fleet``): 8-GPU
 H100 standard runs, ~190 KB and ~400 results each, with telemetry series and the P2P matrix;
 a few carry planted faults. Beside each is its fleet summary (``<stem>.summary.json``), made by
 ``nodegate.report.fleet_summary.text_for``, the function the node's writer uses;
@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 
 from nodegate.fleet.aggregate import FleetView, aggregate
-from nodegate.fleet.synthetic import synthetic_report
 from nodegate.report import fleet_summary
 from nodegate.report.model import dumps
+from nodegate_lab.synthetic_fleet import synthetic_report
 
 TEMPLATES = 40
 VERSION = 5  # bump when the generated files change: a kept --dir is then regenerated

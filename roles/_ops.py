@@ -10,7 +10,8 @@ and its verdict a command that runs after it (``verdict``, ``roles/_gate.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
-from io import StringIO
+from fnmatch import fnmatchcase
+from io import BytesIO, StringIO
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,10 @@ from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
-from nodegate.facts.packages import HeldPackages
+from nodegate.facts.packages import DnfModuleState, HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
-from roles import _gate
+from roles import _gate, driver_pins
 from roles._common import TEMPLATES, TargetOS, cmd, container, mount_unit_name, q, target_os
 
 REBOOT_MARKER = "/run/nodegate/reboot-required"
@@ -87,14 +88,17 @@ def package_plan(os_: TargetOS, packages: list[str], version: str) -> tuple[list
 
 
 @operation()
-def pinned_packages(packages: list[str], version: str, label: str) -> Generator[Any, None, None]:
+def pinned_packages(packages: list[str], version: str, label: str,
+                    guard: list[str] | None = None) -> Generator[Any, None, None]:
     """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
     versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
 
     On apt the exact build comes from the role's apt preferences pin when ``version`` has no
     Debian revision (the driver: 570.133.20-*); a full version (libnccl2) is asked for as is.
     Not pyinfra's ``apt.packages``/``dnf.packages``: they neither hold a version nor allow the
-    downgrade the profile may ask for.
+    downgrade the profile may ask for. ``guard`` (apt globs of the set the pin covers): the
+    install is simulated first and the host stops, naming them, when any package of the set
+    would land at another version (roles/driver_pins.py).
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
@@ -105,6 +109,9 @@ def pinned_packages(packages: list[str], version: str, label: str) -> Generator[
         if wrong:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
             yield cmd("apt-get", "update", "-q")
+            if guard:
+                plain = [f"{p}={version}" if "-" in version else p for p in wrong]
+                yield StringCommand(driver_pins.guard_script(plain, guard, version))
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
                       "--allow-downgrades", "--allow-change-held-packages",
                       "-o", "Dpkg::Options::=--force-confdef",
@@ -184,22 +191,25 @@ def fetch_keyring(url: str, dest: str) -> Generator[Any, None, None]:
 
 
 @operation()
-def put_secret(dest: str, text: str) -> Generator[Any, None, None]:
-    """Write a credentials file (root, 0600) compared by checksum only: unlike files.put it
-    never prints a diff, so ``--diff`` cannot leak the secret into a terminal or CI log."""
-    local = StringIO(text)
+def put_secret(dest: str, text: str | bytes, owner: str = "root",
+               mode: str = "600") -> Generator[Any, None, None]:
+    """Write a credentials file (``owner``, ``mode``: root 0600 by default; munge's key is
+    munge 0400) compared by checksum only: unlike files.put it never prints a diff, so
+    ``--diff`` cannot leak the secret into a terminal or CI log."""
+    local = BytesIO(text) if isinstance(text, bytes) else StringIO(text)
     remote_sum = host.get_fact(Sha1File, path=dest)
     if remote_sum and remote_sum == get_file_sha1(local):
         remote: dict[str, Any] = dict(host.get_fact(File, path=dest) or {})
-        if remote.get("mode") == 600 and remote.get("user") == "root":
-            host.noop(f"{dest} up to date (0600)")
+        if remote.get("mode") == int(mode) and remote.get("user") == owner:
+            host.noop(f"{dest} up to date ({owner} 0{mode})")
             return
     else:
         yield cmd("install", "-d", "-m", "0755", q(str(Path(dest).parent)))
-        yield cmd("install", "-m", "0600", "-o", "root", "-g", "root", "/dev/null", q(dest))
+        yield cmd("install", "-m", f"0{mode}", "-o", q(owner), "-g", q(owner), "/dev/null",
+                  q(dest))
         yield FileUploadCommand(local, dest, remote_temp_filename=host.get_temp_filename(dest))
-    yield cmd("chown", "root:root", q(dest))
-    yield cmd("chmod", "600", q(dest))
+    yield cmd("chown", q(f"{owner}:{owner}"), q(dest))
+    yield cmd("chmod", q(mode), q(dest))
 
 
 # --- reboot ------------------------------------------------------------------------------
@@ -560,3 +570,35 @@ def join_gate(nodegate_bin: str, level: str, node: str,
     at = _gate.stem("join")
     yield _gate.recorded(at, *join_argv(**args))
     yield verdict(lambda me: _gate.join_verdict(me, node, me.get_fact(RecordedRun, stem=at)))
+
+
+@operation()
+def hold_matching(patterns: list[str], version: str) -> Generator[Any, None, None]:
+    """Hold every installed package matching ``patterns`` at ``version`` (apt): the driver's
+    whole set, not only the metapackages the role names, so no routine upgrade moves one
+    library alone. The list is read on the node after the install (``driver_pins``)."""
+    installed = host.get_fact(DebPackages)
+    held = host.get_fact(HeldPackages)
+    pin = f"{version}-*"
+    at_version = [n for n, versions in installed.items()
+                  if any(fnmatchcase(n, p) for p in patterns)
+                  and any(fnmatchcase(v, pin) for v in versions)]
+    if at_version and all(n in held for n in at_version):
+        host.noop(f"{len(at_version)} package(s) at {version} held")
+        return
+    yield StringCommand(driver_pins.hold_script(patterns, version))
+
+
+@operation()
+def dnf_module_stream(module: str, stream: str) -> Generator[Any, None, None]:
+    """Enable ``module:stream`` (EL8/9 modularity), resetting another enabled stream first:
+    NVIDIA's EL9 repository publishes each driver branch as a stream of ``nvidia-driver``
+    (``570-open``, ``570-dkms``), and without it dnf offers only the default stream's
+    packages. Not pyinfra's ``dnf.packages``: it has no module support."""
+    state = host.get_fact(DnfModuleState, module=module)
+    if state.get("stream") == stream and state.get("state") == "enabled":
+        host.noop(f"{module}:{stream} enabled")
+        return
+    if state.get("state") == "enabled":
+        yield cmd("dnf", "-y", "-q", "module", "reset", q(module))
+    yield cmd("dnf", "-y", "-q", "module", "enable", q(f"{module}:{stream}"))

@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained
     "nvidia_driver_python": "/opt/nodegate/venv/bin/python",  # NVML fallback for GPU processes
     "nvidia_driver_kernel_headers": True,  # headers for DKMS (off where the kernel is the host's)
+    "nvidia_driver_dnf_stream": None,     # EL9 stream; None: <branch>-open/-dkms (cuda-repo)
     "nvidia_driver_gpudirect": None,      # profile host.gpudirect.mode: dmabuf | peermem | none
     # fabricmanager
     "fabricmanager_enabled": None,        # profile driver.fabricmanager (NVSwitch boards)
@@ -84,6 +85,15 @@ DEFAULTS: dict[str, Any] = {
     "agent_health_args": [],              # extra args for `nodegate health` (schedule and gate)
     "agent_schedule_gate": True,          # run `nodegate gate` after each scheduled health check
     "agent_schedule_health_args": None,   # None: agent_health_args; the scheduled check only
+    # slurm_node
+    "slurm_node_controller": None,        # slurmctld's host; None: the role does nothing
+    "slurm_node_controller_port": 6817,   # slurmctld's port (configless --conf-server)
+    "slurm_node_munge_key_file": None,    # path on the pyinfra machine; never the key itself
+    "slurm_node_gres_autodetect": False,  # AutoDetect=nvml (slurmd built with NVML) instead
+    "slurm_node_gpu_count": None,         # profile gpu.count (gres.conf without a driver)
+    "slurm_node_gpu_type": None,          # gres Type= (e.g. h100); None: untyped
+    "slurm_node_nodegate": "/opt/nodegate/venv/bin/nodegate",
+    "slurm_node_prolog_checks": "gpu,log",  # `nodegate health --checks` in prolog/epilog
     # the gate (deploy.py)
     "gate_enabled": True,
     "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json

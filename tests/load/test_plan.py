@@ -26,7 +26,7 @@ def _th(**floors: float) -> dict[str, Any]:
 
 
 def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None:
-    cfg = config.from_profile({"load": {
+    cfg = config.from_profile({"gpu": {"memory_mib": 1024}, "load": {
         "gemm_seconds": 10, "hbm_bytes": 4_000_000_000, "copy_bytes": 1_000_000_000,
         "p2p_bytes": 1_000_000_000, "allreduce_max_bytes": 4_000_000_000,
         "allreduce_steps": 2, "copy_iters": 4, "burnin_seconds": 100, "soak_seconds": 50}},
@@ -46,7 +46,8 @@ def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None
     assert got["allreduce"] == pytest.approx(setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2) * 0.04)
     assert got["gemm"] == 10 + setup and got["burnin"] == 100 + setup
     assert got["soak"] == 50 + setup
-    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "burnin", "soak"]  # run order
+    assert got["fsdp"] == pytest.approx(plan.fsdp_phase(cfg.fsdp, 4, th)["seconds"])
+    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "burnin", "fsdp", "soak"]
 
 
 def test_one_gpu_plans_no_peer_phases_and_missing_floors_plan_slow() -> None:
@@ -74,7 +75,7 @@ def test_the_plan_line_names_level_time_and_phases() -> None:
     cfg = config.from_profile(_profile("xe9680-h100"), "acceptance")
     line = plan.describe(cfg, 8, {})
     assert line.startswith("load: acceptance on 8 GPU(s), planned ~")
-    assert "burnin 302 s" in line and "soak 302 s" in line
+    assert "burnin 122 s" in line and "soak 302 s" in line and "fsdp " in line
 
 
 def test_a_plan_over_the_levels_budget_says_so() -> None:
@@ -82,5 +83,7 @@ def test_a_plan_over_the_levels_budget_says_so() -> None:
     data["load"] = {**data["load"], "soak_seconds": 900}
     line = plan.describe(config.from_profile(data, "acceptance"), 8, {})
     assert line.endswith("; over the acceptance budget of 15 min")
-    assert "over the" not in plan.describe(config.from_profile(_profile("xe9680-h100"),
-                                                               "acceptance"), 8, {})
+    shipped = _profile("xe9680-h100")  # with its floors (without, the FSDP checkpoint
+    # is planned at a 1 GB/s fallback and the level runs over)
+    assert "over the" not in plan.describe(config.from_profile(shipped, "acceptance"), 8,
+                                           verdicts.thresholds_of(shipped))

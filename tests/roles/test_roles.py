@@ -28,6 +28,7 @@ from roles.nccl import nccl
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
+from roles.slurm_node import slurm_node
 from tests.roles.harness import FakeFacts, run
 from tests.roles.scenarios import (
     ARRAY_UUID,
@@ -40,10 +41,12 @@ from tests.roles.scenarios import (
 )
 
 ROLES = {"base": base, "nvidia_driver": nvidia_driver, "fabricmanager": fabricmanager,
-         "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor}
+         "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor,
+         "slurm_node": slurm_node}
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"IDRAC_PASSWORD": "s3cret", "PDU_COMMUNITY": "c0mm"}
+MUNGE_KEY = Path(__file__).parent / "data" / "munge-test.key"  # test data, not a cluster's
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +56,8 @@ def _secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _data(**extra: Any) -> dict[str, Any]:
-    return host_data(dcgm_enabled=True, **extra)
+    return host_data(dcgm_enabled=True, slurm_node_controller="slurmctl",
+                     slurm_node_munge_key_file=str(MUNGE_KEY), **extra)
 
 
 @pytest.mark.parametrize("os_name", OSES)
@@ -217,7 +221,7 @@ def test_deploy_py_orders_the_roles() -> None:
 
     names = [getattr(r, "__name__", "") for r in bring_up.ROLES]
     assert names == ["base", "nvidia_driver", "fabricmanager", "nccl", "dcgm", "nvme", "agent",
-                     "pdu_monitor"]
+                     "pdu_monitor", "slurm_node"]
 
 
 def test_deploy_is_the_package_beside_deploy_py() -> None:

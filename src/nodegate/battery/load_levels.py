@@ -7,7 +7,8 @@ sampler going, judges every figure against ``profile["thresholds"]`` and returns
 and the next phase starts a fresh gang.
 
     standard:   gemm (per dtype), memory (HBM + host copies), p2p, allreduce
-    acceptance: standard + burnin (DDP training) + soak (GEMM held for soak_seconds)
+    acceptance: standard + burnin (DDP training) + fsdp (sharded training, checkpoints on the
+                NVMe array, verified reload) + soak (GEMM held for soak_seconds)
 
 It lives in the battery, above both halves: ``nodegate.load`` measures, ``nodegate.judge.load``
 judges, and this module runs one then the other, phase by phase.
@@ -16,14 +17,17 @@ judges, and this module runs one then the other, phase by phase.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodegate.judge import fsdp as fsdp_verdicts
 from nodegate.judge import load as verdicts
-from nodegate.load import config, devices, plan, seams, tasks
+from nodegate.load import config, devices, fsdp_size, plan, seams, tasks
 from nodegate.load.outcome import LoadOutcome
 from nodegate.load.telemetry import Sampler, Telemetry
 from nodegate.load.workers import Gang, PhaseOutcome
@@ -188,6 +192,24 @@ def _burnin(run: _Run) -> None:
                lambda: verdicts.burnin(outcome.values, run.th))
 
 
+def _fsdp(run: _Run, where: dict[str, Any]) -> None:
+    """The FSDP burn-in; ``where`` is the pre-flight's finding (checkpoint directory, on the
+    NVMe array's mount or not), kept as evidence."""
+    from nodegate.load import fsdp
+
+    # a directory of this run's own, removed whatever happens: a rank that dies mid-write
+    # must not leave a 100 GB checkpoint on the array
+    settings = {**run.cfg.fsdp, "checkpoint_dir": os.path.join(
+        run.cfg.fsdp["checkpoint_dir"], f"run-{os.getpid()}-{int(time.time())}")}
+    try:
+        outcome = run.phase("fsdp", fsdp.train, settings["seconds"] + 20,
+                            estimate_s=run.planned.get("fsdp"), fsdp=settings)
+    finally:
+        shutil.rmtree(settings["checkpoint_dir"], ignore_errors=True)
+    run.judged(outcome, fsdp_verdicts.JUDGED, lambda: fsdp_verdicts.fsdp(
+        outcome.values, run.th, {**settings, **where}))
+
+
 def _series(tel: Telemetry) -> dict[str, Any]:
     out: dict[str, Any] = {name: dict(series) for name, series in tel.series.items()}
     if tel.available:
@@ -241,6 +263,11 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     backend = devices.for_world(backend, world)
     if not backend.cuda and "burnin_model" not in (profile.get("load") or {}):
         cfg = dataclasses.replace(cfg, burnin_model=dict(config.CPU_BURNIN_MODEL))
+    where: dict[str, Any] = {}
+    if cfg.acceptance:  # sized, and its checkpoint's room checked, before any load starts
+        cfg = dataclasses.replace(cfg, fsdp=fsdp_size.resolve(cfg.fsdp, cuda=backend.cuda,
+                                                              world=world))
+        where = fsdp_size.preflight(cfg.fsdp)
     shown = adapt(progress)
     gpus = devices.nvml_indices(backend, world)
     sampler = Sampler(gpus, cfg.sample_hz)
@@ -259,6 +286,7 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
         _allreduce(run_)
         if cfg.acceptance:
             _burnin(run_)
+            _fsdp(run_, where)
             _gemm(run_, cfg.dtypes[0], cfg.soak_seconds, name="soak")
     finally:
         if run_.gang is not None:

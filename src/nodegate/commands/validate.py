@@ -50,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
     deadline = parse_deadline(args.nvml_timeout)
     profile = select_profile(args.profile)
     check_outputs(args)
+    if args.level == "acceptance" and "load" in groups:
+        from nodegate.load.fsdp_size import check_profile
+
+        check_profile(profile.data, args.duration_scale)  # exit 2 before any check runs
     progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     ran = run_battery(profile, args.level, groups, xid_window_s=window,
                       duration_scale=args.duration_scale, workers=args.workers,

@@ -62,7 +62,7 @@ CHECKS: dict[str, str] = {
 #: nvmlClocksEventReason bits that mean the board itself is in trouble (from nvml_codes).
 EVENT_BITS = nvml_codes.CLOCK_EVENT_FATAL_BITS
 #: Phases whose telemetry windows count as "under GEMM-class load".
-LOAD_PHASES = ("gemm", "soak", "burnin")
+LOAD_PHASES = ("gemm", "soak", "burnin", "fsdp")
 
 
 def thresholds_of(profile: dict[str, Any]) -> dict[str, Threshold]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.load import fsdp_size
 from nodegate.vocabulary import DTYPES
 from nodegate.vocabulary import LOAD_LEVELS as LEVELS
 
@@ -68,6 +69,7 @@ class LoadConfig:
     power_settle_s: float = 5.0
     burnin_model: dict[str, Any] = field(default_factory=dict)
     duration_scale: float = 1.0
+    fsdp: dict[str, Any] = field(default_factory=dict)  # nodegate.load.fsdp_size.settings
 
     @property
     def acceptance(self) -> bool:
@@ -126,4 +128,5 @@ def from_profile(profile: dict[str, Any], level: str, duration_scale: float = 1.
         power_settle_s=_number(load, "power_settle_s"),
         burnin_model=model,
         duration_scale=duration_scale,
+        fsdp=fsdp_size.settings(profile, duration_scale, floor),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodegate.load import formulas
+from nodegate.load import formulas, fsdp_size
 from nodegate.load.config import LoadConfig
 from nodegate.load.tasks import JUDGED_ITERS
 
@@ -30,9 +30,10 @@ PLACEMENTS = 2
 HOST_BUFFER_GBPS = 2.0
 
 
-def _seconds(nbytes: float, th: dict[str, Any], name: str) -> float:
+def _seconds(nbytes: float, th: dict[str, Any], name: str,
+             fallback: float = FALLBACK_GBPS) -> float:
     floor = th.get(name)
-    gbps = floor.value if floor is not None and floor.value > 0 else FALLBACK_GBPS
+    gbps = floor.value if floor is not None and floor.value > 0 else fallback
     return nbytes / (gbps * 1e9)
 
 
@@ -61,8 +62,41 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
                             + (JUDGED_ITERS + 2) * largest)
     if cfg.acceptance:
         out["burnin"] = cfg.burnin_seconds + SETUP_S
+        if cfg.fsdp:
+            out["fsdp"] = fsdp_phase(cfg.fsdp, world, th)["seconds"]
         out["soak"] = cfg.soak_seconds + SETUP_S
     return out
+
+
+#: Model TFLOPS assumed where a profile sets no ``fsdp_tflops_min`` (slow: the minimum steps
+#: take longer), and checkpoint GB/s without a floor (slow).
+FSDP_FALLBACK_TFLOPS = 50.0
+CHECKPOINT_FALLBACK_GBPS = 1.0
+#: Making and initialising the sharded model, twice (trained, then the fresh one the
+#: checkpoint is read into), as parameters per second: a rough allowance, not measured.
+FSDP_INIT_PARAMS_PER_S = 2e9
+
+
+def fsdp_phase(fsdp: dict[str, Any], world: int, th: dict[str, Any]) -> dict[str, Any]:
+    """The FSDP burn-in's plan: its seconds (periodic checkpoints included: ``fsdp.train``),
+    or its minimum steps at the profile's TFLOPS floor where longer, one more step, two
+    writes at the write floor (a periodic one across the deadline, the final one), one read
+    at the read floor, two model builds. Unresolved settings are sized for the profile's
+    GPUs."""
+    run = fsdp if "n_params" in fsdp else fsdp_size.resolve(fsdp, cuda=True, world=world)
+    floor = th.get("fsdp_tflops_min")
+    step_s = fsdp_size.step_seconds(run, floor.value if floor is not None and floor.value > 0
+                                    else FSDP_FALLBACK_TFLOPS)
+    train_s = max(float(run["seconds"]), run["min_steps"] * step_s) + step_s
+    write_s = _seconds(run["checkpoint_bytes"], th, "fsdp_checkpoint_write_gbps_min",
+                       CHECKPOINT_FALLBACK_GBPS)
+    read_s = _seconds(run["checkpoint_bytes"], th, "fsdp_checkpoint_read_gbps_min",
+                      CHECKPOINT_FALLBACK_GBPS)
+    init_s = 2 * run["n_params"] / world / FSDP_INIT_PARAMS_PER_S
+    return {"seconds": SETUP_S + init_s + train_s + 2 * write_s + read_s, "step_s": step_s,
+            "train_s": train_s, "write_s": write_s, "read_s": read_s, "init_s": init_s,
+            "n_params": run["n_params"], "layers": run["model"]["layers"],
+            "checkpoint_bytes": run["checkpoint_bytes"]}
 
 
 def total(cfg: LoadConfig, world: int, th: dict[str, Any]) -> float:

@@ -14,6 +14,8 @@ slow rank, a rank that dies or hangs) instead of being mocked. Unset, they cost 
 ``NODEGATE_LOAD_FAIL_RANK=R[:K]`` rank R raises as a CUDA error would (uncorrectable ECC, Xid)
                                  at burn-in step K (default 2), at the sync inside the step, or
                                  once GEMM iteration K is done: alive, out of the collectives
+``NODEGATE_LOAD_CORRUPT_CHECKPOINT=R`` rank R flips one bit of its first tensor's bytes in its
+                                 FSDP checkpoint file, on disk, before the verified reload
 =============================== ==============================================================
 """
 
@@ -26,7 +28,8 @@ SLOW_RANK = "NODEGATE_LOAD_SLOW_RANK"
 KILL_RANK = "NODEGATE_LOAD_KILL_RANK"
 HANG_RANK = "NODEGATE_LOAD_HANG_RANK"
 FAIL_RANK = "NODEGATE_LOAD_FAIL_RANK"
-ALL = (CORRUPT_GPU, SLOW_RANK, KILL_RANK, HANG_RANK, FAIL_RANK)
+CORRUPT_CHECKPOINT = "NODEGATE_LOAD_CORRUPT_CHECKPOINT"
+ALL = (CORRUPT_GPU, SLOW_RANK, KILL_RANK, HANG_RANK, FAIL_RANK, CORRUPT_CHECKPOINT)
 
 
 def _parse(name: str, default: float) -> tuple[int, float] | None:
@@ -64,3 +67,9 @@ def injected_error(rank: int, step: int) -> str:
     """The FAIL_RANK seam's message, shaped like the CUDA error it stands for."""
     return (f"CUDA error: uncorrectable ECC error encountered (injected by {FAIL_RANK} on rank "
             f"{rank} at step {step})")
+
+
+def corrupt_checkpoint(rank: int) -> bool:
+    """``rank`` corrupts its shard of the FSDP checkpoint on disk before the reload."""
+    parsed = _parse(CORRUPT_CHECKPOINT, 0)
+    return bool(parsed and parsed[0] == rank)

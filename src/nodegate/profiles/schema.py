@@ -227,6 +227,20 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "copy_iters": {"type": "integer", "minimum": 1},
             "allreduce_steps": {"type": "integer", "minimum": 1},
             "power_settle_s": {"type": "number", "minimum": 0},
+            # the FSDP burn-in (nodegate.load.fsdp_size, which checks the same bound on
+            # profiles given as plain data)
+            "fsdp_hbm_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
+            "fsdp_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "fsdp_steps": {"type": "integer", "minimum": 1},
+            "fsdp_min_steps": {"type": "integer", "minimum": 1},
+            "fsdp_checkpoint_every": {"type": "integer", "minimum": 1},
+            "fsdp_checkpoint_dir": {"type": "string", "pattern": "^/"},
+            "fsdp_model": {
+                "type": "object", "additionalProperties": False,
+                "properties": {**{k: {"type": "integer", "minimum": 1} for k in (
+                    "vocab", "d_model", "layers", "heads", "seq_len", "batch")},
+                    "lr": {"type": "number", "exclusiveMinimum": 0}},
+            },
             "burnin_model": {
                 "type": "object", "additionalProperties": False,
                 "properties": {**{k: {"type": "integer", "minimum": 1} for k in (

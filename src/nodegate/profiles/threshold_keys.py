@@ -70,6 +70,12 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
         "min", "GB/s", "all-reduce bus bandwidth between this node and a known-good one"),
     "burnin_tokens_per_s_min": ThresholdKey("min", "tokens/s", "burn-in training throughput"),
     "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
+    "fsdp_tokens_per_s_min": ThresholdKey("min", "tokens/s", "FSDP training throughput"),
+    "fsdp_tflops_min": ThresholdKey("min", "TFLOPS", "FSDP model TFLOPS per GPU"),
+    "fsdp_checkpoint_write_gbps_min": ThresholdKey("min", "GB/s", "FSDP checkpoint write"),
+    "fsdp_checkpoint_read_gbps_min": ThresholdKey("min", "GB/s", "FSDP checkpoint read"),
+    "fsdp_straggler_margin_pct_max": ThresholdKey(
+        "max", "%", "FSDP rank step time above the median (default: straggler_margin_pct_max)"),
     "straggler_margin_pct_max": ThresholdKey("max", "%", "rank step time above the median"),
     "outlier_margin_pct_max": ThresholdKey("max", "%", "figure below the node's own median"),
     "thermal_margin_c_min": ThresholdKey("min", "C", "slowdown threshold minus peak temp"),

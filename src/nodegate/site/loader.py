@@ -49,7 +49,7 @@ def _validate(data: Any, file: str) -> None:
 def load_site(name: str) -> Site:
     path = site_path(name)
     if not path.is_file():
-        hint = " (`nodegate lab up` writes it)" if name == "lab" else ""
+        hint = " (`nodegate-lab up` writes it)" if name == "lab" else ""
         raise ConfigError(f"site file not found{hint}; NODEGATE_SITE names a site in "
                           "inventory/ or a path to a site file", file=str(path),
                           key="NODEGATE_SITE")
