@@ -1,6 +1,6 @@
 """The storage checks on real tools: nvme-cli and fio in the md VM, on QEMU's emulated NVMe.
 
-``nodegate.lab.mdvm`` boots Debian 12 under qemu with two emulated NVMe controllers (QEMU's
+``nodegate_lab.mdvm`` boots Debian 12 under qemu with two emulated NVMe controllers (QEMU's
 ``-device nvme``), which answer real ``nvme smart-log`` / ``id-ctrl`` / ``list``. The probes
 run the guest's nvme-cli and fio over SSH (the runner is the only seam), the judge decides
 here. Then a disk leaves the PCI bus in the middle of a run (sysfs ``remove``): it is ERROR
@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from nodegate.battery import storage
-from nodegate.lab import mdvm
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult, Verdict
+from nodegate_lab import lock, mdvm
 
 VM_DIR = mdvm.vm_dir().with_name(mdvm.vm_dir().name + "-storage")
 TOOLS = ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "debugfs", "ssh", "ssh-keygen")
@@ -68,7 +68,7 @@ def by(results: list[CheckResult], check: str) -> dict[str, CheckResult]:
 
 @pytest.fixture(scope="module")
 def vm() -> Iterator[mdvm.VM]:
-    with mdvm.exclusive(VM_DIR, wait_s=1800):
+    with lock.vm_exclusive(VM_DIR, wait_s=1800):
         mdvm.down(VM_DIR)
         try:
             yield mdvm.up(VM_DIR, tie_to_parent=True)
