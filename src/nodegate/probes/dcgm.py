@@ -20,7 +20,6 @@ Not Run; 2.x/3.x wrote PASS/FAIL/WARN/SKIPPED): the judge maps them, this module
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,10 +50,6 @@ class DcgmDiag:
     version: str = ""
     runtime_error: str | None = None
     level: int = 0
-
-
-def dcgmi_present(run_local: bool = True) -> bool:
-    return shutil.which("dcgmi") is not None if run_local else True
 
 
 def _entity(result: Mapping[str, Any]) -> list[str]:
