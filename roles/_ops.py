@@ -9,6 +9,7 @@ and its verdict a command that runs after it (``verdict``, ``roles/_gate.py``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterable
 from fnmatch import fnmatchcase
 from io import BytesIO, StringIO
@@ -26,12 +27,17 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, FindInFile, Sha1File
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
-from pyinfra.operations import files, server
+from pyinfra.operations import files
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
-from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
+from nodegate.facts.kernel import (
+    BootId,
+    InstalledModule,
+    LoadedModuleVersions,
+    RunningDriverVersion,
+)
 from nodegate.facts.packages import DnfModuleState, HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
@@ -87,11 +93,26 @@ def package_plan(os_: TargetOS, packages: list[str], version: str) -> tuple[list
     return wrong, unheld
 
 
+def stale_packages(os_: TargetOS, pattern: str, wanted: list[str]) -> list[str]:
+    """Installed packages whose name matches ``pattern`` (a full-match regex) but that are not
+    ``wanted``: another branch's names (nvidia-fabricmanager-570 once 580 is wanted), which
+    conflict with the wanted ones and are held, so apt would refuse the change."""
+    import re
+
+    if not os_.is_debian:
+        return []
+    installed = host.get_fact(DebPackages)
+    return sorted(p for p in installed if re.fullmatch(pattern, p) and p not in wanted)
+
+
 @operation()
 def pinned_packages(packages: list[str], version: str, label: str,
-                    guard: list[str] | None = None) -> Generator[Any, None, None]:
+                    guard: list[str] | None = None,
+                    replaces: list[str] | None = None) -> Generator[Any, None, None]:
     """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
     versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
+    ``replaces`` (apt): installed packages the new ones take over from (another branch's
+    names), unheld and removed in the same transaction.
 
     On apt the exact build comes from the role's apt preferences pin when ``version`` has no
     Debian revision (the driver: 570.133.20-*); a full version (libnccl2) is asked for as is.
@@ -102,15 +123,19 @@ def pinned_packages(packages: list[str], version: str, label: str,
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
-    if not wrong and not unheld:
+    if not wrong and not unheld and not replaces:
         host.noop(f"{label} {version} installed and held")
         return
     if os_.is_debian:
-        if wrong:
+        if replaces:
+            yield cmd("apt-mark", "unhold", *[q(p) for p in replaces])
+        if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
+            specs += [q(f"{p}-") for p in replaces or []]
             yield cmd("apt-get", "update", "-q")
             if guard:
                 plain = [f"{p}={version}" if "-" in version else p for p in wrong]
+                plain += [f"{p}-" for p in replaces or []]
                 yield StringCommand(driver_pins.guard_script(plain, guard, version))
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
                       "--allow-downgrades", "--allow-change-held-packages",
@@ -215,14 +240,20 @@ def put_secret(dest: str, text: str | bytes, owner: str = "root",
 # --- reboot ------------------------------------------------------------------------------
 
 
-def reboot_reasons(module: str) -> list[str]:
-    """Why this node needs a reboot: the loaded module is not the installed one, or a boot
-    setting changed (base role marker). An absent module is not a reason: modprobe loads it."""
+def reboot_reasons(module: str, driver_version: str | None = None,
+                   python: str | None = None) -> list[str]:
+    """Why this node needs a reboot: the loaded module is not the installed one, the running
+    driver is not ``driver_version`` (the version the role just installed), or a boot setting
+    changed (base role marker). An absent module is not a reason: modprobe loads it."""
     reasons = []
     loaded = host.get_fact(LoadedModuleVersions).get(module)
     on_disk = host.get_fact(InstalledModule, module=module)
     if loaded and on_disk and on_disk["version"] and Version(loaded) != Version(on_disk["version"]):
         reasons.append(f"{module} {loaded} is loaded but {on_disk['version']} is installed")
+    elif driver_version and python:
+        running = host.get_fact(RunningDriverVersion, python=python)
+        if running and Version(running) != Version(driver_version):
+            reasons.append(f"driver {running} is running but {driver_version} is installed")
     if host.get_fact(File, path=REBOOT_MARKER):
         reasons.append(f"boot settings changed ({REBOOT_MARKER})")
     return reasons
@@ -264,7 +295,7 @@ def slurm_node_name() -> str:
 
 @operation()
 def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_override: bool = False,
-                     module: str = "nvidia",
+                     module: str = "nvidia", driver_version: str | None = None,
                      reboot_timeout: int = 900) -> Generator[Any, None, None]:
     """Reboot only when the node needs it, this run allows it, and nothing is running on it.
 
@@ -272,7 +303,7 @@ def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_overr
     are read right before the reboot (they are never kept: nodegate.fact_cache); a busy
     node fails this host with the reason instead.
     """
-    reasons = reboot_reasons(module)
+    reasons = reboot_reasons(module, driver_version, python)
     if not reasons:
         host.noop(f"no reboot needed ({module} loaded = installed)")
         return
@@ -286,7 +317,43 @@ def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_overr
     if refusal:
         yield from fail_here(f"reboot refused ({'; '.join(reasons)}): {refusal}")
         return
-    yield from server.reboot._inner(delay=30, interval=5, reboot_timeout=reboot_timeout)
+    yield from reboot_and_wait(reboot_timeout)
+
+
+def reboot_and_wait(timeout_s: int, interval_s: float = 2.0) -> Generator[Any, None, None]:
+    """Reboot and wait, at most ``timeout_s``, until the node answers with a new boot id.
+
+    Not pyinfra's ``server.reboot``: it proves the reboot by a smaller uptime, which never
+    comes where /proc/uptime is the host kernel's (a container: the lab), so it waited out
+    its whole timeout there. The boot id is new after every boot, on metal and in containers.
+    """
+    before: list[str | None] = []
+
+    def remember(state: Any, host: Host) -> bool:
+        before.append(host.get_fact(BootId))
+        return before[0] is not None
+
+    yield FunctionCommand(remember, (), {})
+    yield StringCommand("( sleep 1 && reboot ) </dev/null >/dev/null 2>&1 &")
+
+    def wait(state: Any, host: Host) -> bool:
+        deadline = time.monotonic() + timeout_s
+        time.sleep(min(5.0, timeout_s))
+        host.disconnect()
+        while time.monotonic() < deadline:
+            host.connect(show_errors=False)
+            if host.connected:
+                now = host.get_fact(BootId)
+                if now and now != before[0]:
+                    logger.info(f"{host.name}: back after the reboot (boot id {now[:8]})")
+                    return True
+                host.disconnect()  # still going down: this connection is the old boot's
+            time.sleep(interval_s)
+        logger.error(f"{host.name}: did not come back with a new boot id within "
+                     f"{timeout_s}s of the reboot")
+        return False
+
+    yield FunctionCommand(wait, (), {})
 
 
 # --- services ----------------------------------------------------------------------------
@@ -460,6 +527,10 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     yield verdict(decide)
 
 
+#: Why a host was failed by ``verdict`` in this run, by host name (a rollout's summary).
+FAILURES: dict[str, str] = {}
+
+
 def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
     """A command that, when it runs, asks ``decide`` and fails this host with the message it
     returns (None: the host carries on). The one way an operation here stops its host once
@@ -476,6 +547,7 @@ def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
         if message is None:
             return True
         logger.error(f"{host.name}: {message}")
+        FAILURES[host.name] = message
         return False
 
     return FunctionCommand(_verdict, (), {})
@@ -486,10 +558,10 @@ def fail_here(message: str) -> Generator[Any, None, None]:
     yield verdict(lambda _host: message)
 
 
-__all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
+__all__ = ["FAILURES", "REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "module_loaded", "mount_unit", "multinode_pair", "os_packages",
-           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_if_needed",
-           "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
+           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_and_wait",
+           "reboot_if_needed", "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
 
 
 @operation()

@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "nvidia_driver_mirror_url": None,     # air-gapped: an apt/dnf repository URL
     "nvidia_driver_mirror_keyring_url": None,  # None: the mirror is trusted (lab only)
     "nvidia_driver_allow_reboot": False,  # reboot when the loaded module is not the installed one
+    "nvidia_driver_reboot_timeout": 900,  # seconds for the node to come back with a new boot id
     "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained
     "nvidia_driver_python": "/opt/nodegate/venv/bin/python",  # NVML fallback for GPU processes
     "nvidia_driver_kernel_headers": True,  # headers for DKMS (off where the kernel is the host's)
@@ -94,6 +95,12 @@ DEFAULTS: dict[str, Any] = {
     "slurm_node_gpu_type": None,          # gres Type= (e.g. h100); None: untyped
     "slurm_node_nodegate": "/opt/nodegate/venv/bin/nodegate",
     "slurm_node_prolog_checks": "gpu,log",  # `nodegate health --checks` in prolog/epilog
+    # the rolling upgrade (deploy/rolling_upgrade.py)
+    "rolling_batch": 1,                   # nodes upgraded at once
+    "rolling_max_unavailable": None,      # per partition: an int, or {partition: n, default: n};
+                                          # None: rolling_batch
+    "rolling_job_timeout_s": 3600,        # wait this long for running jobs, then skip the node
+    "rolling_gate_level": "standard",     # the validation each node must pass to rejoin
     # the gate (deploy.py)
     "gate_enabled": True,
     "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json

@@ -41,6 +41,9 @@ from roles.defaults import role_defaults
 from roles.driver_pins import APT_PIN_PATTERNS
 
 SOURCES = ("cuda-repo", "distro", "mirror")
+#: Ubuntu's branch metapackages (nvidia-driver-570-server-open...): another branch's are
+#: replaced, not left held beside the new one.
+STALE_METAPACKAGES = r"nvidia-driver-[0-9]+(-server)?(-open)?"
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
 
 
@@ -64,8 +67,11 @@ def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> li
 
 def desired() -> tuple[str, str, str]:
     """(branch, version, modules) from knobs or the profile; missing ones stop the host."""
-    branch = knob("nvidia_driver_branch", "driver.branch")
     version = knob("nvidia_driver_version", "driver.version")
+    branch = knob("nvidia_driver_branch", "driver.branch")
+    if host.data.get("nvidia_driver_version") and not host.data.get("nvidia_driver_branch"):
+        # --data nvidia_driver_version=580.65.06 alone: the branch is the version's
+        branch = str(host.data.get("nvidia_driver_version")).split(".")[0]
     modules = knob("nvidia_driver_kernel_modules", "driver.kernel_modules") or "open"
     if not branch or not version:
         raise DeployError(f"{host.name}: no driver branch/version (profile driver.branch and "
@@ -144,7 +150,8 @@ def nvidia_driver() -> None:
                          packages=["dkms", *headers])
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
                          packages=packages, version=version, label="NVIDIA driver",
-                         guard=APT_PIN_PATTERNS if os_.is_debian else None)
+                         guard=APT_PIN_PATTERNS if os_.is_debian else None,
+                         replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages))
     if os_.is_debian:
         _ops.hold_matching(name=f"nvidia_driver: every driver package at {version} held",
                            patterns=APT_PIN_PATTERNS, version=version)
@@ -156,7 +163,9 @@ def nvidia_driver() -> None:
                           allow=bool(knob("nvidia_driver_allow_reboot")),
                           python=str(knob("nvidia_driver_python")),
                           slurm_node=_ops.slurm_node_name(),
-                          drained_override=bool(knob("nvidia_driver_drained")))
+                          drained_override=bool(knob("nvidia_driver_drained")),
+                          driver_version=version,
+                          reboot_timeout=int(knob("nvidia_driver_reboot_timeout")))
 
 
 def dnf_stream(os_: TargetOS, source: str, branch: str, modules: str) -> str | None:

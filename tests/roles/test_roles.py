@@ -329,3 +329,56 @@ def test_node_wiring_carries_each_pdus_rating_to_the_circuit_check() -> None:
     assert wiring["circuits"] == 2
     assert wiring["feeds"] == [{"pdu": "b01-pdu-a", "amps": 60, "volts": 415, "phases": 3},
                                {"pdu": "b01-pdu-b"}]
+
+
+def test_a_running_driver_other_than_the_installed_one_needs_the_reboot() -> None:
+    """Where the kernel shows no nvidia module (a container, the lab) the driver NVML reports
+    is what runs: after the packages moved to the pin, the old one running asks for a reboot."""
+    facts = {**converged_facts("ubuntu22"), "gpu.GpuProcesses": [],
+             "gpu.SlurmNodeState": "IDLE+DRAIN", "kernel.RunningDriverVersion": "570.124.06"}
+    files = converged_files("ubuntu22")
+    result = run(nvidia_driver, data=host_data(nvidia_driver_allow_reboot=True,
+                                               nvidia_driver_reboot_timeout=120),
+                 facts=facts, files=files, converged=True)
+    op = next(o for o in result.ops if o.name.endswith("reboot if the loaded module is stale"))
+    assert any("reboot" in c for c in op.commands), op.commands
+    same = run(nvidia_driver, data=host_data(nvidia_driver_allow_reboot=True),
+               facts={**facts, "kernel.RunningDriverVersion": DRIVER}, files=files,
+               converged=True)
+    op = next(o for o in same.ops if o.name.endswith("reboot if the loaded module is stale"))
+    assert not any("reboot" in c for c in op.commands), op.commands
+
+
+class _Rebooting:
+    """A host whose boot id changes after ``after`` reads (None: never comes back)."""
+
+    name = "testhost"
+
+    def __init__(self, after: int | None) -> None:
+        self.after, self.reads, self.connected = after, 0, True
+
+    def get_fact(self, _cls: Any) -> str:
+        self.reads += 1
+        return "new-boot" if self.after is not None and self.reads > self.after else "old-boot"
+
+    def connect(self, show_errors: bool = True) -> None:
+        self.connected = True
+
+    def disconnect(self) -> None:
+        self.connected = False
+
+
+@pytest.mark.parametrize(("after", "back"), [(3, True), (None, False)])
+def test_the_reboot_waits_for_a_new_boot_id_within_its_timeout(
+        monkeypatch: pytest.MonkeyPatch, after: int | None, back: bool) -> None:
+    """The wait ends on a new boot id (not on uptime: a container shows the host's) and
+    gives up, failing the host, at its timeout."""
+    monkeypatch.setattr(_ops.time, "sleep", lambda _s: None)
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(_ops.time, "monotonic", lambda: float(next(clock)))
+    remember, reboot, wait = _ops.reboot_and_wait(60)
+    node = _Rebooting(after)
+    assert remember.function(None, node) is True
+    assert "reboot" in str(reboot)
+    assert wait.function(None, node) is back
+    assert node.reads <= 8  # bounded: 60 s at one read per 10 s

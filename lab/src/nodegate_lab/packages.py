@@ -16,7 +16,16 @@ from pathlib import Path
 
 from nodegate_lab.proc import run
 
-DRIVER_VERSIONS = ("570.124.06", "570.133.20", "580.65.06")
+DRIVER_VERSIONS = ("570.124.06", "570.133.20", "580.65.06", "580.76.05")
+#: Builds the mirror serves broken: their kernel module fails to build at install, as a DKMS
+#: build against a kernel it does not support fails (the upgrade tests' failing target).
+BROKEN_DRIVER_VERSIONS = ("580.76.05",)
+BROKEN_DKMS = """#!/bin/sh
+echo "Building module(s)....(bad exit status: 2)" >&2
+echo "Error! Bad return status for module build on kernel: $(uname -r) (x86_64)" >&2
+echo "Consult /var/lib/dkms/nvidia/@VERSION@/build/make.log for more information." >&2
+exit 10
+"""
 NCCL_VERSIONS = ("2.21.5-1+cuda12.4", "2.26.2-1+cuda12.8")
 DCGM_VERSIONS = ("1:4.1.1-1", "1:4.2.3-1")
 LIB_DIR = "usr/lib/x86_64-linux-gnu"
@@ -117,10 +126,11 @@ def catalogue(nvml_lib: Path) -> list[Deb]:
                             conflicts=[f"nvidia-driver-{branch}-server{sibling}"]))
         debs.append(Deb("nvidia-driver", v, "NVIDIA driver metapackage (lab)",
                         depends=[f"libnvidia-ml1 (= {v})"]))
+        broken = BROKEN_DKMS.replace("@VERSION@", dv) if dv in BROKEN_DRIVER_VERSIONS else None
         debs.append(Deb("nvidia-kernel-open-dkms", v, "NVIDIA open kernel module (lab: no module)",
-                        conflicts=["nvidia-kernel-dkms"]))
+                        conflicts=["nvidia-kernel-dkms"], postinst=broken))
         debs.append(Deb("nvidia-kernel-dkms", v, "NVIDIA kernel module (lab: no module)",
-                        conflicts=["nvidia-kernel-open-dkms"]))
+                        conflicts=["nvidia-kernel-open-dkms"], postinst=broken))
         debs.append(Deb("nvidia-persistenced", v, "NVIDIA persistence daemon (lab: no-op unit)",
                         files={"usr/bin/nvidia-persistenced": b"#!/bin/sh\nexit 0\n",
                                "lib/systemd/system/nvidia-persistenced.service":

@@ -62,6 +62,12 @@ class Supervisor:
             prepare(board["spec"], state_dir)
             if board.get("fabric_needs_manager"):
                 _fabric_not_started(state_dir / "state")
+            root = next((a.split("=", 1)[1] for a in self.spec["argv"]
+                         if a.startswith("--directory=")), None)
+            if root:  # the driver apt installed, as a real boot loads the installed module
+                from nodegate_lab.driver_boot import follow_installed
+
+                follow_installed(Path(root), state_dir)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)

@@ -65,6 +65,17 @@ CHECKS: dict[str, CheckInfo] = {
     "nccl_conf": CheckInfo("host", "quick", "/etc/nccl.conf present with expected keys"),
     "nvme_array": CheckInfo("host", "quick", "NVMe md array active and complete"),
     "nvme_mount": CheckInfo("host", "quick", "NVMe array mounted with expected options"),
+    # host: NVMe SMART health per drive (nvme-cli JSON), when the profile sets nvme.smart
+    "nvme_critical_warning": CheckInfo("host", "quick", "NVMe SMART critical warning clear"),
+    "nvme_spare": CheckInfo("host", "quick", "NVMe available spare above its threshold"),
+    "nvme_media_errors": CheckInfo("host", "quick", "NVMe media and data integrity errors"),
+    "nvme_wear": CheckInfo("host", "quick", "NVMe percentage of rated endurance used"),
+    "nvme_temperature": CheckInfo("host", "quick", "NVMe composite temperature"),
+    "nvme_unsafe_shutdowns": CheckInfo("host", "quick",
+                                       "NVMe unsafe shutdowns gained since the last report"),
+    "nvme_firmware": CheckInfo("host", "quick",
+                               "NVMe firmware as pinned, else identical across one model"),
+    "nvme_namespace_size": CheckInfo("host", "quick", "NVMe namespace as large as expected"),
     # network (RDMA rails from sysfs), quick
     "ib_rail_count": CheckInfo("network", "quick", "as many rail HCAs as the profile says"),
     "ib_port_state": CheckInfo("network", "quick", "rail port ACTIVE and LinkUp"),
@@ -212,6 +223,12 @@ CHECKS: dict[str, CheckInfo] = {
                         'SM clock held under load (median of samples)'),
     "pcie_gen_under_load": CheckInfo("load", "standard",
                         "PCIe link trains to the profile's gen under load (max of samples)"),
+    # load: the NVMe array under fio (direct I/O), DCGM's diagnostic where installed
+    "nvme_seq_read": CheckInfo("load", "standard", "array sequential read (fio, direct I/O)"),
+    "nvme_seq_write": CheckInfo("load", "standard", "array sequential write (fio, direct I/O)"),
+    "nvme_rand_read": CheckInfo("load", "standard", "array random 4 KiB read (fio)"),
+    "dcgm_diag": CheckInfo("load", "standard",
+                           "DCGM diagnostic (dcgmi diag -r <profile level>), per test and GPU"),
     # power (BMC / PDU): PSUs and inlet at any level, draw under load at acceptance
     "psu_count": CheckInfo("power", "quick", "healthy PSUs as the profile says"),
     "psu_redundancy": CheckInfo("power", "quick", "node survives losing a PSU"),

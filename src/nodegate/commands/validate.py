@@ -51,9 +51,12 @@ def run(args: argparse.Namespace) -> int:
     profile = select_profile(args.profile)
     check_outputs(args)
     if args.level == "acceptance" and "load" in groups:
-        from nodegate.load.fsdp_size import check_profile
+        # exit 2 before any check runs: the FSDP keys valid, the checkpoint directory takes a
+        # file (its room is checked once the workers' backend, and so the model, is known)
+        from nodegate.load import config, fsdp_size
 
-        check_profile(profile.data, args.duration_scale)  # exit 2 before any check runs
+        fsdp_size.preflight(config.from_profile(profile.data, "acceptance",
+                                                args.duration_scale).fsdp)
     progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     ran = run_battery(profile, args.level, groups, xid_window_s=window,
                       duration_scale=args.duration_scale, workers=args.workers,

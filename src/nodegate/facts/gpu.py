@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TypedDict
 
 from pyinfra.api.command import QuoteString, StringCommand
@@ -143,3 +144,29 @@ class GpuPlacements(FactBase[list[GpuPlacement]]):
                 span = f"{lo}-{lo + len(cores[where]) - 1}"
             out.append(GpuPlacement(minor=minor, bdf=bdf, socket=where, cores=span))
         return out
+
+
+class SlurmNode(FactBase[dict[str, str | None] | None]):
+    """This node's Slurm state token and drain reason (``scontrol show node -o``), None
+    without Slurm or when the cluster does not know the node. Read fresh: an upgrade drains,
+    waits on and resumes by it."""
+
+    @override
+    def requires_command(self, node: str) -> str:
+        return "scontrol"
+
+    @override
+    def command(self, node: str) -> StringCommand:
+        return StringCommand("scontrol", "show", "node", "-o", QuoteString(node),
+                             "2>/dev/null", "||", "true")
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str | None] | None:
+        from nodegate.cluster.slurm import parse_show_node
+
+        line = next((ln for ln in output if "NodeName=" in ln), None)
+        if line is None:
+            return None
+        state = re.search(r"\sState=(\S+)", line)
+        parsed = parse_show_node(line)
+        return {"state": state.group(1) if state else "", "reason": parsed.reason}

@@ -152,15 +152,6 @@ def step_seconds(fsdp: dict[str, Any], tflops_per_gpu: float) -> float:
     return flops_per_token(model) * tokens / (tflops_per_gpu * 1e12)
 
 
-def check_profile(profile: dict[str, Any], duration_scale: float) -> None:
-    """``nodegate validate``'s early check, before the quick checks (no torch): the FSDP
-    keys are valid and the checkpoint directory takes a file. The room it needs is checked
-    by ``preflight`` once the workers' backend, and so the model, is known."""
-    from nodegate.load.config import from_profile
-
-    preflight(from_profile(profile, "acceptance", duration_scale).fsdp)
-
-
 def preflight(fsdp: dict[str, Any]) -> dict[str, Any]:
     """Before any load starts: the checkpoint directory exists (made if need be), takes a
     file, and (once the model is resolved) its file system holds the checkpoint with margin.

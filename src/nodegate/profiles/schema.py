@@ -165,6 +165,31 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "mountpoint": {"type": "string", "pattern": "^/"},
             "filesystem": {"enum": ["xfs", "ext4"]},
             "mount_options": {"type": "array", "items": _STR},
+            # storage checks (nodegate.judge.storage): SMART health per device with nvme-cli,
+            # fio throughput on the array at the load levels; absent: those checks SKIP
+            "smart": _BOOL,
+            "firmware": {"type": "array", "items": _STR, "minItems": 1},  # pinned revisions
+            "drive": {
+                "type": "object", "additionalProperties": False,
+                "required": ["model", "source"],
+                "properties": {
+                    "model": _STR,  # id-ctrl mn, as the drive reports it
+                    "namespace_bytes": {"type": "integer", "minimum": 1},
+                    "seq_read_gbps": {"type": "number", "exclusiveMinimum": 0},
+                    "seq_write_gbps": {"type": "number", "exclusiveMinimum": 0},
+                    "rand_read_kiops": {"type": "number", "exclusiveMinimum": 0},
+                    "source": {"type": "string", "pattern": SOURCE_PATTERN},
+                },
+            },
+            "fio": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "runtime_s": {"type": "integer", "minimum": 1, "maximum": 600},
+                    "size_mib": {"type": "integer", "minimum": 16},
+                    "efficiency": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                    "source": {"type": "string", "pattern": SOURCE_PATTERN},
+                },
+            },
         },
         ["devices", "raid_level", "mountpoint", "filesystem", "mount_options"],
     ),
@@ -231,6 +256,19 @@ SECTIONS: dict[str, dict[str, Any]] = {
         },
         ["dtypes", "gemm_size", "gemm_seconds"],
     ),
+    # DCGM's active diagnostic (nodegate.judge.dcgm): the ``dcgmi diag -r`` level per load
+    # level; absent or 0: not run
+    "dcgm": _section(
+        {
+            "diag_level": {
+                "type": "object", "additionalProperties": False,
+                "properties": {lvl: {"type": "integer", "minimum": 0, "maximum": 4}
+                               for lvl in ("standard", "acceptance")},
+            },
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+        },
+        [],
+    ),
     "thresholds": {
         "type": "object",
         "additionalProperties": False,
@@ -253,7 +291,7 @@ SECTIONS: dict[str, dict[str, Any]] = {
 }
 
 #: Sections a resolved profile may leave out (the judge has a default for them).
-OPTIONAL_SECTIONS = ("xid", "network")
+OPTIONAL_SECTIONS = ("xid", "network", "dcgm")
 
 #: Keys allowed at the top of a profile file besides the sections.
 META = {

@@ -89,6 +89,18 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "mem_temp_max_c": ThresholdKey("max", "C", "HBM temperature under load"),
     "power_fraction_min": ThresholdKey("min", "ratio", "GEMM power as a fraction of limit"),
     "clock_floor_mhz_min": ThresholdKey("min", "MHz", "SM clock held under load"),
+    # --- NVMe drives (nvme-cli SMART log) and the array under fio ----------------------------
+    "nvme_percentage_used_max": ThresholdKey(
+        "max", "%", "NVMe Percentage Used: share of the rated endurance consumed"),
+    "nvme_media_errors_max": ThresholdKey(
+        "max", "count", "NVMe media and data integrity errors (unrecovered)"),
+    "nvme_temperature_max_c": ThresholdKey(
+        "max", "C", "NVMe composite temperature (else the drive's own WCTEMP)"),
+    "nvme_unsafe_shutdowns_growth_max": ThresholdKey(
+        "max", "count", "NVMe unsafe shutdowns gained since the previous report"),
+    "fio_seq_read_gbps_min": ThresholdKey("min", "GB/s", "array sequential read, direct I/O"),
+    "fio_seq_write_gbps_min": ThresholdKey("min", "GB/s", "array sequential write, direct I/O"),
+    "fio_rand_read_kiops_min": ThresholdKey("min", "kIOPS", "array random 4 KiB read"),
     # --- power path (PDU / BMC) -----------------------------------------------------------
     "inlet_temp_max_c": ThresholdKey("max", "C", "chassis inlet temperature"),
     "circuit_load_fraction_max": ThresholdKey("max", "ratio", "draw / circuit rating"),
