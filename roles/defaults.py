@@ -92,8 +92,9 @@ DEFAULTS: dict[str, Any] = {
     "gate_join": True,                    # resume/drain in Slurm after validation
     "gate_max_age": "24h",                # a report older than this does not join
     "gate_multinode_peer": None,          # a known-good node (inventory name): every other GPU
-                                          # host runs an all-reduce with it and must pass to join
-    "gate_multinode_port": 29400,         # its rendezvous port (+ the pair's index)
+                                          # host runs the collectives with it, must pass to join
+    "gate_multinode_group_size": 0,       # nodes per run, the peer included (2: pairs; 0: all)
+    "gate_multinode_port": 29400,         # its rendezvous port (+ the group's index)
     "gate_multinode_timeout_s": 120,      # how long one side waits for the other
 }
 
