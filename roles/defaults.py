@@ -41,7 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "nccl_version": None,                 # profile nccl.version, e.g. 2.26.2-1+cuda12.8
     "nccl_install_dev": True,
     "nccl_socket_ifname": None,           # site nccl.socket_ifname
-    "nccl_ib_hca": None,                  # site nccl.ib_hca
+    "nccl_ib_hca": None,                  # site nccl.ib_hca; none: the node's discovered rails
     "nccl_ib_gid_index": None,            # site nccl.ib_gid_index (RoCE)
     # dcgm
     "dcgm_enabled": None,                 # profile dcgm.enabled, else off

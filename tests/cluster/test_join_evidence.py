@@ -133,9 +133,19 @@ def test_required_set_grows_with_the_level() -> None:
 
 def test_widen_checks_never_narrows_a_join_run() -> None:
     assert widen_checks(["--checks", "gpu,log"], "standard") == [
-        "--checks", "gpu,log,host,load"]
+        "--checks", "gpu,log,host,network,load"]
     assert widen_checks(["--checks=gpu,log,host,power", "--xid-window", "6h"], "quick") == [
-        "--checks", "gpu,log,host,power", "--xid-window", "6h"]
+        "--checks", "gpu,log,host,network,power", "--xid-window", "6h"]
+
+
+def test_the_network_group_is_required_where_the_profile_declares_rails() -> None:
+    from nodegate.profiles import resolve_profile
+
+    rails = set(required_checks("quick", resolve_profile("xe9680-h100").data))
+    assert {"ib_port_state", "ib_port_rate", "ib_topology", "ib_link_flaps"} <= rails
+    assert "ib_netdev" not in rails  # InfiniBand: no RoCE MTU declared
+    lab = set(required_checks("quick", resolve_profile("sim-h100-hgx").data))
+    assert "ib_rail_count" in lab and "ib_port_state" not in lab  # its SKIP says why
     assert widen_checks(["--xid-window", "6h"], "acceptance") == ["--xid-window", "6h"]
 
 

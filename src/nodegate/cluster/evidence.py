@@ -18,8 +18,9 @@ from nodegate.report.model import NodeReport
 from nodegate.results import Verdict
 from nodegate.vocabulary import LEVEL_RANK
 
-#: Groups whose checks a join requires, in the order a refusal names them.
-JOIN_GROUPS = ("gpu", "log", "host", "load")
+#: Groups whose checks a join requires, in the order a refusal names them (network: the
+#: RDMA rails a job crosses between nodes, issue 19).
+JOIN_GROUPS = ("gpu", "log", "host", "network", "load")
 
 #: How many missing check names a refusal spells out per group (the rest are counted).
 SHOWN = 8
@@ -60,6 +61,24 @@ def not_applicable(profile: Mapping[str, Any] | None) -> dict[str, str]:
         out["nvme_mount"] = "nvme.devices is 0"
     if int(gpu.get("count") or 0) < 2:
         out.update(dict.fromkeys(_PEER, "one GPU: no peer to copy to or reduce with"))
+    out.update(_network_not_applicable(_section(_section(profile, "network"), "rails")))
+    return out
+
+
+def _network_not_applicable(rails: Mapping[str, Any]) -> dict[str, str]:
+    """Mirrors ``judge.network``: no rails declared leaves only ib_rail_count (its SKIP
+    says why); ``pairing``/``numa`` "any" are not judged; ib_netdev needs a RoCE ``mtu``."""
+    network = [n for n, info in CHECKS.items() if info.group == "network"]
+    if not rails:
+        return dict.fromkeys([n for n in network if n != "ib_rail_count"],
+                             "the profile declares no RDMA rails (network.rails)")
+    out: dict[str, str] = {}
+    if rails.get("mtu") is None:
+        out["ib_netdev"] = "network.rails.mtu is not set (no RoCE netdev to judge)"
+    if rails.get("pairing") == "any":
+        out["ib_topology"] = "network.rails.pairing is any"
+    if rails.get("numa") == "any":
+        out["ib_rail_numa"] = "network.rails.numa is any"
     return out
 
 
