@@ -520,7 +520,8 @@ def multinode_group(*, nodegate_bin: str, profile_path: str, report_dir: str, fe
         nodegate_bin, profile=profile_path, role=role, endpoint=f"{addresses[peer]}:{port}",
         peer_name=",".join(active) if role == "host" else peer,
         rdzv_id=f"nodegate-{'-'.join(active)}-{peer}", local_addr=addresses[host.name],
-        join_timeout_s=join_timeout_s, report_dir=report_dir, nnodes=len(active) + 1))
+        join_timeout_s=join_timeout_s, report_dir=report_dir, nnodes=len(active) + 1,
+        group_index=active.index(host.name) if role == "join" else 0))
     if not executing:
         return
     out = Path(fetch_dir) / host.name

@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
                              "the host side, the other nodes' names, comma-separated")
     parser.add_argument("--nnodes", type=arg_number(int, 2, 4096), default=2,
                         help="nodes in the group, this one included (default %(default)s)")
+    parser.add_argument("--group-index", type=arg_number(int, 0, 4095), default=0,
+                        help="join side: this node's place among the group's new nodes (its "
+                             "turn in the per-rail ib_write_bw with the peer)")
     parser.add_argument("--rdzv-id", help="rendezvous id both sides share (default: derived "
                         "from the endpoint)")
     parser.add_argument("--local-addr", help="address this node advertises to the other "
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.battery.session import node_name, select_profile
     from nodegate.errors import CannotRunError, ConfigError
     from nodegate.judge import load as verdicts
-    from nodegate.load import devices, multinode
+    from nodegate.judge import network_load
+    from nodegate.load import devices, multinode, rail_bw
     from nodegate.report import build
 
     endpoint = _endpoint(args.endpoint)
@@ -97,11 +101,12 @@ def run(args: argparse.Namespace) -> int:
     ranks, max_bytes = multinode.sizing(profile.data, backend.kind, backend.device_count,
                                         args.ranks_per_node)
     load = dict(profile.data.get("load") or {})
+    rails_s = rail_bw.peer_phase_s(profile.data, args.nnodes - 1)
     spec = multinode.PairSpec(
         role=args.role, endpoint=endpoint,
         rdzv_id=args.rdzv_id or "nodegate-" + endpoint.replace(":", "-").replace(".", "-"),
         local_addr=args.local_addr, ranks_per_node=ranks, backend=backend.kind,
-        max_bytes=max_bytes, join_timeout_s=args.join_timeout,
+        max_bytes=max_bytes, join_timeout_s=args.join_timeout + rails_s,
         collective_timeout_s=float(load.get("collective_timeout_s") or 120.0),
         env=multinode.network_env(args.ifname), nnodes=args.nnodes)
     print(f"[{time.strftime('%H:%M:%S')}] multinode: {args.role} {endpoint} with "
@@ -109,11 +114,20 @@ def run(args: argparse.Namespace) -> int:
           f"up to {max_bytes} B, {','.join(spec.collectives)}",
           file=sys.stderr, flush=True)
     started = time.time()
+    th = verdicts.thresholds_of(profile.data)
+    rail_results = []
+    if rail_bw.wanted_with_peer(profile.data):
+        outcomes = rail_bw.with_peer(args.role, profile.data, peer_host=endpoint.rpartition(":")[0],
+                                     members=args.nnodes - 1, index=args.group_index,
+                                     wait_s=args.join_timeout)
+        rail_results = network_load.rail_bw(
+            "multinode_ib_write_bw",
+            {f"{k}@{args.peer_name}" if args.role == "join" else k: v
+             for k, v in outcomes.items()}, th)
     outcome = multinode.run_pair(spec)
     entity = f"peer-{args.peer_name}"
-    results = verdicts.multinode(outcome.ok, outcome.value, outcome.evidence(),
-                                 verdicts.thresholds_of(profile.data), entity,
-                                 collectives=spec.collectives)
+    results = [*verdicts.multinode(outcome.ok, outcome.value, outcome.evidence(), th, entity,
+                                   collectives=spec.collectives), *rail_results]
     report = build(results, node=node_name(args), profile=profile.name, level="standard",
                    started_at=started, duration_s=outcome.duration_s, backend=backend.name,
                    nodegate_version=__version__,

@@ -74,6 +74,12 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
         "min", "GB/s", f"{name} bus bandwidth between this node and known-good ones")
        for name, infix in (("all-reduce", "allreduce"), ("all-gather", "allgather"),
                            ("reduce-scatter", "reducescatter"), ("all-to-all", "alltoall"))},
+    "ib_write_bw_gbps_min": ThresholdKey(
+        "min", "Gb/s", "ib_write_bw per rail port, loopback on the node, host memory"),
+    "ib_write_bw_gdr_gbps_min": ThresholdKey(
+        "min", "Gb/s", "ib_write_bw per rail port, loopback, GPU memory (--use_cuda)"),
+    "multinode_ib_write_bw_gbps_min": ThresholdKey(
+        "min", "Gb/s", "ib_write_bw per rail port between this node and a known-good one"),
     "burnin_tokens_per_s_min": ThresholdKey("min", "tokens/s", "burn-in training throughput"),
     "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
     "straggler_margin_pct_max": ThresholdKey("max", "%", "rank step time above the median"),
