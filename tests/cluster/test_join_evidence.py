@@ -45,7 +45,7 @@ def test_validate_checks_gpu_is_refused_naming_the_missing_load_checks(tmp_path:
     assert decision.action is Action.DRAIN
     assert ("missing load checks: gemm_completed, gemm_tflops, gemm_consistency, "
             "gemm_tflops_outlier, memory_completed, hbm_bandwidth, hbm_bandwidth_outlier, "
-            "h2d_bandwidth (+16 more)") in decision.why
+            "h2d_bandwidth (+21 more)") in decision.why
     assert "missing log checks: xid_events" in decision.why
     assert "missing host checks: nouveau_absent" in decision.why
     assert decision.reason == ("nodegate: standard report incomplete (missing log checks: "
@@ -144,8 +144,8 @@ def test_the_network_group_is_required_where_the_profile_declares_rails() -> Non
     rails = set(required_checks("quick", resolve_profile("xe9680-h100").data))
     assert {"ib_port_state", "ib_port_rate", "ib_topology", "ib_link_flaps"} <= rails
     assert "ib_netdev" not in rails  # InfiniBand: no RoCE MTU declared
-    lab = set(required_checks("quick", resolve_profile("sim-h100-hgx").data))
-    assert "ib_rail_count" in lab and "ib_port_state" not in lab  # its SKIP says why
+    bare = set(required_checks("quick", resolve_profile("hgx-a100-80gb").data))
+    assert "ib_rail_count" in bare and "ib_port_state" not in bare  # its SKIP says why
     assert widen_checks(["--xid-window", "6h"], "acceptance") == ["--xid-window", "6h"]
 
 

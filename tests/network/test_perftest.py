@@ -131,3 +131,31 @@ def test_netload_cli_without_perftest_exits_3_and_without_rails_skips(tmp_path: 
                    str(tmp_path / "s"), "--quiet", env=env)
     assert skip.returncode == 0, skip.stderr
     assert (tmp_path / "s" / "netload-latest.json").is_file()
+
+
+def test_each_member_and_rail_gets_its_own_turn_and_tcp_port(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peer serves member 0's rails, then member 1's; member 1 dials the ports of its
+    turn, so no client reaches a server meant for another member."""
+    from nodegate.load import rail_bw
+    from nodegate.sim.runtime import resolve_spec
+    from nodegate.sim.sysfs import write_tree
+
+    root = write_tree(resolve_spec("h100-hgx+rail-down@nic7"), tmp_path / "sysfs")
+    monkeypatch.setenv("NODEGATE_SYSFS_ROOT", str(root))
+    log = tmp_path / "argv.log"
+    fake_tool(tmp_path, f'echo "$*" >> {log}; cat {GDR}', monkeypatch)
+    profile = {"network": {"rails": {"count": 8, "devices": ["mlx5_*"]}}}
+    host = rail_bw.with_peer("host", profile, peer_host="10.0.0.1", members=2, index=0,
+                             wait_s=5)
+    join = rail_bw.with_peer("join", profile, peer_host="10.0.0.1", members=2, index=1,
+                             wait_s=5)
+    assert sorted(host) == sorted([f"member{m}/mlx5_{r}.port1" for m in (0, 1)
+                                   for r in range(7)] + ["mlx5_7.port1"])
+    assert not join["mlx5_7.port1"].ok and "not ACTIVE" in (join["mlx5_7.port1"].error or "")
+    assert all(join[f"mlx5_{r}.port1"].ok for r in range(7))
+    calls = log.read_text().splitlines()
+    served = [c.split(" -p ")[1].split()[0] for c in calls[:14]]
+    dialled = [c.split(" -p ")[1].split()[0] for c in calls[14:]]
+    assert len(set(served)) == 14 and dialled == served[7:]  # member 1's turn
+    assert all(c.endswith("10.0.0.1") for c in calls[14:])

@@ -176,6 +176,19 @@ def _allreduce(run: _Run) -> None:
                lambda: verdicts.allreduce(outcome.values[0], run.th))
 
 
+def _collectives(run: _Run) -> None:
+    """all_gather, reduce_scatter, alltoall and broadcast with all_reduce's sweep."""
+    checks = [f"{verdicts.COLLECTIVE_CHECK[n]}_busbw" for n in verdicts.NODE_COLLECTIVES]
+    if run.world < 2:
+        run.results += verdicts.skipped(checks, "one GPU: no collective")
+        return
+    outcome = run.phase("collectives", tasks.collectives,
+                        0.5 * run.cfg.allreduce_steps * len(verdicts.NODE_COLLECTIVES),
+                        loads=False, names=list(verdicts.NODE_COLLECTIVES),
+                        max_bytes=run.cfg.allreduce_max_bytes, steps=run.cfg.allreduce_steps)
+    run.judged(outcome, checks, lambda: verdicts.collectives(outcome.values[0], run.th))
+
+
 def _burnin(run: _Run) -> None:
     cfg = run.cfg
     outcome = run.phase("burnin", tasks.burnin, cfg.burnin_seconds + 10,
@@ -257,6 +270,7 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
         _memory(run_)
         _p2p(run_)
         _allreduce(run_)
+        _collectives(run_)
         if cfg.acceptance:
             _burnin(run_)
             _gemm(run_, cfg.dtypes[0], cfg.soak_seconds, name="soak")

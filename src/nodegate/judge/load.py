@@ -44,6 +44,11 @@ CHECKS: dict[str, str] = {
     "p2p_bidir_outlier": "P2P both-direction figure against the node's median pair",
     "allreduce_completed": "every rank finished the all-reduce sweep",
     "allreduce_busbw": "all-reduce bus bandwidth at the profile's size (nccl-tests busbw)",
+    "collectives_completed": "every rank finished the other collectives' sweeps",
+    "allgather_busbw": "all-gather bus bandwidth at the profile's size (nccl-tests busbw)",
+    "reducescatter_busbw": "reduce-scatter bus bandwidth (nccl-tests busbw)",
+    "alltoall_busbw": "all-to-all bus bandwidth (nccl-tests busbw)",
+    "broadcast_busbw": "broadcast bus bandwidth (nccl-tests busbw)",
     "burnin_completed": "every rank finished the burn-in training",
     "burnin_loss": "burn-in loss finite and falling",
     "burnin_straggler": "rank forward time against the median rank",
@@ -220,10 +225,30 @@ def allreduce(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResu
                             for k, v in row.items()} for row in sweep])]
 
 
-#: nccl-tests name -> the check's infix (``multinode_<infix>_busbw``, ``<infix>_busbw``).
-COLLECTIVE_CHECK = {"all_reduce": "allreduce", "all_gather": "allgather",
-                    "reduce_scatter": "reducescatter", "alltoall": "alltoall",
-                    "broadcast": "broadcast"}
+COLLECTIVE_CHECK = formulas.COLLECTIVE_CHECK
+NODE_COLLECTIVES = formulas.NODE_COLLECTIVES
+
+
+def collectives(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResult]:
+    """Each collective's busbw at the largest size against ``<infix>_busbw_gbps_min``; a
+    collective the completed phase did not report is ERROR (it was not measured)."""
+    out = []
+    world = int(value["world"])
+    for name in NODE_COLLECTIVES:
+        check = f"{COLLECTIVE_CHECK[name]}_busbw"
+        rows = (value.get("collectives") or {}).get(name) or []
+        if not rows:
+            out += errored([check], f"the phase reported no {name} sweep")
+            continue
+        top = max(rows, key=lambda r: r["bytes"])
+        out.append(against(check, "node", round(top["busbw_gbps"], 4),
+                           th.get(f"{check}_gbps_min"), collective=name, bytes=top["bytes"],
+                           algbw_gbps=round(top["algbw_gbps"], 4), world=world,
+                           factor=formulas.collective_factor(name, world),
+                           sweep=_rounded(rows)))
+    return out
+
+
 
 #: The multi-node check's catalogue (``nodegate multinode``; not part of the node's battery).
 MULTINODE_CHECKS: dict[str, str] = {

@@ -340,10 +340,13 @@ def _collective_op(name: str, size: int, world: int, device: Any) -> Callable[[]
         out = torch.empty_like(whole)
         return lambda: dist.all_to_all_single(out, whole)
     part = torch.ones(count // world, dtype=torch.float32, device=device)
+    # torch 2.13 renames the single-tensor forms (*_single); older torch has only the others
     if name == "all_gather":
-        return lambda: dist.all_gather_into_tensor(whole, part)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return lambda: gather(whole, part)
     if name == "reduce_scatter":
-        return lambda: dist.reduce_scatter_tensor(part, whole)
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(part, whole)
     raise ValueError(f"unknown collective {name!r}")
 
 
