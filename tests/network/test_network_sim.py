@@ -58,7 +58,7 @@ def test_healthy_board_passes(profile: str, tmp_path: Path) -> None:
         == [(i, f"gpu{i}", [f"mlx5_{i}"]) for i in range(8)]
     assert rail_map["ranks"][0]["cpus"] == "0-55,112-167"
     assert rail_map["ranks"][7]["numa_node"] == 1
-    assert rail_map["nccl_ib_hca"] == ",".join(f"mlx5_{i}:1" for i in range(8))
+    assert rail_map["nccl_ib_hca"] == "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
 
 
 @pytest.mark.parametrize("fault", sorted(NETWORK_CATALOG))
