@@ -4,6 +4,7 @@ against a known-good peer (``nodegate multinode``). No torch here."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,6 @@ def rail_ports(profile: Mapping[str, Any], root: Path | None = None) -> tuple[li
                                                                             str | None]:
     """(rail ports, why there are none): the profile's ``network.rails.devices`` as sysfs
     shows them; a problem reading sysfs is returned, not raised."""
-    from nodegate.judge.network import select_rails
     from nodegate.probes.rdma import read_rdma
 
     spec = dict((profile.get("network") or {}).get("rails") or {})
@@ -48,8 +48,9 @@ def rail_ports(profile: Mapping[str, Any], root: Path | None = None) -> tuple[li
     snapshot = read_rdma(root)
     if snapshot.problem is not None:
         return [], snapshot.problem
-    ports = [RailPort(d.name, p.port, p.state) for d in select_rails(snapshot, spec)
-             for p in d.ports]
+    globs = spec.get("devices") or ["*"]  # as judge.network.select_rails reads them
+    ports = [RailPort(d.name, p.port, p.state) for d in snapshot.devices
+             if any(fnmatch.fnmatchcase(d.name, g) for g in globs) for p in d.ports]
     return ports, None if ports else "no rail HCA port found in sysfs"
 
 
