@@ -159,3 +159,23 @@ def test_each_member_and_rail_gets_its_own_turn_and_tcp_port(
     dialled = [c.split(" -p ")[1].split()[0] for c in calls[14:]]
     assert len(set(served)) == 14 and dialled == served[7:]  # member 1's turn
     assert all(c.endswith("10.0.0.1") for c in calls[14:])
+
+
+def test_a_member_that_never_comes_is_waited_for_once_not_rail_after_rail(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodegate.load import rail_bw
+    from nodegate.sim.runtime import resolve_spec
+    from nodegate.sim.sysfs import write_tree
+
+    root = write_tree(resolve_spec("h100-hgx"), tmp_path / "sysfs")
+    monkeypatch.setenv("NODEGATE_SYSFS_ROOT", str(root))
+    monkeypatch.setattr(rail_bw, "SLACK_S", 0.0)
+    fake_tool(tmp_path, "sleep 600", monkeypatch)  # a server no client ever reaches
+    profile = {"network": {"rails": {"count": 8}}, "load": {"rail_bw_seconds": 1}}
+    t0 = time.monotonic()
+    host = rail_bw.with_peer("host", profile, peer_host="10.0.0.1", members=1, index=0,
+                             wait_s=1.0)
+    assert time.monotonic() - t0 < 6  # one bounded wait, then the other rails are not run
+    assert "no client came to ib_write_bw" in (host["member0/mlx5_0.port1"].error or "")
+    assert all("member 0 never came" in (host[f"member0/mlx5_{r}.port1"].error or "")
+               for r in range(1, 8))
