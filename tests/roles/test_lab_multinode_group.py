@@ -19,7 +19,7 @@ import pytest
 from tests.roles.test_lab_e2e import (
     ROOT,
     VENV_BIN,
-    _nodegate,
+    _lab,
     pyinfra_env,
     pytestmark,  # noqa: F401  (lab, slow, root + nspawn)
     shell,
@@ -33,14 +33,14 @@ CHECKS = {"multinode_completed", "multinode_allreduce_busbw", "multinode_allgath
 
 @pytest.fixture(scope="module")
 def lab3() -> Iterator[None]:
-    status = _nodegate("lab", "status", timeout=60).stdout
+    status = _lab("status", timeout=60).stdout
     running = all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M) for n in NODES)
     if not running:
-        up = _nodegate("lab", "up", "--nodes", "3")
+        up = _lab("up", "--nodes", "3")
         assert up.returncode == 0, up.stdout + up.stderr
     yield
     if not running:
-        _nodegate("lab", "down")
+        _lab("down")
 
 
 @pytest.mark.usefixtures("lab3")
