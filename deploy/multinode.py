@@ -1,10 +1,13 @@
-"""Two-node all-reduce against a known-good node:
+"""Multi-node collectives with a known-good node:
 ``pyinfra inventory.py deploy/multinode.py --data gate_multinode_peer=NODE``.
 
-Each GPU host of the run other than the peer is paired with it in turn (one pair at a time, so
-no pair shares the peer's NICs with another and the figures stay honest); both sides run
-``nodegate multinode`` together over torchrun's rendezvous at the peer's address. The node
-under test is judged on bus bandwidth at the profile's size and keeps the report
+The GPU hosts of the run other than the peer run with it in groups of
+``gate_multinode_group_size`` nodes, the peer included (0, the default: all of them at once, as
+a job spanning them would; 2: one pair at a time, so no pair shares the peer's NICs with
+another). A group's nodes run ``nodegate multinode --nnodes N`` together over torchrun's
+rendezvous at the peer's address: all_reduce, all_gather, reduce_scatter and alltoall. Each
+node under test is judged on each collective's bus bandwidth at the profile's size and keeps
+the report
 (``multinode-latest.json``); ``deploy/join.py`` then requires it to pass. The peer must be a
 node already in service: its own result is not judged here.
 """
@@ -21,9 +24,14 @@ from roles._common import is_deploy_file
 from roles.defaults import role_defaults
 
 
-def pair_plan(peer: str, gpu_hosts: list[str]) -> list[str]:
-    """The nodes to pair with ``peer``, in the order the pairs run."""
-    return sorted(name for name in gpu_hosts if name != peer)
+def group_plan(peer: str, gpu_hosts: list[str], size: int = 0) -> list[list[str]]:
+    """The new nodes of each group run with ``peer``, in the order the groups run; ``size``
+    counts the peer (0: one group of everyone)."""
+    others = sorted(name for name in gpu_hosts if name != peer)
+    if size == 1 or size < 0:
+        raise DeployError(f"gate_multinode_group_size {size}: 0 (all at once) or at least 2")
+    per = size - 1 if size else max(1, len(others))
+    return [others[i:i + per] for i in range(0, len(others), per)]
 
 
 def run_hosts() -> dict[str, str]:
@@ -39,7 +47,7 @@ def run_hosts() -> dict[str, str]:
     return out
 
 
-@deploy("nodegate multinode (all-reduce with a known-good node)",
+@deploy("nodegate multinode (collectives with a known-good node)",
         data_defaults={**role_defaults("gate"), **role_defaults("agent")})
 def multinode_gate(fail_host: bool = True) -> None:
     peer = host.data.get("gate_multinode_peer")
@@ -53,14 +61,15 @@ def multinode_gate(fail_host: bool = True) -> None:
     if peer not in addresses:
         raise DeployError(f"{host.name}: gate_multinode_peer {peer!r} is not a GPU host of this "
                           f"run (inventory and --limit: {', '.join(sorted(addresses))})")
-    for index, new in enumerate(pair_plan(str(peer), list(addresses))):
-        # every host calls this once per pair, so the n-th call is the same operation on all
-        _ops.multinode_pair(
-            name=f"gate: multinode all-reduce {new} + {peer}",
+    size = int(host.data.get("gate_multinode_group_size") or 0)
+    for index, members in enumerate(group_plan(str(peer), list(addresses), size)):
+        # every host calls this once per group, so the n-th call is the same operation on all
+        _ops.multinode_group(
+            name=f"gate: multinode collectives {' + '.join(members)} + {peer}",
             nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
             profile_path=str(host.data.get("agent_profile_path")),
             report_dir=str(host.data.get("agent_report_dir")),
-            fetch_dir=str(host.data.get("gate_fetch_dir")), peer=str(peer), new=new,
+            fetch_dir=str(host.data.get("gate_fetch_dir")), peer=str(peer), members=members,
             addresses=addresses, port=int(host.data.get("gate_multinode_port")) + index,
             join_timeout_s=float(host.data.get("gate_multinode_timeout_s")),
             fail_host=fail_host)

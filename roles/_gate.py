@@ -52,12 +52,14 @@ def battery_argv(nodegate: str, subcommand: str, profile: str,
 
 def multinode_argv(nodegate: str, *, profile: str, role: str, endpoint: str, peer_name: str,
                    rdzv_id: str, local_addr: str, join_timeout_s: float,
-                   report_dir: str) -> list[str | QuoteString]:
-    """``nodegate multinode --json``: one side of the two-node all-reduce."""
+                   report_dir: str, nnodes: int = 2,
+                   group_index: int = 0) -> list[str | QuoteString]:
+    """``nodegate multinode --json``: one node's side of the multi-node collectives."""
     return [q(nodegate), "multinode", "--role", q(role), "--endpoint", q(endpoint),
             "--peer-name", q(peer_name), "--rdzv-id", q(rdzv_id), "--local-addr", q(local_addr),
             "--join-timeout", q(str(join_timeout_s)), "--profile", q(profile),
-            "--report-dir", q(report_dir), "--json", "--color", "never"]
+            "--report-dir", q(report_dir), "--json", "--color", "never",
+            "--nnodes", q(str(nnodes)), "--group-index", q(str(group_index))]
 
 
 # --- fetched results --------------------------------------------------------------------------

@@ -559,40 +559,52 @@ def fail_here(message: str) -> Generator[Any, None, None]:
 
 
 __all__ = ["FAILURES", "REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
-           "mdadm_conf", "module_loaded", "mount_unit", "multinode_pair", "os_packages",
+           "mdadm_conf", "module_loaded", "mount_unit", "multinode_group", "os_packages",
            "pinned_packages", "put_secret", "put_template", "put_text", "reboot_and_wait",
            "reboot_if_needed", "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
 
 
 @operation()
-def multinode_pair(*, nodegate_bin: str, profile_path: str, report_dir: str, fetch_dir: str,
-                   peer: str, new: str, addresses: dict[str, str], port: int,
-                   join_timeout_s: float, fail_host: bool = True) -> Generator[Any, None, None]:
-    """One pair of the multi-node check: ``new`` and the known-good ``peer`` run
-    ``nodegate multinode`` at the same time (this operation runs on both hosts in parallel);
-    every other host has nothing to do in it.
+def multinode_group(*, nodegate_bin: str, profile_path: str, report_dir: str, fetch_dir: str,
+                    peer: str, members: list[str], addresses: dict[str, str], port: int,
+                    join_timeout_s: float,
+                    fail_host: bool = True) -> Generator[Any, None, None]:
+    """One group of the multi-node check: the new nodes ``members`` and the known-good ``peer``
+    run ``nodegate multinode`` at the same time (this operation runs on all hosts in
+    parallel); every other host has nothing to do in it. A member that failed earlier in the
+    run is left out of the group (every host sees the same failed set, so all agree on it).
 
-    The peer hosts the rendezvous and is never failed by its partner's result (it is the
-    reference); the new node's report is fetched to ``<fetch_dir>/<new>/multinode-latest.json``
+    The peer hosts the rendezvous and is never failed by the group's result (it is the
+    reference); each new node's report is fetched to ``<fetch_dir>/<new>/multinode-latest.json``
     and, like the battery's, fails the host unless ``fail_host`` is false (deploy.py: the join
-    gate drains it instead). Running the all-reduce is the change, on both hosts.
+    gate drains it instead). Running the collectives is the change, on every host.
     """
-    if host.name not in (peer, new):
-        host.noop(f"multinode: not in the pair {new} + {peer}")
+    label = " + ".join([*members, peer])
+    if host.name != peer and host.name not in members:
+        host.noop(f"multinode: not in the group {label}")
         return
-    partner = new if host.name == peer else peer
-    if host.state.is_executing and _left_the_run(partner):
+    executing = host.state.is_executing
+    gone = [m for m in [peer, *members] if m != host.name and executing and _left_the_run(m)]
+    active = [m for m in members if m not in gone]
+    if peer in gone or not active:
+        for partner in gone:
+            logger.warning(f"{host.name}: multinode: {partner} is not in the run any more; "
+                           f"no group run with it")
+        host.noop(f"multinode: {', '.join(gone)} failed or left the run")
+        return
+    for partner in gone:
         logger.warning(f"{host.name}: multinode: {partner} is not in the run any more; "
-                       f"no pair run with it")
-        host.noop(f"multinode: {partner} failed or left the run")
-        return
+                       f"the group runs without it")
     role = "host" if host.name == peer else "join"
+    label = " + ".join([*active, peer])
     at = _gate.stem("multinode")
     yield _gate.recorded(at, *_gate.multinode_argv(
         nodegate_bin, profile=profile_path, role=role, endpoint=f"{addresses[peer]}:{port}",
-        peer_name=partner, rdzv_id=f"nodegate-{new}-{peer}", local_addr=addresses[host.name],
-        join_timeout_s=join_timeout_s, report_dir=report_dir))
-    if not host.state.is_executing:
+        peer_name=",".join(active) if role == "host" else peer,
+        rdzv_id=f"nodegate-{'-'.join(active)}-{peer}", local_addr=addresses[host.name],
+        join_timeout_s=join_timeout_s, report_dir=report_dir, nnodes=len(active) + 1,
+        group_index=active.index(host.name) if role == "join" else 0))
+    if not executing:
         return
     out = Path(fetch_dir) / host.name
     staging = out / ".multinode"
@@ -600,7 +612,7 @@ def multinode_pair(*, nodegate_bin: str, profile_path: str, report_dir: str, fet
 
     def decide(me: Host) -> str | None:
         result = _gate.take(staging)
-        summary = f"multinode {new} + {peer}: nodegate multinode exited {result['exit']}"
+        summary = f"multinode {label}: nodegate multinode exited {result['exit']}"
         if role == "join":
             _gate.keep(result, out / "multinode-latest.json")
         return _gate.multinode_verdict(me, result, out if role == "join" else None,

@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "nccl_version": None,                 # profile nccl.version, e.g. 2.26.2-1+cuda12.8
     "nccl_install_dev": True,
     "nccl_socket_ifname": None,           # site nccl.socket_ifname
-    "nccl_ib_hca": None,                  # site nccl.ib_hca
+    "nccl_ib_hca": None,                  # site nccl.ib_hca; none: the node's discovered rails
     "nccl_ib_gid_index": None,            # site nccl.ib_gid_index (RoCE)
     # dcgm
     "dcgm_enabled": None,                 # profile dcgm.enabled, else off
@@ -109,8 +109,9 @@ DEFAULTS: dict[str, Any] = {
     "gate_join": True,                    # resume/drain in Slurm after validation
     "gate_max_age": "24h",                # a report older than this does not join
     "gate_multinode_peer": None,          # a known-good node (inventory name): every other GPU
-                                          # host runs an all-reduce with it and must pass to join
-    "gate_multinode_port": 29400,         # its rendezvous port (+ the pair's index)
+                                          # host runs the collectives with it, must pass to join
+    "gate_multinode_group_size": 0,       # nodes per run, the peer included (2: pairs; 0: all)
+    "gate_multinode_port": 29400,         # its rendezvous port (+ the group's index)
     "gate_multinode_timeout_s": 120,      # how long one side waits for the other
     "gate_history_keep": 1000,            # deploy/fetch_reports.py: newest dated reports per node
                                           # copied to <gate_fetch_dir>/<host>/history/

@@ -2,6 +2,12 @@
 
 /etc/nccl.conf carries what this node's network is (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, the RoCE
 GID index); debugging variables never go there, they belong to a job's environment.
+
+``NCCL_IB_HCA`` comes from the node's discovered rails (``facts.rdma``: the HCA ports behind
+the GPUs' switches, limited to the profile's ``network.rails.devices``), written with NCCL's
+``=`` prefix so ``mlx5_1`` cannot also match ``mlx5_10`` (NCCL's environment-variable docs:
+a leading ``=`` asks for an exact match). A site ``nccl.ib_hca`` (or ``nccl_ib_hca``) still
+wins, for a rail an operator takes out by hand.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 
+from nodegate.facts.rdma import RdmaRails, rails
 from roles import _ops
 from roles._common import is_deploy_file, knob, profile, target_os
 from roles.defaults import role_defaults
@@ -24,11 +31,29 @@ SETTINGS = (("NCCL_SOCKET_IFNAME", "nccl_socket_ifname", "nccl.socket_ifname"),
 _VALUE = re.compile(r"^[A-Za-z0-9_.,:^=+-]+$")
 
 
+def discovered_ib_hca() -> str | None:
+    """``=mlx5_0:1,...`` from the rails the node shows, None when it shows none (NCCL then
+    picks its own); a count other than the profile's is said, the battery judges it."""
+    declared = (profile().get("network") or {}).get("rails") or {}
+    found = rails(host.get_fact(RdmaRails), list(declared.get("devices") or []) or None)
+    count = declared.get("count")
+    if count is not None and len(found.hca_ports) != int(count):
+        logger.warning(f"{host.name}: {len(found.hca_ports)} rail port(s) behind the GPUs' "
+                       f"switches, the profile declares {count} (network.rails.count); "
+                       f"NCCL_IB_HCA names what was found")
+    if found.unpaired:
+        logger.warning(f"{host.name}: HCA(s) behind no GPU's switch left out of NCCL_IB_HCA: "
+                       f"{', '.join(found.unpaired)}")
+    return "=" + ",".join(found.hca_ports) if found.hca_ports else None
+
+
 def nccl_settings() -> list[tuple[str, str]]:
     """(key, value) pairs for nccl.conf; a value that is not one plain token is refused."""
     out = []
     for key, name, site in SETTINGS:
         value = knob(name, site=site)
+        if (value is None or value == "") and key == "NCCL_IB_HCA":
+            value = discovered_ib_hca()
         if value is None or value == "":
             continue
         text = str(value)

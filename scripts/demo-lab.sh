@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full nodegate flow on the embedded lab: lab up -> deploy -> gate -> join/drain in Slurm.
-# Three simulated H100 nodes; node3's board has a downed NVLink, so the gate must drain it.
+# Three simulated H100 nodes; node3's board has a downed NVLink (NODEGATE_DEMO_FAULT: e.g.
+# node3:rail-down@nic3, a downed RDMA rail), so the gate must drain it.
 # Ends by checking its own outcome (node1/node2 idle, node3 drained naming the NVLink check, a
 # second deploy that changes nothing but runs the gate's battery again) and exits non-zero when
 # any of that does not hold.
@@ -12,6 +13,13 @@ PYINFRA="$PWD/.venv/bin/pyinfra"
 OUT="${NODEGATE_DEMO_DIR:-$PWD/reports/demo-lab}"
 FAULT="${NODEGATE_DEMO_FAULT:-node3:nvlink-down@gpu3.link5}"
 FAULTY="${FAULT%%:*}"
+# the check the fault must drain on (rail-down@nicN: the RDMA rail's port state)
+case "$FAULT" in
+  *rail-down@*) CHECK=ib_port_state ;;
+  *rail-rate@*) CHECK=ib_port_rate ;;
+  *) CHECK=nvlink_state ;;
+esac
+CHECK="${NODEGATE_DEMO_CHECK:-$CHECK}"
 # the lab's site file: `lab` (inventory/lab.yaml) for the default lab, the instance's own
 # file for NODEGATE_LAB_INSTANCE=N, so a second lab's demo never deploys to the default one
 NODEGATE_SITE=$("$PWD/.venv/bin/python" -c 'from nodegate_lab import config, sitefile
@@ -57,11 +65,23 @@ while read -r node state reason; do
   case "$node" in
     NODELIST) ;;
     "$FAULTY")
-      [[ "$state" == drained* && "$reason" == "nodegate: nvlink_state"* ]] \
-        || problems+=("$node should be drained naming nvlink_state, is: $state $reason") ;;
+      [[ "$state" == drained* && "$reason" == "nodegate: $CHECK"* ]] \
+        || problems+=("$node should be drained naming $CHECK, is: $state $reason") ;;
     *) [[ "$state" == idle* ]] || problems+=("$node should be idle, is: $state $reason") ;;
   esac
 done < "$OUT/sinfo.txt"
+
+step "node1's rails and GPU-NIC-NUMA map (evidence of ib_rail_count; rail-map.json on the node)"
+"$PWD/.venv/bin/python" - "$OUT/node1/quick-latest.json" <<'PY' || problems+=("node1 has no rail map")
+import json, sys
+rail = next(r for r in json.load(open(sys.argv[1]))["results"] if r["check"] == "ib_rail_count")
+m = rail["evidence"]["rail_map"]
+print("ib_rail_count", rail["verdict"], rail["measured"], "NCCL_IB_HCA", m["nccl_ib_hca"])
+for r in m["ranks"]:
+    print(r["rank"], r["gpu"], r["gpu_bus_id"], [n["device"] for n in r["nics"]],
+          "numa", r["numa_node"], "cpus", r["cpus"])
+PY
+"$LAB" shell node1 -- cat /etc/nccl.conf
 
 step "fleet report"
 "$NODEGATE" report "$OUT" --html "$OUT/fleet.html" || true

@@ -33,6 +33,21 @@ run_node node1 h100-hgx
 run_node node2 h100-hgx+nvlink-down@gpu3.link5
 run_node node3 h100-hgx+xid79@gpu6+pcie-downtrain@gpu2
 
+step "node node4: a downed RDMA rail (rail-down@nic3) -> the network group"
+rc=0
+"$NODEGATE" sim run h100-hgx+rail-down@nic3 -- "$NODEGATE" health --profile xe9680-h100 \
+  --checks network --node-name node4 --report-dir "$OUT/node4" --no-textfile || rc=$?
+echo "exit code $rc"
+step "node4's rails: rank -> GPU -> NIC -> NUMA node -> CPUs ($OUT/node4/rail-map.json)"
+.venv/bin/python - "$OUT/node4/rail-map.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print("NCCL_IB_HCA", m["nccl_ib_hca"])
+for r in m["ranks"]:
+    print(r["rank"], r["gpu"], r["gpu_bus_id"], [n["device"] for n in r["nics"]],
+          "numa", r["numa_node"], "cpus", r["cpus"])
+PY
+
 step "The same checks as a pytest battery (node2)"
 "$NODEGATE" sim run h100-hgx+nvlink-down@gpu3.link5 -- .venv/bin/python -m pytest validation \
   -q -p no:cacheprovider --nodegate-profile xe9680-h100 --nodegate-checks gpu,log \

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nodegate.commands.health",
     "nodegate.commands.validate",
     "nodegate.commands.multinode",
+    "nodegate.commands.netload",
     "nodegate.sim.cli",
     "nodegate.power.cli",
     "nodegate.cluster.cli",

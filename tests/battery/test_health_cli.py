@@ -127,6 +127,6 @@ def test_load_phases_do_not_collide_with_a_foreign_process(tmp_path: Path) -> No
     flagged = {(r["check"], r["verdict"]) for r in report["results"] if r["verdict"] != "PASS"}
     assert flagged == {("foreign_processes", "WARN"), ("gemm_completed", "ERROR"),
                        ("memory_completed", "ERROR"), ("p2p_completed", "ERROR"),
-                       ("allreduce_completed", "ERROR"),
+                       ("allreduce_completed", "ERROR"), ("collectives_completed", "ERROR"),
                        ("retired_pages", "SKIP")}  # Hopper: row remapping instead
     assert not any(r["check"] == "gemm_tflops" for r in report["results"])  # nothing ran

@@ -45,7 +45,7 @@ def test_validate_checks_gpu_is_refused_naming_the_missing_load_checks(tmp_path:
     assert decision.action is Action.DRAIN
     assert ("missing load checks: gemm_completed, gemm_tflops, gemm_consistency, "
             "gemm_tflops_outlier, memory_completed, hbm_bandwidth, hbm_bandwidth_outlier, "
-            "h2d_bandwidth (+42 more)") in decision.why
+            "h2d_bandwidth (+43 more)") in decision.why
     assert "missing log checks: xid_events" in decision.why
     assert "missing host checks: nouveau_absent" in decision.why
     assert decision.reason == ("nodegate: standard report incomplete (missing log checks: "
@@ -133,9 +133,19 @@ def test_required_set_grows_with_the_level() -> None:
 
 def test_widen_checks_never_narrows_a_join_run() -> None:
     assert widen_checks(["--checks", "gpu,log"], "standard") == [
-        "--checks", "gpu,log,host,load"]
+        "--checks", "gpu,log,host,network,load"]
     assert widen_checks(["--checks=gpu,log,host,power", "--xid-window", "6h"], "quick") == [
-        "--checks", "gpu,log,host,power", "--xid-window", "6h"]
+        "--checks", "gpu,log,host,network,power", "--xid-window", "6h"]
+
+
+def test_the_network_group_is_required_where_the_profile_declares_rails() -> None:
+    from nodegate.profiles import resolve_profile
+
+    rails = set(required_checks("quick", resolve_profile("xe9680-h100").data))
+    assert {"ib_port_state", "ib_port_rate", "ib_topology", "ib_link_flaps"} <= rails
+    assert "ib_netdev" not in rails  # InfiniBand: no RoCE MTU declared
+    bare = set(required_checks("quick", resolve_profile("hgx-a100-80gb").data))
+    assert "ib_rail_count" in bare and "ib_port_state" not in bare  # its SKIP says why
     assert widen_checks(["--xid-window", "6h"], "acceptance") == ["--xid-window", "6h"]
 
 
@@ -176,3 +186,18 @@ def test_failing_result_still_refuses_before_evidence() -> None:
     failed = complete(report("n1", faults=("nvlink-down@gpu3.link5",)))
     assert _join(failed)[2] == "nodegate: standard failed nvlink_state[gpu3.link5]"
 
+
+
+def test_storage_checks_are_required_only_where_the_profile_asks_for_them() -> None:
+    """A quick join on a profile without nvme.smart must not wait for SMART checks the
+    battery never runs there (the lab drained every node for it), and one with it must."""
+    from nodegate.cluster.evidence import required_checks
+
+    plain = {"nvme": {"devices": 2}}
+    assert "nvme_spare" not in required_checks("quick", plain)
+    assert "nvme_spare" in required_checks("quick", {"nvme": {"devices": 2, "smart": True}})
+    assert "nvme_seq_read" not in required_checks("standard", plain)
+    assert "nvme_seq_read" in required_checks("standard", {"nvme": {"fio": {}}})
+    assert "dcgm_diag" not in required_checks("standard", {"dcgm": {"diag_level": {
+        "acceptance": 2}}})
+    assert "dcgm_diag" in required_checks("standard", {"dcgm": {"diag_level": {"standard": 1}}})

@@ -103,3 +103,33 @@ def test_join_without_the_requirement_still_honours_the_hold() -> None:
     assert stays.action is Action.NONE and stays.reason == held.reason
     lifted = decide_join(held, [report("n1"), pair_report(Verdict.PASS)])
     assert lifted.action is Action.RESUME
+
+
+def netload_report(floor: float) -> NodeReport:
+    """What ``nodegate netload`` writes: the real judge on a real perftest capture."""
+    from pathlib import Path
+
+    from nodegate.judge.network_load import rail_bw
+    from nodegate.probes.perftest import BwOutcome, parse_bw
+
+    capture = Path(__file__).parents[1] / "network" / "data" / "perftest" / \
+        "dranet-h200-cx7-roce-use-cuda-dmabuf.txt"
+    ok = BwOutcome(True, parse_bw(capture.read_text()), None, "", 6.0)
+    th = {"ib_write_bw_gdr_gbps_min": Threshold("ib_write_bw_gdr_gbps_min", "min", floor,
+                                                "Gb/s", "policy: test")}
+    results = rail_bw("ib_write_bw_gdr", {"mlx5_3.port1": ok}, th)
+    finished = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    return build(results, node="n1", profile="sim-h100-hgx", level="standard",
+                 started_at=finished.timestamp() - 6, finished_at=finished, duration_s=6.0,
+                 backend="perftest", nodegate_version="0.1.0", labels={"suite": "netload"})
+
+
+def test_a_required_netload_suite_fails_on_its_rail_and_never_stands_in_for_the_battery() -> None:
+    policy = JoinPolicy(require=("netload",))
+    low = decide_join(DRAINED_NEW, [report("n1"), netload_report(380.0)], policy=policy)
+    assert low.action is Action.DRAIN
+    assert low.reason == "nodegate: netload failed ib_write_bw_gdr[mlx5_3.port1]"
+    assert suite_hold(low.reason) == "netload"
+    ok = decide_join(DRAINED_NEW, [report("n1"), netload_report(100.0)], policy=policy)
+    assert ok.action is Action.RESUME
+    assert battery_reports([netload_report(100.0)]) == []

@@ -102,6 +102,29 @@ def test_judge_passes_fails_and_skips() -> None:
     assert failed[0].measured == "torchrun exited 1"
 
 
+FOUR = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+
+
+def test_judge_reads_every_collective_with_its_own_floor_and_factor() -> None:
+    rows = {name: [{"bytes": 1 << 30, "seconds": 0.05, "iters": 20, "algbw_gbps": 21.47,
+                    "busbw_gbps": 21.47 * formulas.collective_factor(name, 24)}]
+            for name in FOUR if name != "alltoall"}
+    value = {"world": 24, "hosts": ["a"] * 8 + ["b"] * 8 + ["c"] * 8, "collectives": rows}
+    floors = {f"multinode_{infix}_busbw_gbps_min": Threshold(
+        f"multinode_{infix}_busbw_gbps_min", "min", 30.0, "GB/s", "policy: test")
+        for infix in ("allreduce", "allgather", "reducescatter", "alltoall")}
+    got = {r.check: r for r in verdicts.multinode(True, value, {}, floors, "peer-a",
+                                                  collectives=FOUR)}
+    assert got["multinode_completed"].measured == 24
+    # 2(n-1)/n = 1.917 lifts all_reduce above 30; (n-1)/n = 0.958 leaves the others below
+    assert got["multinode_allreduce_busbw"].verdict is Verdict.PASS
+    assert got["multinode_allgather_busbw"].verdict is Verdict.FAIL
+    assert got["multinode_allgather_busbw"].evidence["factor"] == pytest.approx(23 / 24)
+    assert got["multinode_reducescatter_busbw"].evidence["collective"] == "reduce_scatter"
+    # a completed run that reported no alltoall did not measure it: ERROR, never SKIP
+    assert got["multinode_alltoall_busbw"].verdict is Verdict.ERROR
+
+
 def test_cli_rejects_a_bad_endpoint() -> None:
     from nodegate.commands.multinode import _endpoint
 
@@ -117,29 +140,39 @@ def test_cli_rejects_a_bad_endpoint() -> None:
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_a_pair_measures_busbw_with_units() -> None:
+def test_a_group_of_three_measures_the_four_collectives_with_units() -> None:
     pytest.importorskip("torch")
     port = free_port()
     outcomes: dict[str, multinode.PairOutcome] = {}
-    host = threading.Thread(target=lambda: outcomes.setdefault(
-        "host", multinode.run_pair(spec("host", port))))
-    host.start()
-    outcomes["join"] = multinode.run_pair(spec("join", port))
-    host.join(timeout=180)
-    for side in ("host", "join"):
-        got = outcomes[side]
-        assert got.ok, (side, got.evidence())
+    sides = [threading.Thread(target=lambda r=role, i=i: outcomes.setdefault(
+        f"{r}{i}", multinode.run_pair(spec(r, port, nnodes=3))))
+        for i, role in enumerate(("host", "join"))]
+    for side in sides:
+        side.start()
+    outcomes["join"] = multinode.run_pair(spec("join", port, nnodes=3))
+    for side in sides:
+        side.join(timeout=240)
+    assert len(outcomes) == 3
+    for name, got in outcomes.items():
+        assert got.ok, (name, got.evidence())
         assert got.value is not None
-        assert got.value["world"] == 2 and got.value["backend"] == "cpu/gloo"
-        assert len(got.value["hosts"]) == 2
-        top = max(got.value["sweep"], key=lambda r: r["bytes"])
-        assert top["bytes"] == 1 << 20 and top["busbw_gbps"] > 0
-        # nccl-tests: busbw = algbw x 2(n-1)/n, n = 2 ranks -> equal
-        assert top["busbw_gbps"] == pytest.approx(top["algbw_gbps"] * formulas.busbw_factor(2))
+        assert got.value["world"] == 3 and got.value["backend"] == "cpu/gloo"
+        assert len(got.value["hosts"]) == 3
+        for collective in FOUR:
+            top = max(got.value["collectives"][collective], key=lambda r: r["bytes"])
+            assert top["busbw_gbps"] > 0
+            # nccl-tests: busbw = algbw x its collective's factor at n = 3 ranks
+            assert top["busbw_gbps"] == pytest.approx(
+                top["algbw_gbps"] * formulas.collective_factor(collective, 3))
+            # all_gather/reduce_scatter/alltoall split the buffer in 3 whole float32 parts
+            assert top["bytes"] == formulas.collective_size(collective, 1 << 20, 3)
+    floors = {f"multinode_{infix}_busbw_gbps_min": Threshold(
+        f"multinode_{infix}_busbw_gbps_min", "min", 1e-6, "GB/s", "policy: test")
+        for infix in ("allreduce", "allgather", "reducescatter", "alltoall")}
     results = verdicts.multinode(True, outcomes["join"].value, outcomes["join"].evidence(),
-                                 FLOOR, "peer-host")
-    assert [r.verdict for r in results] == [Verdict.PASS, Verdict.PASS]
-    assert results[1].unit == "GB/s" and results[1].evidence["sweep"]
+                                 floors, "peer-host", collectives=FOUR)
+    assert [r.verdict for r in results] == [Verdict.PASS] * 5
+    assert all(r.unit == "GB/s" and r.evidence["sweep"] for r in results[1:])
     assert ours_left("nodegate-test") == []
 
 

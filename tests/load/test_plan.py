@@ -49,10 +49,14 @@ def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None
         setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2 + plan.ALLREDUCE_CHECK_RUNS) * 0.04)
     assert got["gemm"] == 10 + setup and got["burnin"] == 100 + setup
     assert got["soak"] == 50 + setup
+    # no collective floors: each at 10 GB/s busbw; all_gather, reduce_scatter and alltoall
+    # at n = 4 are algbw 10 / 0.75, broadcast algbw 10; 4 GB, 7 runs, 2 sizes of 0.2 s each
+    runs = (tasks.JUDGED_ITERS + 2) * (3 * 4 * 0.75 / 10 + 4 / 10)
+    assert got["collectives"] == pytest.approx(setup + 4 * 2 * 0.2 + runs)
     assert got["fsdp"] == pytest.approx(plan.fsdp_phase(cfg.fsdp, 4, th)["seconds"])
     # run order; the acceptance-only phases of issue 20 around the burn-in
-    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "hbm_patterns", "burnin",
-                         "fsdp", "soak"]
+    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "collectives",
+                         "hbm_patterns", "burnin", "fsdp", "soak"]
 
 
 def test_one_gpu_plans_no_peer_phases_and_missing_floors_plan_slow() -> None:

@@ -108,7 +108,7 @@ def test_no_rdma_class_is_an_error(tmp_path: Path) -> None:
 
 
 def test_profile_without_rails_skips(tmp_path: Path) -> None:
-    results = judge_network(read_rdma(tmp_path), None, resolve_profile("sim-h100-hgx"))
+    results = judge_network(read_rdma(tmp_path), None, resolve_profile("hgx-a100-80gb"))
     assert [(r.check, r.verdict) for r in results] == [("ib_rail_count", Verdict.SKIP)]
 
 

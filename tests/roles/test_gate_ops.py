@@ -117,13 +117,14 @@ def test_recorded_results_parse_as_the_facts_did() -> None:
 
 
 def pair(fetch: Path, *, peer: str, new: str, remote: dict[str, str] | None = None,
-         executing: bool = True) -> Result:
+         executing: bool = True, more: tuple[str, ...] = ()) -> Result:
     def role() -> None:
-        _ops.multinode_pair(name="gate: multinode", nodegate_bin=NODEGATE, profile_path=PROFILE,
-                            report_dir="/var/lib/nodegate/reports", fetch_dir=str(fetch),
-                            peer=peer, new=new,
-                            addresses={"testhost": "10.0.0.2", "other": "10.0.0.1"},
-                            port=29400, join_timeout_s=120.0)
+        _ops.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
+                             profile_path=PROFILE, report_dir="/var/lib/nodegate/reports",
+                             fetch_dir=str(fetch), peer=peer, members=[new, *more],
+                             addresses={"testhost": "10.0.0.2", "other": "10.0.0.1",
+                                        "third": "10.0.0.3"},
+                             port=29400, join_timeout_s=120.0)
 
     return run(role, executing=executing, remote=remote)
 
@@ -178,22 +179,54 @@ def test_a_partner_that_failed_leaves_nothing_to_run(tmp_path: Path,
         from pyinfra.context import host
 
         host.state.failed_hosts.add(Gone("other"))  # failed earlier in the run
-        _ops.multinode_pair(name="gate: multinode", nodegate_bin=NODEGATE, profile_path=PROFILE,
-                            report_dir="/var/lib/nodegate/reports", fetch_dir=str(tmp_path),
-                            peer="other", new="testhost",
-                            addresses={"testhost": "10.0.0.2", "other": "10.0.0.1"},
-                            port=29400, join_timeout_s=120.0)
+        _ops.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
+                             profile_path=PROFILE, report_dir="/var/lib/nodegate/reports",
+                             fetch_dir=str(tmp_path), peer="other", members=["testhost"],
+                             addresses={"testhost": "10.0.0.2", "other": "10.0.0.1"},
+                             port=29400, join_timeout_s=120.0)
 
     result = run(role, executing=True)
     assert result.commands == [] and result.failed == []
     assert result.noops == ["multinode: other failed or left the run"]
-    assert "testhost: multinode: other is not in the run any more; no pair run with it" in \
+    assert "testhost: multinode: other is not in the run any more; no group run with it" in \
         caplog.messages
 
 
 def test_a_host_outside_the_pair_runs_nothing(tmp_path: Path) -> None:
     result = pair(tmp_path, peer="other", new="third")
-    assert result.commands == [] and result.noops == ["multinode: not in the pair third + other"]
+    assert result.commands == [] and result.noops == ["multinode: not in the group third + other"]
+
+
+def test_a_group_of_three_runs_with_nnodes_3_and_the_host_names_every_member(
+        tmp_path: Path) -> None:
+    joined = pair(tmp_path, peer="other", new="testhost", more=("third",),
+                  remote=recorded("multinode", json.dumps(REPORT), "0"))
+    assert "--peer-name other --rdzv-id nodegate-testhost-third-other " in joined.commands[0]
+    assert "--nnodes 3" in joined.commands[0] and joined.failed == []
+    hosting = pair(tmp_path, peer="testhost", new="other", more=("third",),
+                   remote={f"{RUN}/multinode.exit": "0\n"})
+    assert "--role host --endpoint 10.0.0.2:29400 --peer-name other,third " in \
+        hosting.commands[0] and "--nnodes 3" in hosting.commands[0]
+
+
+def test_a_member_that_failed_is_left_out_of_the_group(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def role() -> None:
+        from pyinfra.context import host
+
+        host.state.failed_hosts.add(Gone("third"))
+        _ops.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
+                             profile_path=PROFILE, report_dir="/var/lib/nodegate/reports",
+                             fetch_dir=str(tmp_path), peer="other",
+                             members=["testhost", "third"],
+                             addresses={"testhost": "10.0.0.2", "other": "10.0.0.1",
+                                        "third": "10.0.0.3"},
+                             port=29400, join_timeout_s=120.0)
+
+    result = run(role, executing=True, remote=recorded("multinode", json.dumps(REPORT), "0"))
+    assert "--nnodes 2" in result.commands[0] and "nodegate-testhost-other" in result.commands[0]
+    assert "testhost: multinode: third is not in the run any more; the group runs without it" \
+        in caplog.messages
 
 
 # --- the join ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Battery: load group. HBM, host<->device, P2P, all-reduce."""
+"""Battery: load group. HBM, host<->device, P2P, all-reduce and the other collectives."""
 
 import pytest
 
@@ -73,4 +73,29 @@ def test_allreduce_completed(results: list[CheckResult]) -> None:
 
 @pytest.mark.check("allreduce_busbw")
 def test_allreduce_busbw(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("collectives_completed")
+def test_collectives_completed(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("allgather_busbw")
+def test_allgather_busbw(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("reducescatter_busbw")
+def test_reducescatter_busbw(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("alltoall_busbw")
+def test_alltoall_busbw(results: list[CheckResult]) -> None:
+    assert_verdicts(results)
+
+
+@pytest.mark.check("broadcast_busbw")
+def test_broadcast_busbw(results: list[CheckResult]) -> None:
     assert_verdicts(results)

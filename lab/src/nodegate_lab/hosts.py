@@ -112,7 +112,13 @@ def board_env(member: Member, spec: str, *, fresh: bool) -> tuple[dict[str, str]
     """Prepare the node's board on the host (``fresh``: only for a host not running, so a
     repeated ``lab up`` never resets a live board); return (env inside, state dir, lib dir)."""
     from nodegate.sim.build import ensure_built
-    from nodegate.sim.runtime import ENV_BOOT_ID, ENV_KERNEL_LOG, ENV_SIM_DIR, prepare
+    from nodegate.sim.runtime import (
+        ENV_BOOT_ID,
+        ENV_KERNEL_LOG,
+        ENV_SIM_DIR,
+        ENV_SYSFS_ROOT,
+        prepare,
+    )
 
     state_dir = member.dir / "board"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +126,9 @@ def board_env(member: Member, spec: str, *, fresh: bool) -> tuple[dict[str, str]
         prepare(spec, state_dir)
     inside: dict[str, str] = {"LD_LIBRARY_PATH": SIM_LIB_IN_NODE, ENV_SIM_DIR: SIM_DIR_IN_NODE,
                               ENV_KERNEL_LOG: f"{SIM_DIR_IN_NODE}/kernel.log",
-                              ENV_BOOT_ID: f"{SIM_DIR_IN_NODE}/boot_id"}
+                              ENV_BOOT_ID: f"{SIM_DIR_IN_NODE}/boot_id",
+                              # the board's PCIe/RDMA tree (sim.sysfs), read by the rail checks
+                              ENV_SYSFS_ROOT: f"{SIM_DIR_IN_NODE}/sysfs"}
     (member.dir / "spec").write_text(spec + "\n")
     return inside, state_dir.resolve(), ensure_built()
 

@@ -21,7 +21,7 @@ from nodegate_lab import config, packages, wheel
 from nodegate_lab.proc import run
 
 #: Real Debian packages the roles install (their dependencies are fetched too).
-DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "cron", "e2fsprogs",
+DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "fio", "cron", "e2fsprogs",
                                     "pciutils", "curl", "jq", "munge", "slurmd", "slurmctld",
                                     "slurm-client")
 RECIPE_VERSION = "2"  # 2: torch in the wheelhouse

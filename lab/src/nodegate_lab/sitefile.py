@@ -75,8 +75,9 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "gate_level": "quick",
                             # the gate (SSH, no poller EnvironmentFile) and the scheduled
                             # check, which loads it: power = the node's BMC and PDU outlet
-                            "agent_health_args": ["--checks", "gpu,log,host"],
-                            "agent_schedule_health_args": ["--checks", "gpu,log,host,power"],
+                            "agent_health_args": ["--checks", "gpu,log,host,network"],
+                            "agent_schedule_health_args": ["--checks",
+                                                           "gpu,log,host,network,power"],
                             "gate_join": True}
         if nodegate_version:
             defaults["data"]["agent_package"] = f"nodegate=={nodegate_version}"

@@ -16,9 +16,9 @@ from nodegate.profiles import Profile
 from nodegate.progress import Progress
 
 #: The phase checks a skipped load run reports, one per phase the level would run.
-PHASES = {"standard": ("gemm", "memory", "p2p", "allreduce"),
-          "acceptance": ("gemm", "memory", "p2p", "allreduce", "hbm_patterns", "burnin",
-                         "fsdp", "soak")}
+PHASES = {"standard": ("gemm", "memory", "p2p", "allreduce", "collectives"),
+          "acceptance": ("gemm", "memory", "p2p", "allreduce", "collectives", "hbm_patterns",
+                         "burnin", "fsdp", "soak")}
 
 
 def foreign_holders() -> dict[str, str]:

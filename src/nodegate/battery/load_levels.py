@@ -198,6 +198,19 @@ def _hbm_patterns(run: _Run) -> None:
                lambda: integrity.hbm_patterns(outcome.values, run.th))
 
 
+def _collectives(run: _Run) -> None:
+    """all_gather, reduce_scatter, alltoall and broadcast with all_reduce's sweep."""
+    checks = [f"{verdicts.COLLECTIVE_CHECK[n]}_busbw" for n in verdicts.NODE_COLLECTIVES]
+    if run.world < 2:
+        run.results += verdicts.skipped(checks, "one GPU: no collective")
+        return
+    outcome = run.phase("collectives", tasks.collectives,
+                        0.5 * run.cfg.allreduce_steps * len(verdicts.NODE_COLLECTIVES),
+                        loads=False, names=list(verdicts.NODE_COLLECTIVES),
+                        max_bytes=run.cfg.allreduce_max_bytes, steps=run.cfg.allreduce_steps)
+    run.judged(outcome, checks, lambda: verdicts.collectives(outcome.values[0], run.th))
+
+
 def _burnin(run: _Run) -> None:
     cfg = run.cfg
     outcome = run.phase("burnin", tasks.burnin, cfg.burnin_seconds + 10,
@@ -305,6 +318,7 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
         _memory(run_)
         _p2p(run_)
         _allreduce(run_)
+        _collectives(run_)
         ran = [*cfg.dtypes, *(cfg.acceptance_dtypes if cfg.acceptance else ())]
         run_.results += integrity.gemm_not_run(ran, level)
         if cfg.acceptance:

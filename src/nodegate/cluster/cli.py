@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "
                         "%(default)s)")
-    parser.add_argument("--require", action="append", choices=("multinode",), default=[],
+    parser.add_argument("--require", action="append", choices=("multinode", "netload"),
+                        default=[],
                         help="join: a suite that must also pass and be fresh (repeatable)")
     parser.add_argument("--profile", help="join: the profile whose checks a report must "
                         "cover (default: $NODEGATE_PROFILE, /etc/nodegate/profile.json, then "

@@ -18,8 +18,9 @@ from nodegate.report.model import NodeReport
 from nodegate.results import Verdict
 from nodegate.vocabulary import LEVEL_RANK
 
-#: Groups whose checks a join requires, in the order a refusal names them.
-JOIN_GROUPS = ("gpu", "log", "host", "load")
+#: Groups whose checks a join requires, in the order a refusal names them (network: the
+#: RDMA rails a job crosses between nodes, issue 19).
+JOIN_GROUPS = ("gpu", "log", "host", "network", "load")
 
 #: How many missing check names a refusal spells out per group (the rest are counted).
 SHOWN = 8
@@ -27,7 +28,15 @@ SHOWN = 8
 _NVLINK = ("nvlink_state", "nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors")
 _PEER = ("p2p_completed", "p2p_unidir", "p2p_bidir", "p2p_unidir_outlier",
          "p2p_bidir_outlier", "allreduce_completed", "allreduce_busbw", "burnin_straggler",
-         "p2p_copy_verified", "allreduce_verified")
+         "p2p_copy_verified", "allreduce_verified",
+         "collectives_completed", "allgather_busbw", "reducescatter_busbw", "alltoall_busbw",
+         "broadcast_busbw")
+
+
+#: The storage checks that run only where the profile asks (battery.storage).
+_SMART = ("nvme_critical_warning", "nvme_spare", "nvme_media_errors", "nvme_wear",
+          "nvme_temperature", "nvme_unsafe_shutdowns", "nvme_firmware", "nvme_namespace_size")
+_FIO = ("nvme_seq_read", "nvme_seq_write", "nvme_rand_read")
 
 
 def _section(profile: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -61,13 +70,51 @@ def not_applicable(profile: Mapping[str, Any] | None) -> dict[str, str]:
         out["nvme_mount"] = "nvme.devices is 0"
     if int(gpu.get("count") or 0) < 2:
         out.update(dict.fromkeys(_PEER, "one GPU: no peer to copy to or reduce with"))
+    out.update(_network_not_applicable(_section(_section(profile, "network"), "rails")))
+    return out
+
+
+def _network_not_applicable(rails: Mapping[str, Any]) -> dict[str, str]:
+    """Mirrors ``judge.network``: no rails declared leaves only ib_rail_count (its SKIP
+    says why); ``pairing``/``numa`` "any" are not judged; ib_netdev needs a RoCE ``mtu``."""
+    network = [n for n, info in CHECKS.items() if info.group == "network"]
+    if not rails:
+        return dict.fromkeys([n for n in network if n != "ib_rail_count"],
+                             "the profile declares no RDMA rails (network.rails)")
+    out: dict[str, str] = {}
+    if rails.get("mtu") is None:
+        out["ib_netdev"] = "network.rails.mtu is not set (no RoCE netdev to judge)"
+    if rails.get("pairing") == "any":
+        out["ib_topology"] = "network.rails.pairing is any"
+    if rails.get("numa") == "any":
+        out["ib_rail_numa"] = "network.rails.numa is any"
+    return out
+
+
+def _storage_not_applicable(profile: Mapping[str, Any] | None,
+                            level: str) -> dict[str, str]:
+    """Mirrors ``battery.storage``: the SMART checks run only where ``nvme.smart`` is true,
+    fio only with an ``nvme.fio`` block, DCGM's diagnostic only at the levels
+    ``dcgm.diag_level`` names (a missing dcgmi there is a SKIP with its reason)."""
+    if profile is None:
+        return {}
+    nvme = _section(profile, "nvme")
+    out: dict[str, str] = {}
+    if not nvme.get("smart"):
+        out.update(dict.fromkeys([n for n in CHECKS if n in _SMART],
+                                 "nvme.smart is not true (no SMART health read)"))
+    if not isinstance(nvme.get("fio"), Mapping):
+        out.update(dict.fromkeys(_FIO, "the profile has no nvme.fio block"))
+    levels = _section(_section(profile, "dcgm"), "diag_level")
+    if not int(levels.get(level) or 0):
+        out["dcgm_diag"] = f"dcgm.diag_level names no diagnostic at {level}"
     return out
 
 
 def required_checks(level: str, profile: Mapping[str, Any] | None) -> list[str]:
     """The registry's checks at ``level`` or below in ``JOIN_GROUPS`` that apply to
     ``profile``, in registry order."""
-    skip = not_applicable(profile)
+    skip = {**not_applicable(profile), **_storage_not_applicable(profile, level)}
     rank = LEVEL_RANK[level]
     return [name for name, info in CHECKS.items()
             if info.group in JOIN_GROUPS and LEVEL_RANK[info.level] <= rank

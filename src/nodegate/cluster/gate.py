@@ -41,12 +41,12 @@ UPGRADE_REASON = f"{REASON_PREFIX} upgrade"
 
 
 _HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
-_SUITE_HOLD = re.compile(r"^nodegate: (multinode) ")
+_SUITE_HOLD = re.compile(r"^nodegate: (multinode|netload) ")
 
 #: The report label naming a suite outside the node's battery (``multinode``); such reports
 #: never stand in for a battery level, and a join can require them.
 SUITE_LABEL = "suite"
-SUITES = ("multinode",)
+SUITES = ("multinode", "netload")
 
 #: Verdicts a gate accepts (the same as exit code 0: WARN and SKIP do not block).
 PASSING = frozenset({Verdict.PASS, Verdict.WARN, Verdict.SKIP})

@@ -1,7 +1,8 @@
-"""``nodegate multinode``: an all-reduce between this node and a known-good one.
+"""``nodegate multinode``: collectives between this node, a known-good one and maybe others.
 
-Run on both nodes at once (``deploy/multinode.py`` does it through pyinfra): the known-good one
-with ``--role host`` (it hosts the rendezvous), the node under test with ``--role join``. The
+Run on every node of the group at once (``deploy/multinode.py`` does it through pyinfra): the
+known-good one with ``--role host`` (it hosts the rendezvous), each node under test with
+``--role join``; ``--nnodes`` says how many take part (2: a pair). Each
 joining node writes a report (``multinode-latest.json``, label ``suite=multinode``) that the
 join gate requires when a peer was named; the host side only prints its figures. Exit codes as
 ``nodegate health``: 0 passed, 1 a check failed, 2 bad input, 3 could not run.
@@ -21,18 +22,25 @@ SUITE = "multinode"
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "multinode", help="all-reduce between this node and a known-good one (torchrun)",
-        description="Two-node all-reduce over torchrun's c10d rendezvous (gloo on CPU, NCCL on "
-                    "GPUs), judged on bus bandwidth at the profile's load.multinode_max_bytes "
-                    "against multinode_allreduce_busbw_gbps_min. Exit 0 passed, 1 a check "
-                    "failed, 2 bad input, 3 could not run.")
+        "multinode", help="collectives between this node and known-good ones (torchrun)",
+        description="all_reduce, all_gather, reduce_scatter and alltoall sweeps over "
+                    "torchrun's c10d rendezvous (gloo on CPU, NCCL on GPUs) among --nnodes "
+                    "nodes, each judged on nccl-tests bus bandwidth at the profile's "
+                    "load.multinode_max_bytes against multinode_<collective>_busbw_gbps_min. "
+                    "Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run.")
     parser.add_argument("--role", choices=("host", "join"), required=True,
                         help="host: the known-good node (runs the rendezvous store); "
                              "join: the node under test (writes the report)")
     parser.add_argument("--endpoint", required=True,
                         help="ADDRESS[:PORT] of the known-good node's rendezvous (port 29400)")
     parser.add_argument("--peer-name", required=True,
-                        help="the other node's name (report entity: peer-<name>)")
+                        help="the known-good node's name (report entity: peer-<name>); on "
+                             "the host side, the other nodes' names, comma-separated")
+    parser.add_argument("--nnodes", type=arg_number(int, 2, 4096), default=2,
+                        help="nodes in the group, this one included (default %(default)s)")
+    parser.add_argument("--group-index", type=arg_number(int, 0, 4095), default=0,
+                        help="join side: this node's place among the group's new nodes (its "
+                             "turn in the per-rail ib_write_bw with the peer)")
     parser.add_argument("--rdzv-id", help="rendezvous id both sides share (default: derived "
                         "from the endpoint)")
     parser.add_argument("--local-addr", help="address this node advertises to the other "
@@ -75,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.battery.session import node_name, select_profile
     from nodegate.errors import CannotRunError, ConfigError
     from nodegate.judge import load as verdicts
-    from nodegate.load import devices, multinode
+    from nodegate.judge import network_load
+    from nodegate.load import devices, multinode, rail_bw
     from nodegate.report import build
 
     endpoint = _endpoint(args.endpoint)
@@ -92,26 +101,38 @@ def run(args: argparse.Namespace) -> int:
     ranks, max_bytes = multinode.sizing(profile.data, backend.kind, backend.device_count,
                                         args.ranks_per_node)
     load = dict(profile.data.get("load") or {})
+    rails_s = rail_bw.peer_phase_s(profile.data, args.nnodes - 1)
     spec = multinode.PairSpec(
         role=args.role, endpoint=endpoint,
         rdzv_id=args.rdzv_id or "nodegate-" + endpoint.replace(":", "-").replace(".", "-"),
         local_addr=args.local_addr, ranks_per_node=ranks, backend=backend.kind,
-        max_bytes=max_bytes, join_timeout_s=args.join_timeout,
+        max_bytes=max_bytes, join_timeout_s=args.join_timeout + rails_s,
         collective_timeout_s=float(load.get("collective_timeout_s") or 120.0),
-        env=multinode.network_env(args.ifname))
+        env=multinode.network_env(args.ifname), nnodes=args.nnodes)
     print(f"[{time.strftime('%H:%M:%S')}] multinode: {args.role} {endpoint} with "
-          f"{args.peer_name}, {ranks} rank(s) per node, {backend.name}, up to {max_bytes} B",
+          f"{args.peer_name}, {args.nnodes} nodes, {ranks} rank(s) per node, {backend.name}, "
+          f"up to {max_bytes} B, {','.join(spec.collectives)}",
           file=sys.stderr, flush=True)
     started = time.time()
+    th = verdicts.thresholds_of(profile.data)
+    rail_results = []
+    if rail_bw.wanted_with_peer(profile.data):
+        outcomes = rail_bw.with_peer(args.role, profile.data, peer_host=endpoint.rpartition(":")[0],
+                                     members=args.nnodes - 1, index=args.group_index,
+                                     wait_s=args.join_timeout)
+        rail_results = network_load.rail_bw(
+            "multinode_ib_write_bw",
+            {f"{k}@{args.peer_name}" if args.role == "join" else k: v
+             for k, v in outcomes.items()}, th)
     outcome = multinode.run_pair(spec)
     entity = f"peer-{args.peer_name}"
-    results = verdicts.multinode(outcome.ok, outcome.value, outcome.evidence(),
-                                 verdicts.thresholds_of(profile.data), entity)
+    results = [*verdicts.multinode(outcome.ok, outcome.value, outcome.evidence(), th, entity,
+                                   collectives=spec.collectives), *rail_results]
     report = build(results, node=node_name(args), profile=profile.name, level="standard",
                    started_at=started, duration_s=outcome.duration_s, backend=backend.name,
                    nodegate_version=__version__,
                    labels={"suite": SUITE, "peer": args.peer_name, "role": args.role,
-                           "endpoint": endpoint})
+                           "endpoint": endpoint, "nnodes": str(args.nnodes)})
     if args.role == "join":
         from nodegate.battery.session import emit
 

@@ -44,6 +44,11 @@ CHECKS: dict[str, str] = {
     "p2p_bidir_outlier": "P2P both-direction figure against the node's median pair",
     "allreduce_completed": "every rank finished the all-reduce sweep",
     "allreduce_busbw": "all-reduce bus bandwidth at the profile's size (nccl-tests busbw)",
+    "collectives_completed": "every rank finished the other collectives' sweeps",
+    "allgather_busbw": "all-gather bus bandwidth at the profile's size (nccl-tests busbw)",
+    "reducescatter_busbw": "reduce-scatter bus bandwidth (nccl-tests busbw)",
+    "alltoall_busbw": "all-to-all bus bandwidth (nccl-tests busbw)",
+    "broadcast_busbw": "broadcast bus bandwidth (nccl-tests busbw)",
     "burnin_completed": "every rank finished the burn-in training",
     "burnin_loss": "burn-in loss finite and falling",
     "burnin_straggler": "rank forward time against the median rank",
@@ -222,40 +227,79 @@ def allreduce(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResu
                             for k, v in row.items()} for row in sweep])]
 
 
-#: The two-node check's catalogue (``nodegate multinode``; not part of the node's battery).
+COLLECTIVE_CHECK = formulas.COLLECTIVE_CHECK
+NODE_COLLECTIVES = formulas.NODE_COLLECTIVES
+
+
+def collectives(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResult]:
+    """Each collective's busbw at the largest size against ``<infix>_busbw_gbps_min``; a
+    collective the completed phase did not report is ERROR (it was not measured)."""
+    out = []
+    world = int(value["world"])
+    for name in NODE_COLLECTIVES:
+        check = f"{COLLECTIVE_CHECK[name]}_busbw"
+        rows = (value.get("collectives") or {}).get(name) or []
+        if not rows:
+            out += errored([check], f"the phase reported no {name} sweep")
+            continue
+        top = max(rows, key=lambda r: r["bytes"])
+        out.append(against(check, "node", round(top["busbw_gbps"], 4),
+                           th.get(f"{check}_gbps_min"), collective=name, bytes=top["bytes"],
+                           algbw_gbps=round(top["algbw_gbps"], 4), world=world,
+                           factor=formulas.collective_factor(name, world),
+                           sweep=_rounded(rows)))
+    return out
+
+
+
+#: The multi-node check's catalogue (``nodegate multinode``; not part of the node's battery).
 MULTINODE_CHECKS: dict[str, str] = {
-    "multinode_completed": "both nodes finished the all-reduce sweep together",
-    "multinode_allreduce_busbw": "all-reduce bus bandwidth with a known-good node (nccl-tests "
-                                 "busbw over both nodes' ranks)",
+    "multinode_completed": "every node of the group finished the collective sweeps together",
+    **{f"multinode_{infix}_busbw": f"{name} bus bandwidth with a known-good node (nccl-tests "
+                                   "busbw over every node's ranks)"
+       for name, infix in COLLECTIVE_CHECK.items() if name != "broadcast"},
 }
 
 
+def _rounded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in rows]
+
+
 def multinode(ok: bool, value: dict[str, Any] | None, evidence: dict[str, Any],
-              th: dict[str, Threshold], entity: str) -> list[CheckResult]:
-    """The pair run: completed (else FAIL with torchrun's exit and output), then busbw at
-    the profile's size against ``multinode_allreduce_busbw_gbps_min``."""
-    if not ok or value is None or not value.get("sweep"):
+              th: dict[str, Threshold], entity: str, *,
+              collectives: Iterable[str] = ("all_reduce",)) -> list[CheckResult]:
+    """The group run: completed (else FAIL with torchrun's exit and output), then each
+    collective's busbw at the profile's size against ``multinode_<infix>_busbw_gbps_min``.
+    A collective the completed run did not report is ERROR: it was not measured."""
+    names = list(collectives)
+    checks = [f"multinode_{COLLECTIVE_CHECK[n]}_busbw" for n in names]
+    sweeps = dict((value or {}).get("collectives") or {})
+    if value is not None and "all_reduce" not in sweeps and value.get("sweep"):
+        sweeps["all_reduce"] = value["sweep"]  # a worker from before the other collectives
+    if not ok or value is None or not any(sweeps.values()):
         why = ("deadline passed" if evidence.get("timed_out") else
                f"torchrun exited {evidence.get('exit_code')}")
         return [make("multinode_completed", entity, Verdict.FAIL, measured=why,
                      threshold="completed", severity=CRIT, **evidence),
-                *skipped(["multinode_allreduce_busbw"], "the pair run did not complete",
-                         entity)]
-    top = max(value["sweep"], key=lambda r: r["bytes"])
+                *skipped(checks, "the group run did not complete", entity)]
     world = int(value["world"])
-    return [
-        make("multinode_completed", entity, Verdict.PASS, measured=world, unit="ranks",
-             hosts=value.get("hosts"), duration_s=evidence.get("duration_s")),
-        against("multinode_allreduce_busbw", entity, round(top["busbw_gbps"], 4),
-                th.get("multinode_allreduce_busbw_gbps_min"),
-                reason_missing="no multinode_allreduce_busbw_gbps_min in the profile (the "
-                               "inter-node fabric is the site's: set it in a site profile)",
-                bytes=top["bytes"], algbw_gbps=round(top["algbw_gbps"], 4), world=world,
-                factor=formulas.busbw_factor(world), hosts=value.get("hosts"),
-                backend=value.get("backend"),
-                sweep=[{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()}
-                       for r in value["sweep"]]),
-    ]
+    out = [make("multinode_completed", entity, Verdict.PASS, measured=world, unit="ranks",
+                hosts=value.get("hosts"), duration_s=evidence.get("duration_s"))]
+    for name, check in zip(names, checks, strict=True):
+        rows = sweeps.get(name) or []
+        if not rows:
+            out += errored([check], f"the run reported no {name} sweep", entity)
+            continue
+        top = max(rows, key=lambda r: r["bytes"])
+        out.append(against(
+            check, entity, round(top["busbw_gbps"], 4), th.get(f"{check}_gbps_min"),
+            reason_missing=f"no {check}_gbps_min in the profile (the inter-node fabric is "
+                           "the site's: set it in a site profile)",
+            collective=name, bytes=top["bytes"], algbw_gbps=round(top["algbw_gbps"], 4),
+            world=world, factor=formulas.collective_factor(name, world),
+            hosts=value.get("hosts"), backend=value.get("backend"), sweep=_rounded(rows)))
+    return out
 
 
 def _head_mean(values: list[float], frac: float) -> float:

@@ -34,6 +34,46 @@ def allreduce_bandwidth(nbytes: int, seconds: float, world_size: int) -> tuple[f
     return alg, alg * busbw_factor(world_size)
 
 
+#: The collectives nccl-tests times, in its names (``<name>_perf``), in the order we run them.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+#: Collectives swept inside the node beside all_reduce (issue 20 item 4).
+NODE_COLLECTIVES = ("all_gather", "reduce_scatter", "alltoall", "broadcast")
+#: nccl-tests name -> our check's infix (``<infix>_busbw``, ``multinode_<infix>_busbw``).
+COLLECTIVE_CHECK = {"all_reduce": "allreduce", "all_gather": "allgather",
+                    "reduce_scatter": "reducescatter", "alltoall": "alltoall",
+                    "broadcast": "broadcast"}
+
+
+def collective_factor(collective: str, world_size: int) -> float:
+    """nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): all_reduce 2(n-1)/n; all_gather,
+    reduce_scatter and alltoall (n-1)/n; broadcast 1. ``size`` in nccl-tests is the per-rank
+    buffer of all_reduce/broadcast/alltoall, the whole output of all_gather and the whole input
+    of reduce_scatter, so busbw compares with the hardware's bandwidth for all of them."""
+    if world_size < 1:
+        raise ValueError("world size must be >= 1")
+    if collective == "all_reduce":
+        return busbw_factor(world_size)
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (world_size - 1) / world_size
+    if collective == "broadcast":
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r} (one of {', '.join(COLLECTIVES)})")
+
+
+def collective_bandwidth(collective: str, nbytes: int, seconds: float,
+                         world_size: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s for one ``collective`` of nccl-tests size ``nbytes``."""
+    alg = gbps(nbytes, seconds)
+    return alg, alg * collective_factor(collective, world_size)
+
+
+def collective_size(collective: str, nbytes: int, world_size: int) -> int:
+    """``nbytes`` rounded down so each rank's share is whole float32 elements (all_gather,
+    reduce_scatter and alltoall split the buffer in ``world_size`` parts)."""
+    unit = 4 * (world_size if collective in ("all_gather", "reduce_scatter", "alltoall") else 1)
+    return max(unit, nbytes - nbytes % unit)
+
+
 def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     if not ordered:

@@ -1,9 +1,11 @@
-"""The two-node all-reduce: this node and a known-good one, over torchrun's c10d rendezvous.
+"""The multi-node collectives: new nodes and a known-good one, over torchrun's c10d rendezvous.
 
 A node's own battery proves its GPUs and NVLink; it says nothing of the NICs, cables and
-switch ports a job crosses between nodes. Here a new node and a node already in service run one
-all-reduce sweep together (gloo on CPU for tests and the lab, NCCL on GPUs, which reads the
-node's /etc/nccl.conf), and the new node is judged on the bus bandwidth at the profile's size.
+switch ports a job crosses between nodes. Here one or more new nodes and a node already in
+service (``nnodes`` in all, two for a pair) run nccl-tests style sweeps of all_reduce,
+all_gather, reduce_scatter and alltoall together (gloo on CPU for tests and the lab, NCCL on
+GPUs, which reads the node's /etc/nccl.conf), and each new node is judged on the bus bandwidth
+of each at the profile's size.
 
 The known-good node hosts the rendezvous store (``is_host=true``: name resolution is not
 trusted to pick it); both sides advertise the address they were given, never a hostname, and
@@ -34,6 +36,8 @@ NCCL_CONF = Path("/etc/nccl.conf")
 DEFAULT_PORT = 29400
 #: Seconds torchrun itself needs besides the rendezvous and the sweep (start, teardown).
 SLACK_S = 30.0
+#: What the multi-node check sweeps (nccl-tests names); broadcast stays inside the node.
+MULTINODE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,14 @@ class PairSpec:
     join_timeout_s: float = 120.0
     collective_timeout_s: float = 120.0
     env: Mapping[str, str] = field(default_factory=dict)
+    nnodes: int = 2
+    collectives: tuple[str, ...] = MULTINODE_COLLECTIVES
 
     @property
     def deadline_s(self) -> float:
-        # rendezvous, then the sweep (steps sizes, a bounded time each), then teardown
+        # rendezvous, then each sweep (steps sizes, a bounded time each), then teardown
         sweep = self.steps * (self.seconds_per_size * 3 + self.collective_timeout_s / 10)
-        return self.join_timeout_s + sweep + SLACK_S
+        return self.join_timeout_s + sweep * max(1, len(self.collectives)) + SLACK_S
 
 
 @dataclass
@@ -119,12 +125,12 @@ def sizing(profile: Mapping[str, Any], backend: str, device_count: int,
 
 
 def torchrun_argv(spec: PairSpec, out: Path) -> list[str]:
-    """torchrun for this side: two nodes, c10d rendezvous at the known-good node, no restarts
-    (a restart would hide the failure this check exists to see)."""
+    """torchrun for this side: ``nnodes`` nodes, c10d rendezvous at the known-good node, no
+    restarts (a restart would hide the failure this check exists to see)."""
     conf = [f"is_host={'true' if spec.role == 'host' else 'false'}",
             f"join_timeout={int(spec.join_timeout_s)}",
             f"read_timeout={int(max(spec.join_timeout_s, 60))}"]
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(spec.nnodes),
             "--nproc-per-node", str(spec.ranks_per_node), "--rdzv-backend", "c10d",
             "--rdzv-endpoint", spec.endpoint, "--rdzv-id", spec.rdzv_id,
             "--rdzv-conf", ",".join(conf), "--max-restarts", "0", "--monitor-interval", "1"]
@@ -133,7 +139,8 @@ def torchrun_argv(spec: PairSpec, out: Path) -> list[str]:
     return [*argv, "-m", "nodegate.load.multinode_worker", "--out", str(out),
             "--backend", spec.backend, "--max-bytes", str(spec.max_bytes),
             "--steps", str(spec.steps), "--seconds-per-size", str(spec.seconds_per_size),
-            "--timeout-s", str(spec.collective_timeout_s)]
+            "--timeout-s", str(spec.collective_timeout_s),
+            "--collectives", ",".join(spec.collectives)]
 
 
 def _kill_session(proc: subprocess.Popen[str]) -> None:

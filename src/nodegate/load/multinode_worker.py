@@ -1,8 +1,9 @@
-"""One rank of the two-node all-reduce, started by torchrun on each node of the pair.
+"""One rank of the multi-node collectives, started by torchrun on each node of the group.
 
 torchrun (``torch.distributed.run``) does the rendezvous and sets RANK, WORLD_SIZE and
-LOCAL_RANK; this module joins the process group, runs the same all-reduce sweep as the node's
-own battery (``nodegate.load.tasks.allreduce``) and, on each node's local rank 0, writes the
+LOCAL_RANK; this module joins the process group, runs the same nccl-tests style sweeps as the
+node's own battery (``nodegate.load.tasks.collectives``: all_reduce, all_gather,
+reduce_scatter, alltoall) and, on each node's local rank 0, writes the
 figures and the hosts that took part to ``--out``. Judging happens in the coordinator
 (``nodegate.load.multinode``), which also bounds the whole run with a deadline.
 """
@@ -26,6 +27,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--seconds-per-size", type=float, default=0.2)
     parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--collectives", default="all_reduce",
+                        help="comma-separated nccl-tests names, run in this order")
     return parser.parse_args(argv)
 
 
@@ -81,13 +84,16 @@ def _run(args: argparse.Namespace) -> int:
     dist.init_process_group(backend.dist, timeout=timedelta(seconds=args.timeout_s), **kwargs)
     try:
         ctx = WorkerContext(rank, world, backend, [0.0] * (world * SLOTS), local_rank=local)
-        value = tasks.allreduce(ctx, max_bytes=args.max_bytes, steps=args.steps,
-                                seconds_per_size=args.seconds_per_size)
+        names = [n for n in args.collectives.split(",") if n]
+        value = tasks.collectives(ctx, names=names, max_bytes=args.max_bytes,
+                                  steps=args.steps, seconds_per_size=args.seconds_per_size)
         hosts = _gather_hostnames(ctx.device, world)
     finally:
         dist.destroy_process_group()
     if local == 0:
-        record = {**value, "backend": backend.name, "hosts": hosts, "rank": rank,
+        # "sweep" (the all-reduce's) is what reports before the other collectives carried
+        record = {**value, "sweep": value["collectives"].get("all_reduce", []),
+                  "backend": backend.name, "hosts": hosts, "rank": rank,
                   "local_world": local_world}
         tmp = args.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))

@@ -13,6 +13,7 @@ from typing import Any
 
 from nodegate.load import formulas, fsdp_size
 from nodegate.load.config import LoadConfig
+from nodegate.load.formulas import COLLECTIVE_CHECK, NODE_COLLECTIVES
 from nodegate.load.tasks import JUDGED_ITERS
 
 #: Level budgets on a full node (issue 5): standard "about 3 minutes", acceptance "at most 15".
@@ -43,6 +44,13 @@ def _seconds(nbytes: float, th: dict[str, Any], name: str,
     return nbytes / (gbps * 1e9)
 
 
+def _collective_s(name: str, nbytes: int, world: int, th: dict[str, Any]) -> float:
+    """One run of ``name`` at ``nbytes`` at the profile's busbw floor (fallback: slow)."""
+    floor = th.get(f"{COLLECTIVE_CHECK[name]}_busbw_gbps_min")
+    busbw = floor.value if floor is not None and floor.value > 0 else FALLBACK_GBPS
+    return nbytes / (busbw / formulas.collective_factor(name, world) * 1e9)
+
+
 def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
     """Phase name -> expected seconds on a healthy node of ``world`` GPUs, in run order."""
     out: dict[str, float] = {}
@@ -67,6 +75,9 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
         largest = sizes[-1] / (algbw * 1e9)
         out["allreduce"] = (SETUP_S + len(sizes) * ALLREDUCE_SIZE_S
                             + (JUDGED_ITERS + 2 + ALLREDUCE_CHECK_RUNS) * largest)
+        out["collectives"] = SETUP_S + sum(
+            len(sizes) * ALLREDUCE_SIZE_S + (JUDGED_ITERS + 2) * _collective_s(
+                name, sizes[-1], world, th) for name in NODE_COLLECTIVES)
     if cfg.acceptance:
         for dtype in cfg.acceptance_dtypes:
             out[f"gemm_{dtype}"] = cfg.dtype_gemm_seconds + SETUP_S

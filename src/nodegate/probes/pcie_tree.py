@@ -70,6 +70,16 @@ def pci_path_of(root: Path, link: Path) -> PciPath | str:
     return PciPath(parts[0], chain)
 
 
+def parse_pci_path(text: str | None) -> PciPath | None:
+    """``pci0000:15/0000:15:01.0/.../0000:18:00.0`` (a path below ``devices/``, as
+    ``PciPath.text`` writes it) back to a PciPath; None when it is not one."""
+    parts = (text or "").strip("/").split("/")
+    chain = tuple(p for p in parts[1:] if _BDF.match(p))
+    if not parts[0].startswith("pci") or not chain or chain[-1] != parts[-1]:
+        return None
+    return PciPath(parts[0], chain)
+
+
 def pci_path_of_bdf(root: Path, bdf: str) -> PciPath | str:
     return pci_path_of(root, root / "bus" / "pci" / "devices" / bdf.lower())
 

@@ -70,7 +70,8 @@ class RailMap:
                     if f"{name}:{port.port}" not in hca:
                         hca.append(f"{name}:{port.port}")
         return {"schema": MAP_SCHEMA, "node": node, "ranks": ranks,
-                "nccl_ib_hca": ",".join(hca),
+                # "=": an exact match, so mlx5_1 does not also select mlx5_10 (NCCL docs)
+                "nccl_ib_hca": "=" + ",".join(hca) if hca else "",
                 "unpaired_rails": [d.name for d in self.rails if not self.gpus_of(d.name)]}
 
 

@@ -221,6 +221,10 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "collective_timeout_s": {"type": "number", "exclusiveMinimum": 0},
             "multinode_max_bytes": {"type": "integer", "minimum": 4096},
             "multinode_ranks_per_node": {"type": "integer", "minimum": 1},
+            # ib_write_bw per rail (nodegate netload, and per rail in nodegate multinode)
+            "rail_bw_bytes": {"type": "integer", "minimum": 1},
+            "rail_bw_seconds": {"type": "integer", "minimum": 1},
+            "multinode_rail_bw": {"type": "boolean"},
             "min_phase_seconds": {"type": "number", "minimum": 0},
             "soak_min_seconds": {"type": "number", "minimum": 0},
             "burnin_min_steps": {"type": "integer", "minimum": 1},

@@ -70,8 +70,20 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "p2p_unidir_gbps_min": ThresholdKey("min", "GB/s", "GPU-to-GPU copy, one direction"),
     "p2p_bidir_gbps_min": ThresholdKey("min", "GB/s", "GPU-to-GPU copy, both directions"),
     "allreduce_busbw_gbps_min": ThresholdKey("min", "GB/s", "all-reduce bus bandwidth"),
-    "multinode_allreduce_busbw_gbps_min": ThresholdKey(
-        "min", "GB/s", "all-reduce bus bandwidth between this node and a known-good one"),
+    **{f"{infix}_busbw_gbps_min": ThresholdKey("min", "GB/s", f"{name} bus bandwidth "
+                                               "inside the node (nccl-tests busbw)")
+       for name, infix in (("all-gather", "allgather"), ("reduce-scatter", "reducescatter"),
+                           ("all-to-all", "alltoall"), ("broadcast", "broadcast"))},
+    **{f"multinode_{infix}_busbw_gbps_min": ThresholdKey(
+        "min", "GB/s", f"{name} bus bandwidth between this node and known-good ones")
+       for name, infix in (("all-reduce", "allreduce"), ("all-gather", "allgather"),
+                           ("reduce-scatter", "reducescatter"), ("all-to-all", "alltoall"))},
+    "ib_write_bw_gbps_min": ThresholdKey(
+        "min", "Gb/s", "ib_write_bw per rail port, loopback on the node, host memory"),
+    "ib_write_bw_gdr_gbps_min": ThresholdKey(
+        "min", "Gb/s", "ib_write_bw per rail port, loopback, GPU memory (--use_cuda)"),
+    "multinode_ib_write_bw_gbps_min": ThresholdKey(
+        "min", "Gb/s", "ib_write_bw per rail port between this node and a known-good one"),
     "burnin_tokens_per_s_min": ThresholdKey("min", "tokens/s", "burn-in training throughput"),
     "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
     "fsdp_tokens_per_s_min": ThresholdKey("min", "tokens/s", "FSDP training throughput"),

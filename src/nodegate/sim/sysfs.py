@@ -51,18 +51,19 @@ def write_tree(board: Board, root: Path) -> Path:
         up, down_gpu, down_nic = (f"{dom:04x}:{bus - 2:02x}:00.0", f"{dom:04x}:{bus - 1:02x}:00.0",
                                   f"{dom:04x}:{bus - 1:02x}:01.0")
         switch = root / "devices" / host / rootport / up
-        for bridge in (root / "devices" / host / rootport, switch, switch / down_gpu,
-                       switch / down_nic):
+        _function(root, root / "devices" / host / rootport, numa, speed="32.0 GT/s PCIe",
+                  width=16, ids=ROOT_PORT)
+        for bridge in (switch, switch / down_gpu, switch / down_nic):
             _function(root, bridge, numa, speed="32.0 GT/s PCIe", width=16)
         if not gpu.get("missing"):
             _function(root, switch / down_gpu / f"{dom:04x}:{bus:02x}:00.0", numa,
-                      speed="32.0 GT/s PCIe", width=16)
+                      speed="32.0 GT/s PCIe", width=16, ids=GPU_ID)
         fault = faults.get(str(slot), {})
         nic_bus = f"{dom:04x}:{bus + 1:02x}:00.0"
         nic_dir = switch / down_nic / nic_bus
         if fault.get("wrong_switch"):  # a riser slot on its own root port, no switch
             other = root / "devices" / host / f"{dom:04x}:{bus - 3:02x}:03.0"
-            _function(root, other, numa, speed="32.0 GT/s PCIe", width=16)
+            _function(root, other, numa, speed="32.0 GT/s PCIe", width=16, ids=ROOT_PORT)
             nic_dir = other / f"{dom:04x}:{bus + 2:02x}:00.0"
         if fault.get("removed"):
             continue
@@ -82,8 +83,19 @@ def _link(link: Path, target: Path) -> None:
     link.symlink_to(os.path.relpath(target, link.parent))
 
 
-def _function(root: Path, path: Path, numa: int, *, speed: str, width: int) -> None:
-    """One PCI function: its numa_node and link files, and its bus/pci/devices link."""
+#: (vendor, device, class) in the kernel's sysfs formats: Intel root port, Broadcom PEX switch
+#: port, H100 SXM5 (3D controller), ConnectX-7 (InfiniBand controller); pci.ids names them.
+ROOT_PORT = ("0x8086", "0x352a", "0x060400")
+SWITCH_PORT = ("0x1000", "0xc030", "0x060400")
+GPU_ID = ("0x10de", "0x2330", "0x030200")
+NIC_ID = ("0x15b3", "0x1021", "0x020700")
+
+
+def _function(root: Path, path: Path, numa: int, *, speed: str, width: int,
+              ids: tuple[str, str, str] = SWITCH_PORT) -> None:
+    """One PCI function: ids, numa_node and link files, and its bus/pci/devices link."""
+    for key, value in zip(("vendor", "device", "class"), ids, strict=True):
+        _write(path / key, value)
     _write(path / "numa_node", str(numa))
     for key, value in (("current_link_speed", speed), ("max_link_speed", speed),
                        ("current_link_width", str(width)), ("max_link_width", str(width))):
@@ -95,7 +107,7 @@ def _function(root: Path, path: Path, numa: int, *, speed: str, width: int) -> N
 
 def _nic(root: Path, pci: Path, slot: int, numa: int, fault: dict[str, Any]) -> None:
     name = f"mlx5_{slot}"
-    _function(root, pci, numa, speed="32.0 GT/s PCIe", width=16)
+    _function(root, pci, numa, speed="32.0 GT/s PCIe", width=16, ids=NIC_ID)
     dev = pci / "infiniband" / name
     guid = f"a088:c203:00{slot:02x}:{0x5a00 + slot:04x}"
     _write(dev / "fw_ver", FW_VER)
