@@ -84,7 +84,7 @@ def test_the_plan_line_names_level_time_and_phases() -> None:
     cfg = config.from_profile(_profile("xe9680-h100"), "acceptance")
     line = plan.describe(cfg, 8, {})
     assert line.startswith("load: acceptance on 8 GPU(s), planned ~")
-    assert "burnin 122 s" in line and "soak 302 s" in line and "fsdp " in line
+    assert "burnin 122 s" in line and "soak 182 s" in line and "dcgm 120 s" in line and "fsdp " in line
 
 
 def test_a_plan_over_the_levels_budget_says_so() -> None:
@@ -113,3 +113,14 @@ def test_acceptance_plans_the_dtype_gemms_and_the_hbm_pattern_test() -> None:
     slow = plan.phases(cfg, 1, _th(hbm_pattern_gbps_min=0.01))
     assert slow["hbm_patterns"] == pytest.approx(plan.SETUP_S + 5 * one_pass * 50)
     assert "hbm_patterns" not in plan.phases(config.from_profile({}, "standard"), 1, th)
+
+
+def test_the_plan_counts_the_storage_phases_the_profile_runs() -> None:
+    """fio (nvme.fio: each workload's runtime plus one for the layout) and DCGM's diagnostic
+    at the level dcgm.diag_level names (DCGM's documented durations)."""
+    data = {"nvme": {"fio": {"runtime_s": 10}}, "dcgm": {"diag_level": {"standard": 1,
+                                                                        "acceptance": 2}}}
+    standard = plan.phases(config.from_profile(data, "standard"), 1, {})
+    assert standard["fio"] == 40.0 and standard["dcgm"] == 30.0
+    assert plan.phases(config.from_profile(data, "acceptance"), 1, {})["dcgm"] == 120.0
+    assert "dcgm" not in plan.phases(config.from_profile({}, "standard"), 1, {})

@@ -25,8 +25,6 @@ from nodegate.results import CheckResult
 #: reports read back for the unsafe shutdown baseline: the newest few, as the counters' growth
 #: check reads (each is parsed whole; the cron path has 0.5 s)
 HISTORY_REPORTS = 4
-DEFAULT_FIO_RUNTIME_S = 20
-DEFAULT_FIO_SIZE_MIB = 4096
 DEFAULT_DCGM_TIMEOUT_S = 3600.0
 
 
@@ -60,19 +58,17 @@ def fio_settings(profile: Profile) -> tuple[int, int] | None:
     fio = profile.section("nvme").get("fio")
     if not isinstance(fio, dict):
         return None
-    return (int(fio.get("runtime_s", DEFAULT_FIO_RUNTIME_S)),
-            int(fio.get("size_mib", DEFAULT_FIO_SIZE_MIB)))
+    from nodegate.probes.fio import DEFAULT_RUNTIME_S, DEFAULT_SIZE_MIB
+
+    return (int(fio.get("runtime_s", DEFAULT_RUNTIME_S)),
+            int(fio.get("size_mib", DEFAULT_SIZE_MIB)))
 
 
 def planned_fio_s(profile: Profile) -> float:
-    """Seconds the fio phase plans (for ``nodegate.load.plan``): each workload's runtime and
-    an allowance of one runtime for laying out the files."""
-    from nodegate.probes.fio import JOBS
+    """Seconds the fio phase plans (``nodegate.load.plan`` reads the same)."""
+    from nodegate.probes.fio import planned_seconds
 
-    settings = fio_settings(profile)
-    if settings is None:
-        return 0.0
-    return float((len(JOBS) + 1) * settings[0])
+    return planned_seconds(profile.section("nvme").get("fio"))
 
 
 def preflight(profile: Profile, level: str) -> None:

@@ -26,7 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "allreduce_max_bytes": 1 << 30,
     "burnin_steps": 400,
     "burnin_seconds": 300.0,
-    "soak_seconds": 300.0,
+    "soak_seconds": 180.0,  # after both burn-ins: the GPUs start it hot (docs/load-checks.md)
     "sample_hz": 1.0,
     "collective_timeout_s": 300.0,
     # proposed by this package
@@ -87,6 +87,9 @@ class LoadConfig:
     hbm_test_cpu_bytes: int = 4 << 20
     hbm_test_chunk_bytes: int = 256 << 20
     gpu_memory_bytes: int = 0  # the profile's gpu.memory_mib (0: not set): the plan's sizes
+    #: the battery's storage phases at this level (battery.storage), for the plan only:
+    #: "fio" (nvme.fio) and "dcgm" (dcgm.diag_level) -> planned seconds
+    storage_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def acceptance(self) -> bool:
@@ -174,4 +177,18 @@ def from_profile(profile: dict[str, Any], level: str, duration_scale: float = 1.
         hbm_test_cpu_bytes=max(4096, int(_number(load, "hbm_test_cpu_bytes"))),
         hbm_test_chunk_bytes=max(4096, int(_number(load, "hbm_test_chunk_bytes"))),
         gpu_memory_bytes=int((profile.get("gpu") or {}).get("memory_mib") or 0) << 20,
+        storage_s=_storage_seconds(profile, level),
     )
+
+
+def _storage_seconds(profile: dict[str, Any], level: str) -> dict[str, float]:
+    """The fio and DCGM phases' planned seconds at ``level`` (0 entries left out)."""
+    from nodegate.probes import dcgm, fio
+
+    out: dict[str, float] = {}
+    if level != "quick":
+        out["fio"] = fio.planned_seconds((profile.get("nvme") or {}).get("fio"))
+    levels = (profile.get("dcgm") or {}).get("diag_level") or {}
+    diag = int(levels.get(level) or 0) if isinstance(levels, dict) else 0
+    out["dcgm"] = dcgm.LEVEL_SECONDS.get(diag, 0.0)
+    return {k: v for k, v in out.items() if v > 0}

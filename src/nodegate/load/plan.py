@@ -86,6 +86,7 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
         if cfg.fsdp:
             out["fsdp"] = fsdp_phase(cfg.fsdp, world, th)["seconds"]
         out["soak"] = cfg.soak_seconds + SETUP_S
+    out.update(cfg.storage_s)  # fio on the array and DCGM's diagnostic (battery.storage)
     return out
 
 

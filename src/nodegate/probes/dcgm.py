@@ -29,6 +29,12 @@ from nodegate.probes.nvme import Runner, ToolFailed, local_runner, parse_json_te
 
 ROOT_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
 
+#: How long a run level takes, for the load plan. DCGM's dcgmi-diag reference: level 1
+#: "normally lasting seconds" (planned 30 s), level 2 "approximately two minutes", level 3
+#: "approximately 15 minutes"; level 4 ("extended, longer-running") has no published figure:
+#: one hour is an allowance of ours, not DCGM's.
+LEVEL_SECONDS = {1: 30.0, 2: 120.0, 3: 900.0, 4: 3600.0}
+
 
 @dataclass(frozen=True)
 class DcgmEntry:

@@ -148,3 +148,15 @@ def run_job(job: FioJob, directory: str, *, runtime_s: int, size_mib: int,
                         problem=f"fio exit {proc.returncode}: {err or 'no message'}")
     return FioRun(job, result.bytes_per_s, result.iops, result.runtime_ms, result.fio_version,
                   result.problem, tuple(argv))
+
+
+DEFAULT_RUNTIME_S = 20
+DEFAULT_SIZE_MIB = 4096
+
+
+def planned_seconds(fio: object) -> float:
+    """Seconds the fio phase plans for a profile's ``nvme.fio`` block (0: no block): each
+    workload's runtime and an allowance of one runtime for laying out the files."""
+    if not isinstance(fio, dict):
+        return 0.0
+    return float((len(JOBS) + 1) * int(fio.get("runtime_s", DEFAULT_RUNTIME_S)))
