@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -122,5 +123,6 @@ def test_the_plan_counts_the_storage_phases_the_profile_runs() -> None:
                                                                         "acceptance": 2}}}
     standard = plan.phases(config.from_profile(data, "standard"), 1, {})
     assert standard["fio"] == 40.0 and standard["dcgm"] == 30.0
-    assert plan.phases(config.from_profile(data, "acceptance"), 1, {})["dcgm"] == 120.0
+    acceptance = config.from_profile(data, "acceptance")
+    assert plan.phases(dataclasses.replace(acceptance, fsdp={}), 1, {})["dcgm"] == 120.0
     assert "dcgm" not in plan.phases(config.from_profile({}, "standard"), 1, {})
