@@ -1,9 +1,9 @@
 """The bring-up: ``pyinfra inventory.py deploy.py``. Every role in order, then the gate.
 
 Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver,
-fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor. Then the gate: deploy/validate.py runs the
-battery at ``gate_level`` on the node and fetches its JSON report to reports/<host>/ on this
-machine, and deploy/join.py resumes the node in Slurm on a fresh pass or drains it with the
+fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor. Then the gate: deploy/validate.py
+runs the battery at ``gate_level`` on the node and fetches its JSON report to reports/<host>/ on
+this machine, and deploy/join.py resumes the node in Slurm on a fresh pass or drains it with the
 failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node already in
 service), deploy/multinode.py runs an all-reduce between each other node and it before the join,
 and the join requires it to pass. A failing battery fails the host (after it was drained).
@@ -26,11 +26,12 @@ from roles.dcgm import dcgm
 from roles.defaults import DEFAULTS
 from roles.fabricmanager import fabricmanager
 from roles.nccl import nccl
+from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
 
-ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor)
+ROLES = (base, nvidia_driver, fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor)
 
 
 def bring_up() -> None:
