@@ -6,12 +6,15 @@ profile (``softroce-vm``) and RDMA ports shaped as ``nodegate.facts.rdma.RdmaPor
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyinfra.context import host
 
+from nodegate.errors import ConfigError
 from nodegate.facts.rdma import RdmaPorts
+from nodegate.site import load_site
 from roles.network import SCRIPT, network
 from tests.roles.harness import run
 from tests.roles.scenarios import host_data
@@ -163,3 +166,19 @@ def test_the_fact_reads_sysfs_lines() -> None:
                     "mtu": 9000, "tos": 104},
                    {"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "netdev": None,
                     "mtu": None, "tos": None}]
+
+
+def test_the_site_network_section_reaches_the_role_and_is_validated(tmp_path: Path) -> None:
+    head = "schema: nodegate.site/1\nname: t\nhosts:\n  n1:\n    address: 10.0.0.1\n" \
+           "    profile: softroce-vm\n"
+    path = tmp_path / "site.yaml"
+    path.write_text(head + "    network: {dscp: 26, pfc_priority: 3, stack: distro}\n")
+    (site_host,) = load_site(str(path)).hosts.values()
+    data = site_host.pyinfra_data("t")
+    assert data["nodegate_network"] == {"dscp": 26, "pfc_priority": 3, "stack": "distro"}
+    result = run(network, data=data, facts={"rdma.RdmaPorts": PORTS_9000})
+    assert result.error is None and "echo 104 >" in result.uploads[SCRIPT]
+    path.write_text(head + "    network: {dscp: 64}\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert info.value.key == "hosts.n1.network.dscp"
