@@ -27,7 +27,7 @@ from pyinfra.context import host
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files, server, systemd
 
-from nodegate.facts.rdma import RdmaPortInfo, RdmaPorts
+from nodegate.facts.roce import RdmaPortInfo, RocePorts
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
 from roles import _ops
@@ -193,7 +193,7 @@ def _roce_settings(spec: dict[str, Any]) -> dict[str, Any] | None:
         raise DeployError(f"{host.name}: network_ecn needs network_pfc_priority (ECN is "
                           "enabled on the lossless priority)")
     globs = list(knob("network_devices", "network.rails.devices") or [])
-    rails = rail_ports(host.get_fact(RdmaPorts), globs)
+    rails = rail_ports(host.get_fact(RocePorts), globs)
     if not rails:
         raise DeployError(f"{host.name}: the profile declares RoCE rails but the node has no "
                           "RDMA port over Ethernet" + (f" matching {globs}" if globs else "")

@@ -1,7 +1,7 @@
 """The network role: RDMA stack, GPUDirect RDMA's kernel side, RoCE settings, NCCL hand-off.
 
 Facts in, commands out (tests/roles/harness.py); the RoCE cases use the Soft-RoCE testbed's
-profile (``softroce-vm``) and RDMA ports shaped as ``nodegate.facts.rdma.RdmaPorts`` reads them.
+profile (``softroce-vm``) and RDMA ports shaped as ``nodegate.facts.roce.RocePorts`` reads them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from pyinfra.context import host
 
 from nodegate.errors import ConfigError
-from nodegate.facts.rdma import RdmaPorts
+from nodegate.facts.roce import RocePorts
 from nodegate.site import load_site
 from roles.network import SCRIPT, network
 from tests.roles.harness import run
@@ -50,7 +50,7 @@ def test_a_node_without_rails_gets_nothing() -> None:
 
 
 def test_roce_mtu_drift_is_applied_now_and_at_boot() -> None:
-    result = run(network, os="debian12", data=_roce(), facts={"rdma.RdmaPorts": PORTS_1500})
+    result = run(network, os="debian12", data=_roce(), facts={"roce.RocePorts": PORTS_1500})
     assert result.error is None
     script = result.uploads[SCRIPT]
     assert "ip link set dev eth1 mtu 9000" in script
@@ -61,7 +61,7 @@ def test_roce_mtu_drift_is_applied_now_and_at_boot() -> None:
 
 
 def test_roce_converged_changes_nothing() -> None:
-    facts = {"rdma.RdmaPorts": PORTS_9000, **INSTALLED,
+    facts = {"roce.RocePorts": PORTS_9000, **INSTALLED,
              "systemd.SystemdEnabled": {"nodegate-roce.service": True}}
     result = run(network, os="debian12", data=_roce(), facts=facts, converged=True)
     assert result.error is None
@@ -78,7 +78,7 @@ def test_site_dscp_pfc_ecn_are_rendered_and_nccl_gets_the_traffic_class() -> Non
 
     site = {"dscp": 26, "pfc_priority": 3, "ecn": True}
     result = run(network_then_nccl_view, os="debian12", data=_roce(nodegate_network=site),
-                 facts={"rdma.RdmaPorts": PORTS_9000})
+                 facts={"roce.RocePorts": PORTS_9000})
     assert result.error is None
     script = result.uploads[SCRIPT]
     assert 'echo 104 > "$cfg/rdma_cm/rxe0/ports/1/default_roce_tos"' in script  # 26 << 2
@@ -90,7 +90,7 @@ def test_site_dscp_pfc_ecn_are_rendered_and_nccl_gets_the_traffic_class() -> Non
     assert seen["nccl_ib_tc"] == "104"
     operator = run(network_then_nccl_view, os="debian12",
                    data=_roce(nodegate_network=site, nccl_ib_tc="96"),
-                   facts={"rdma.RdmaPorts": PORTS_9000})
+                   facts={"roce.RocePorts": PORTS_9000})
     assert operator.error is None and seen["nccl_ib_tc"] == "96"  # the operator's value wins
 
 
@@ -102,7 +102,7 @@ def test_site_dscp_pfc_ecn_are_rendered_and_nccl_gets_the_traffic_class() -> Non
     ({"stack": "ofed"}, "network_stack must be one of distro, doca-ofed, mlnx-ofed"),
 ])
 def test_bad_site_values_stop_the_host(site: dict[str, Any], message: str) -> None:
-    result = run(network, data=_roce(nodegate_network=site), facts={"rdma.RdmaPorts": PORTS_9000})
+    result = run(network, data=_roce(nodegate_network=site), facts={"roce.RocePorts": PORTS_9000})
     assert result.error and message in result.error and "testhost" in result.error
     assert not any(c.startswith(("apt-get", "ip ")) for c in result.commands)
 
@@ -111,12 +111,12 @@ def test_roce_profile_without_an_rdma_port_is_an_error() -> None:
     result = run(network, data=_roce())
     assert result.error and "no RDMA port over Ethernet matching ['rxe[0-9]*']" in result.error
     ib_only = [{**PORTS_9000[0], "link_layer": "InfiniBand", "netdev": None}]
-    assert run(network, data=_roce(), facts={"rdma.RdmaPorts": ib_only}).error
+    assert run(network, data=_roce(), facts={"roce.RocePorts": ib_only}).error
 
 
 def test_a_netdev_name_that_is_not_plain_is_refused() -> None:
     hostile = [{**PORTS_1500[0], "netdev": "eth1;reboot"}]
-    result = run(network, data=_roce(), facts={"rdma.RdmaPorts": hostile})
+    result = run(network, data=_roce(), facts={"roce.RocePorts": hostile})
     assert result.error and "will not put in a shell script" in result.error
 
 
@@ -159,7 +159,7 @@ def test_dmabuf_on_an_old_kernel_is_refused() -> None:
 
 
 def test_the_fact_reads_sysfs_lines() -> None:
-    fact = RdmaPorts()
+    fact = RocePorts()
     out = fact.process(["rxe0|1|Ethernet|eth1|9000|104", "mlx5_0|1|InfiniBand|||",
                         "garbage"])
     assert out == [{"device": "rxe0", "port": 1, "link_layer": "Ethernet", "netdev": "eth1",
@@ -176,7 +176,7 @@ def test_the_site_network_section_reaches_the_role_and_is_validated(tmp_path: Pa
     (site_host,) = load_site(str(path)).hosts.values()
     data = site_host.pyinfra_data("t")
     assert data["nodegate_network"] == {"dscp": 26, "pfc_priority": 3, "stack": "distro"}
-    result = run(network, data=data, facts={"rdma.RdmaPorts": PORTS_9000})
+    result = run(network, data=data, facts={"roce.RocePorts": PORTS_9000})
     assert result.error is None and "echo 104 >" in result.uploads[SCRIPT]
     path.write_text(head + "    network: {dscp: 64}\n")
     with pytest.raises(ConfigError) as info:

@@ -34,7 +34,7 @@ _SCRIPT = (
 )
 
 
-class RdmaPorts(FactBase[list[RdmaPortInfo]]):
+class RocePorts(FactBase[list[RdmaPortInfo]]):
     """Every RDMA port, sorted as sysfs lists them; [] without RDMA devices."""
 
     @override
