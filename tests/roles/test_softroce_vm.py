@@ -10,7 +10,8 @@ second virtio NIC sits on a bridge in this lab instance's namespace, and makes `
    own sysfs) pass;
 3. ``ib_write_bw`` from rxe-a to rxe-b measures a figure (Soft-RoCE under qemu, not hardware);
 4. eth1 set down and up on rxe-a fails ``ib_link_flaps[rxe0.port1]`` there, not on rxe-b;
-5. an MTU of 1500 on rxe-b fails ``ib_netdev[rxe0.port1]`` there; the role puts it back.
+5. an MTU of 1500 on rxe-b fails ``ib_netdev[rxe0.port1]`` there; the role puts it back;
+6. ``rdma link delete rxe0`` on rxe-a (a rail removed) fails ``ib_rail_count``.
 
 The battery runs from this checkout's source with Debian's python3 packages (what the agent
 role's venv would hold; the VM's image carries neither pip nor a wheelhouse).
@@ -196,3 +197,11 @@ def test_an_mtu_mismatch_fails_and_the_role_restores_it(vms: list[mdvm.VM]) -> N
     assert proc.returncode == 0 and "eth1 mtu 1500" in proc.stdout, proc.stdout[-3000:]
     rc, verdicts = _health(node)
     assert rc == 0 and verdicts["ib_netdev[rxe0.port1]"] == "PASS", verdicts
+
+
+def test_a_rail_removed_fails_the_rail_count(vms: list[mdvm.VM]) -> None:
+    node = vms[0]
+    _ssh(node, f"rdma link delete {rxevm.RXE_DEVICE}")
+    rc, verdicts = _health(node)
+    assert rc == 1 and verdicts["ib_rail_count[node]"] == "FAIL", verdicts
+    assert not any(k.endswith("[rxe0.port1]") for k in verdicts)
