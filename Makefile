@@ -1,6 +1,8 @@
 # nodegate developer entry points. Each target does its own set-up on a fresh machine.
 #   make demo   - the main job on the embedded lab / simulated boards
 #   make test   - the whole test suite (unit, simulator, lab end-to-end)
+# The venv holds two distributions of this checkout: nodegate (the node side, src/, and the
+# control side as its `deploy` extra) and nodegate-lab (the lab harness, lab/).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,14 +11,14 @@ STAMP   = $(VENV)/.nodegate-installed
 
 .PHONY: setup host-setup test test-fast lint demo bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch: pinned to the version this project's machines carry as a CPU build (pip takes it
 	# from their local package source). On another machine torch==2.13.0 from PyPI is the
 	# multi-GB CUDA build: add --index-url https://download.pytorch.org/whl/cpu for the CPU one.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[deploy,dev,torch,power]"
+	$(PY) -m pip install --quiet -e ".[deploy,dev,torch,power]" -e ./lab
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -45,4 +47,4 @@ bench: setup
 	$(PY) bench/health_speed.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info
+	rm -rf $(VENV) build dist src/*.egg-info lab/build lab/src/*.egg-info

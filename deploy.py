@@ -1,12 +1,13 @@
 """The bring-up: ``pyinfra inventory.py deploy.py``. Every role in order, then the gate.
 
-Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver,
-fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor. Then the gate: deploy/validate.py
-runs the battery at ``gate_level`` on the node and fetches its JSON report to reports/<host>/ on
-this machine, and deploy/join.py resumes the node in Slurm on a fresh pass or drains it with the
-failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node already in
-service), deploy/multinode.py runs an all-reduce between each other node and it before the join,
-and the join requires it to pass. A failing battery fails the host (after it was drained).
+Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver, fabricmanager,
+network, nccl, dcgm, nvme, agent, pdu_monitor, slurm_node (off without a controller). Then the gate:
+deploy/validate.py runs the battery at ``gate_level`` on the node and fetches its JSON report to
+reports/<host>/ on this machine, and deploy/join.py resumes the node in Slurm on a fresh pass or
+drains it with the failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node
+already in service), deploy/multinode.py runs an all-reduce between each other node and it
+before the join, and the join requires it to pass. A failing battery fails the host (after it
+was drained).
 
 Common switches: ``--dry`` (plan only), ``--data nvidia_driver_allow_reboot=true``,
 ``--data gate_enabled=false``, ``--limit HOST``.
@@ -20,6 +21,7 @@ import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that 
 from deploy.join import join_gate
 from deploy.multinode import multinode_gate
 from deploy.validate import validate_gate
+from roles._common import is_deploy_file
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -30,8 +32,10 @@ from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
+from roles.slurm_node import slurm_node
 
-ROLES = (base, nvidia_driver, fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor)
+ROLES = (base, nvidia_driver, fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor,
+         slurm_node)
 
 
 def bring_up() -> None:
@@ -60,5 +64,5 @@ def bring_up() -> None:
     join_gate()
 
 
-if "__name__" not in globals() or __name__ == "builtins":
+if is_deploy_file(globals()):
     bring_up()

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from nodegate.errors import NodegateError
-from nodegate.lab import config, deploys, lab, sitefile
+from nodegate_lab import config, deploys, lab, sitefile
 
 
 class DeployFailed(Exception):

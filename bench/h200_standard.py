@@ -6,9 +6,12 @@ Run on a GPU machine (about 5-7 minutes on one H200; P2P and all-reduce SKIP: no
     .venv/bin/python bench/h200_standard.py --dry-run       # CPU/gloo, tiny sizes, seconds
 
 It prints one table: each of our figures, the same card's figure measured without the harness
-(a plain large bf16 ``torch.matmul``, a plain device-to-device copy, a plain pinned copy) and
-the ratio (goal >= 0.95). Commit the printed table to docs/hardware-runs/ with the date, GPU,
-driver, torch version and command (all printed in the header). ``--api`` names another module
+(a plain large bf16 ``torch.matmul``, a plain fp8 ``torch._scaled_mm``, a plain
+device-to-device copy, a plain pinned copy) and the ratio (goal >= 0.95). Then issue 20's
+whole-HBM pattern test, run alone on the card (the acceptance level's phase, through the same
+worker gang), with the rate it reached: it has no plain-torch counterpart. Commit the
+printed table to docs/hardware-runs/ with the date, GPU, driver, torch version and command
+(all printed in the header). ``--api`` names another module
 that provides ``run(profile, level, ...)`` (default ``nodegate.battery.load_levels``).
 """
 
@@ -24,16 +27,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-H200_LOAD = {  # ~3 minutes of load on one H200 (standard level)
-    "dtypes": ["bf16"], "gemm_size": 8192, "gemm_seconds": 60, "hbm_bytes": 8 << 30,
+H200_LOAD = {  # ~4 minutes of load on one H200 (standard level, bf16 and fp8 GEMM)
+    "dtypes": ["bf16", "fp8"], "gemm_size": 8192, "gemm_seconds": 60, "hbm_bytes": 8 << 30,
     "copy_bytes": 1 << 30, "p2p_bytes": 1 << 30, "allreduce_max_bytes": 1 << 30,
     "sample_hz": 2, "collective_timeout_s": 120, "copy_iters": 20,
+    "hbm_test_fraction": 0.90, "hbm_test_seconds": 30,
 }
 DRY_LOAD = {
-    "dtypes": ["bf16"], "gemm_size": 128, "gemm_seconds": 1, "hbm_bytes": 8 << 20,
+    "dtypes": ["bf16", "fp8"], "gemm_size": 128, "gemm_seconds": 1, "hbm_bytes": 8 << 20,
     "copy_bytes": 4 << 20, "p2p_bytes": 1 << 20, "allreduce_max_bytes": 1 << 20,
     "sample_hz": 2, "collective_timeout_s": 30, "copy_iters": 5,
+    "hbm_test_fraction": 0.90, "hbm_test_seconds": 1, "hbm_test_cpu_bytes": 1 << 20,
 }
+#: Our figures with no plain-torch counterpart: printed with n/a in the reference columns.
+OURS_ONLY = ("hbm_patterns_gbps",)
 
 
 def _profile(dry: bool) -> dict[str, Any]:
@@ -77,6 +84,9 @@ def _plain(load: dict[str, Any], cuda: bool, seconds: float) -> dict[str, float]
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     iters, el = _timed(lambda: torch.matmul(a, b), sync, seconds)
     out = {"gemm_tflops": 2 * n**3 * iters / el / 1e12}
+    fp8 = _plain_fp8(n if cuda else min(n, 64), dev, sync, seconds / 2)
+    if fp8 is not None:
+        out["gemm_tflops_fp8"] = fp8
     half = int(load["hbm_bytes"]) // 2
     # written before timing, as the harness's buffers are: untouched host pages all map the
     # kernel's one zero page, and reading it runs from cache
@@ -92,6 +102,51 @@ def _plain(load: dict[str, Any], cuda: bool, seconds: float) -> dict[str, float]
     iters, el = _timed(lambda: host.copy_(devbuf, non_blocking=True), sync, seconds / 3)
     out["d2h_bandwidth"] = nbytes * iters / el / 1e9
     return out
+
+
+def _plain_fp8(n: int, dev: Any, sync: Any, seconds: float) -> float | None:
+    """A plain e4m3 ``torch._scaled_mm`` (unit scales, bf16 out), or None where the device or
+    this torch has none (compute capability below 8.9)."""
+    import torch
+
+    if not hasattr(torch, "_scaled_mm") or (
+            dev.type == "cuda" and torch.cuda.get_device_capability(dev) < (8, 9)):
+        return None
+    a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as required
+    one = torch.ones((), device=dev)
+    iters, el = _timed(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                                out_dtype=torch.bfloat16), sync, seconds)
+    return 2 * n**3 * iters / el / 1e12
+
+
+def hbm_patterns(profile: dict[str, Any], dry: bool) -> tuple[list[Any], float]:
+    """The acceptance level's whole-HBM pattern test on this one card, through a worker gang
+    as the level runs it; its judged results and the phase's wall time."""
+    from nodegate.judge import load as verdicts
+    from nodegate.judge import load_integrity
+    from nodegate.load import config, devices, hbm_test
+    from nodegate.load.workers import Gang
+
+    cfg = config.from_profile(profile, "acceptance")
+    backend = devices.for_world(devices.choose("cpu" if dry else "cuda"), 1)
+    gang = Gang(1, backend, collective_timeout_s=cfg.collective_timeout_s)
+    try:
+        started = gang.start()
+        if not started.ok:
+            return verdicts.phase_completed(started, 1), started.duration_s
+        outcome = gang.run("hbm_patterns", hbm_test.patterns, 4 * cfg.hbm_test_seconds + 120,
+                           kwargs={"fraction": cfg.hbm_test_fraction,
+                                   "seconds": cfg.hbm_test_seconds,
+                                   "cpu_bytes": cfg.hbm_test_cpu_bytes,
+                                   "chunk_bytes": cfg.hbm_test_chunk_bytes})
+    finally:
+        gang.close()
+    results = verdicts.phase_completed(outcome, 1)
+    if outcome.ok:
+        results += load_integrity.hbm_patterns(outcome.values,
+                                               verdicts.thresholds_of(profile))
+    return results, outcome.duration_s
 
 
 def references(load: dict[str, Any], cuda: bool, seconds: float) -> dict[str, float]:
@@ -147,33 +202,43 @@ def main(argv: list[str] | None = None) -> int:
     outcome = api.run(profile, args.level, duration_scale=args.duration_scale, workers=1,
                       device=device, progress=lambda line: print(line, file=sys.stderr))
     harness_s = time.monotonic() - started
+    hbm_results, hbm_s = hbm_patterns(profile, args.dry_run)
     after = references(profile["load"], not args.dry_run, ref_s)
     refs = {name: max(before[name], after[name]) for name in before}
+    results = [*outcome.results, *hbm_results]
     ours: dict[str, float] = {}
-    for r in outcome.results:
-        if r.entity == "gpu0" and r.check in refs and isinstance(r.measured, int | float):
+    for r in results:
+        if (r.entity == "gpu0" and (r.check in refs or r.check in OURS_ONLY)
+                and isinstance(r.measured, int | float)):
             ours[r.check] = float(r.measured)
     print("\n".join(header(not args.dry_run, " ".join(sys.argv))))
     print(f"level: {args.level}, duration scale {args.duration_scale}")
-    print(f"backend: {outcome.backend}   harness wall time: {harness_s:.1f} s\n")
-    print(f"| {'figure':<16} | {'nodegate':>10} | {'plain before':>12} | {'plain after':>12} "
+    print(f"backend: {outcome.backend}   harness wall time: {harness_s:.1f} s   "
+          f"hbm_patterns phase: {hbm_s:.1f} s\n")
+    print(f"| {'figure':<17} | {'nodegate':>10} | {'plain before':>12} | {'plain after':>12} "
           f"| {'ratio':>6} | unit |")
-    print(f"|{'-' * 18}|{'-' * 12}|{'-' * 14}|{'-' * 14}|{'-' * 8}|------|")
+    print(f"|{'-' * 19}|{'-' * 12}|{'-' * 14}|{'-' * 14}|{'-' * 8}|------|")
     for name, ref in refs.items():
         mine = ours.get(name)
         ratio = f"{mine / ref:6.3f}" if mine and ref else "   n/a"
         unit = "TFLOPS" if "tflops" in name else "GB/s"
         shown = f"{mine:10.2f}" if mine is not None else f"{'n/a':>10}"
-        print(f"| {name:<16} | {shown} | {before[name]:12.2f} | {after[name]:12.2f} "
+        print(f"| {name:<17} | {shown} | {before[name]:12.2f} | {after[name]:12.2f} "
               f"| {ratio} | {unit} |")
-    print("\nratio: nodegate's figure / the better plain-torch figure (goal >= 0.95)")
+    for name in OURS_ONLY:
+        mine = ours.get(name)
+        shown = f"{mine:10.2f}" if mine is not None else f"{'n/a':>10}"
+        print(f"| {name:<17} | {shown} | {'n/a':>12} | {'n/a':>12} | {'n/a':>6} | GB/s |")
+    print("\nratio: nodegate's figure / the better plain-torch figure (goal >= 0.95); "
+          "hbm_patterns_gbps: bytes written + verified per second over "
+          f"{profile['load']['hbm_test_fraction']:.0%} of the free memory")
     print("\nverdicts:")
-    for r in outcome.results:
+    for r in results:
         if r.entity in ("gpu0", "node"):
             reason = r.evidence.get("reason", "")
             print(f"  {r.test_id:<34} {r.verdict.value:<5} {r.measured!s:<20} {r.unit} {reason}")
     if args.json:
-        args.json.write_text(json.dumps({"results": [r.to_dict() for r in outcome.results],
+        args.json.write_text(json.dumps({"results": [r.to_dict() for r in results],
                                          "references": {"before": before, "after": after},
                                          "backend": outcome.backend,
                                          "phases": outcome.phases}, indent=1, default=str))

@@ -1,4 +1,4 @@
-"""Benchmark: wall time of ``nodegate lab up --nodes 4`` with a cached base (target <= 30 s).
+"""Benchmark: wall time of ``nodegate-lab up --nodes 4`` with a cached base (target <= 30 s).
 
 Builds the base first if it is missing (not timed), starts from a lab that is down, times a
 cold ``up`` (boot to SSH on every host) and an idempotent second ``up``, then takes it down.
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from nodegate.lab import base, config, lab
+from nodegate_lab import base, config, lab
 
 
 def main() -> int:

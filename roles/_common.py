@@ -111,6 +111,19 @@ def knob(name: str, profile_path: str | None = None, site: str | None = None) ->
     return None
 
 
+def drain_budget_args() -> list[str]:
+    """``--drain-budget F --textfile-dir DIR`` for a health gate on this node when the site
+    sets ``slurm.drain_budget`` (docs/gate.md, "The drain budget"), else nothing: the cron
+    gate (agent role) and Slurm's HealthCheckProgram (slurm_node role) both pass it."""
+    from roles.defaults import DEFAULTS
+
+    budget = (host.data.get("nodegate_slurm") or {}).get("drain_budget")
+    if budget is None:
+        return []
+    textfile = host.data.get("agent_textfile_dir") or DEFAULTS["agent_textfile_dir"]
+    return ["--drain-budget", f"{float(budget):g}", "--textfile-dir", str(textfile)]
+
+
 def _dig(data: Any, path: str) -> Any:
     for part in path.split("."):
         if not isinstance(data, dict):

@@ -9,8 +9,10 @@ and its verdict a command that runs after it (``verdict``, ``roles/_gate.py``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterable
-from io import StringIO
+from fnmatch import fnmatchcase
+from io import BytesIO, StringIO
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +27,21 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File, FindInFile, Sha1File
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
-from pyinfra.operations import files, server
+from pyinfra.operations import files
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
-from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
-from nodegate.facts.packages import HeldPackages
+from nodegate.facts.kernel import (
+    BootId,
+    InstalledModule,
+    LoadedModuleVersions,
+    RunningDriverVersion,
+)
+from nodegate.facts.packages import DnfModuleState, HeldPackages
 from nodegate.facts.storage import Blkid, MdArray, MdArrays, MdSuperblocks
 from nodegate.versions import Version, rpm_compare
-from roles import _gate
+from roles import _gate, driver_pins
 from roles._common import TEMPLATES, TargetOS, cmd, container, mount_unit_name, q, target_os
 
 REBOOT_MARKER = "/run/nodegate/reboot-required"
@@ -86,25 +93,50 @@ def package_plan(os_: TargetOS, packages: list[str], version: str) -> tuple[list
     return wrong, unheld
 
 
+def stale_packages(os_: TargetOS, pattern: str, wanted: list[str]) -> list[str]:
+    """Installed packages whose name matches ``pattern`` (a full-match regex) but that are not
+    ``wanted``: another branch's names (nvidia-fabricmanager-570 once 580 is wanted), which
+    conflict with the wanted ones and are held, so apt would refuse the change."""
+    import re
+
+    if not os_.is_debian:
+        return []
+    installed = host.get_fact(DebPackages)
+    return sorted(p for p in installed if re.fullmatch(pattern, p) and p not in wanted)
+
+
 @operation()
-def pinned_packages(packages: list[str], version: str, label: str) -> Generator[Any, None, None]:
+def pinned_packages(packages: list[str], version: str, label: str,
+                    guard: list[str] | None = None,
+                    replaces: list[str] | None = None) -> Generator[Any, None, None]:
     """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
     versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
+    ``replaces`` (apt): installed packages the new ones take over from (another branch's
+    names), unheld and removed in the same transaction.
 
     On apt the exact build comes from the role's apt preferences pin when ``version`` has no
     Debian revision (the driver: 570.133.20-*); a full version (libnccl2) is asked for as is.
     Not pyinfra's ``apt.packages``/``dnf.packages``: they neither hold a version nor allow the
-    downgrade the profile may ask for.
+    downgrade the profile may ask for. ``guard`` (apt globs of the set the pin covers): the
+    install is simulated first and the host stops, naming them, when any package of the set
+    would land at another version (roles/driver_pins.py).
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
-    if not wrong and not unheld:
+    if not wrong and not unheld and not replaces:
         host.noop(f"{label} {version} installed and held")
         return
     if os_.is_debian:
-        if wrong:
+        if replaces:
+            yield cmd("apt-mark", "unhold", *[q(p) for p in replaces])
+        if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
+            specs += [q(f"{p}-") for p in replaces or []]
             yield cmd("apt-get", "update", "-q")
+            if guard:
+                plain = [f"{p}={version}" if "-" in version else p for p in wrong]
+                plain += [f"{p}-" for p in replaces or []]
+                yield StringCommand(driver_pins.guard_script(plain, guard, version))
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
                       "--allow-downgrades", "--allow-change-held-packages",
                       "-o", "Dpkg::Options::=--force-confdef",
@@ -184,35 +216,44 @@ def fetch_keyring(url: str, dest: str) -> Generator[Any, None, None]:
 
 
 @operation()
-def put_secret(dest: str, text: str) -> Generator[Any, None, None]:
-    """Write a credentials file (root, 0600) compared by checksum only: unlike files.put it
-    never prints a diff, so ``--diff`` cannot leak the secret into a terminal or CI log."""
-    local = StringIO(text)
+def put_secret(dest: str, text: str | bytes, owner: str = "root",
+               mode: str = "600") -> Generator[Any, None, None]:
+    """Write a credentials file (``owner``, ``mode``: root 0600 by default; munge's key is
+    munge 0400) compared by checksum only: unlike files.put it never prints a diff, so
+    ``--diff`` cannot leak the secret into a terminal or CI log."""
+    local = BytesIO(text) if isinstance(text, bytes) else StringIO(text)
     remote_sum = host.get_fact(Sha1File, path=dest)
     if remote_sum and remote_sum == get_file_sha1(local):
         remote: dict[str, Any] = dict(host.get_fact(File, path=dest) or {})
-        if remote.get("mode") == 600 and remote.get("user") == "root":
-            host.noop(f"{dest} up to date (0600)")
+        if remote.get("mode") == int(mode) and remote.get("user") == owner:
+            host.noop(f"{dest} up to date ({owner} 0{mode})")
             return
     else:
         yield cmd("install", "-d", "-m", "0755", q(str(Path(dest).parent)))
-        yield cmd("install", "-m", "0600", "-o", "root", "-g", "root", "/dev/null", q(dest))
+        yield cmd("install", "-m", f"0{mode}", "-o", q(owner), "-g", q(owner), "/dev/null",
+                  q(dest))
         yield FileUploadCommand(local, dest, remote_temp_filename=host.get_temp_filename(dest))
-    yield cmd("chown", "root:root", q(dest))
-    yield cmd("chmod", "600", q(dest))
+    yield cmd("chown", q(f"{owner}:{owner}"), q(dest))
+    yield cmd("chmod", q(mode), q(dest))
 
 
 # --- reboot ------------------------------------------------------------------------------
 
 
-def reboot_reasons(module: str) -> list[str]:
-    """Why this node needs a reboot: the loaded module is not the installed one, or a boot
-    setting changed (base role marker). An absent module is not a reason: modprobe loads it."""
+def reboot_reasons(module: str, driver_version: str | None = None,
+                   python: str | None = None) -> list[str]:
+    """Why this node needs a reboot: the loaded module is not the installed one, the running
+    driver is not ``driver_version`` (the version the role just installed), or a boot setting
+    changed (base role marker). An absent module is not a reason: modprobe loads it."""
     reasons = []
     loaded = host.get_fact(LoadedModuleVersions).get(module)
     on_disk = host.get_fact(InstalledModule, module=module)
     if loaded and on_disk and on_disk["version"] and Version(loaded) != Version(on_disk["version"]):
         reasons.append(f"{module} {loaded} is loaded but {on_disk['version']} is installed")
+    elif driver_version and python:
+        running = host.get_fact(RunningDriverVersion, python=python)
+        if running and Version(running) != Version(driver_version):
+            reasons.append(f"driver {running} is running but {driver_version} is installed")
     if host.get_fact(File, path=REBOOT_MARKER):
         reasons.append(f"boot settings changed ({REBOOT_MARKER})")
     return reasons
@@ -254,7 +295,7 @@ def slurm_node_name() -> str:
 
 @operation()
 def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_override: bool = False,
-                     module: str = "nvidia",
+                     module: str = "nvidia", driver_version: str | None = None,
                      reboot_timeout: int = 900) -> Generator[Any, None, None]:
     """Reboot only when the node needs it, this run allows it, and nothing is running on it.
 
@@ -262,7 +303,7 @@ def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_overr
     are read right before the reboot (they are never kept: nodegate.fact_cache); a busy
     node fails this host with the reason instead.
     """
-    reasons = reboot_reasons(module)
+    reasons = reboot_reasons(module, driver_version, python)
     if not reasons:
         host.noop(f"no reboot needed ({module} loaded = installed)")
         return
@@ -276,7 +317,43 @@ def reboot_if_needed(allow: bool, python: str, slurm_node: str, *, drained_overr
     if refusal:
         yield from fail_here(f"reboot refused ({'; '.join(reasons)}): {refusal}")
         return
-    yield from server.reboot._inner(delay=30, interval=5, reboot_timeout=reboot_timeout)
+    yield from reboot_and_wait(reboot_timeout)
+
+
+def reboot_and_wait(timeout_s: int, interval_s: float = 2.0) -> Generator[Any, None, None]:
+    """Reboot and wait, at most ``timeout_s``, until the node answers with a new boot id.
+
+    Not pyinfra's ``server.reboot``: it proves the reboot by a smaller uptime, which never
+    comes where /proc/uptime is the host kernel's (a container: the lab), so it waited out
+    its whole timeout there. The boot id is new after every boot, on metal and in containers.
+    """
+    before: list[str | None] = []
+
+    def remember(state: Any, host: Host) -> bool:
+        before.append(host.get_fact(BootId))
+        return before[0] is not None
+
+    yield FunctionCommand(remember, (), {})
+    yield StringCommand("( sleep 1 && reboot ) </dev/null >/dev/null 2>&1 &")
+
+    def wait(state: Any, host: Host) -> bool:
+        deadline = time.monotonic() + timeout_s
+        time.sleep(min(5.0, timeout_s))
+        host.disconnect()
+        while time.monotonic() < deadline:
+            host.connect(show_errors=False)
+            if host.connected:
+                now = host.get_fact(BootId)
+                if now and now != before[0]:
+                    logger.info(f"{host.name}: back after the reboot (boot id {now[:8]})")
+                    return True
+                host.disconnect()  # still going down: this connection is the old boot's
+            time.sleep(interval_s)
+        logger.error(f"{host.name}: did not come back with a new boot id within "
+                     f"{timeout_s}s of the reboot")
+        return False
+
+    yield FunctionCommand(wait, (), {})
 
 
 # --- services ----------------------------------------------------------------------------
@@ -450,6 +527,10 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     yield verdict(decide)
 
 
+#: Why a host was failed by ``verdict`` in this run, by host name (a rollout's summary).
+FAILURES: dict[str, str] = {}
+
+
 def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
     """A command that, when it runs, asks ``decide`` and fails this host with the message it
     returns (None: the host carries on). The one way an operation here stops its host once
@@ -466,6 +547,7 @@ def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
         if message is None:
             return True
         logger.error(f"{host.name}: {message}")
+        FAILURES[host.name] = message
         return False
 
     return FunctionCommand(_verdict, (), {})
@@ -476,10 +558,10 @@ def fail_here(message: str) -> Generator[Any, None, None]:
     yield verdict(lambda _host: message)
 
 
-__all__ = ["REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
+__all__ = ["FAILURES", "REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "module_loaded", "mount_unit", "multinode_pair", "os_packages",
-           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_if_needed",
-           "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
+           "pinned_packages", "put_secret", "put_template", "put_text", "reboot_and_wait",
+           "reboot_if_needed", "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
 
 
 @operation()
@@ -560,3 +642,35 @@ def join_gate(nodegate_bin: str, level: str, node: str,
     at = _gate.stem("join")
     yield _gate.recorded(at, *join_argv(**args))
     yield verdict(lambda me: _gate.join_verdict(me, node, me.get_fact(RecordedRun, stem=at)))
+
+
+@operation()
+def hold_matching(patterns: list[str], version: str) -> Generator[Any, None, None]:
+    """Hold every installed package matching ``patterns`` at ``version`` (apt): the driver's
+    whole set, not only the metapackages the role names, so no routine upgrade moves one
+    library alone. The list is read on the node after the install (``driver_pins``)."""
+    installed = host.get_fact(DebPackages)
+    held = host.get_fact(HeldPackages)
+    pin = f"{version}-*"
+    at_version = [n for n, versions in installed.items()
+                  if any(fnmatchcase(n, p) for p in patterns)
+                  and any(fnmatchcase(v, pin) for v in versions)]
+    if at_version and all(n in held for n in at_version):
+        host.noop(f"{len(at_version)} package(s) at {version} held")
+        return
+    yield StringCommand(driver_pins.hold_script(patterns, version))
+
+
+@operation()
+def dnf_module_stream(module: str, stream: str) -> Generator[Any, None, None]:
+    """Enable ``module:stream`` (EL8/9 modularity), resetting another enabled stream first:
+    NVIDIA's EL9 repository publishes each driver branch as a stream of ``nvidia-driver``
+    (``570-open``, ``570-dkms``), and without it dnf offers only the default stream's
+    packages. Not pyinfra's ``dnf.packages``: it has no module support."""
+    state = host.get_fact(DnfModuleState, module=module)
+    if state.get("stream") == stream and state.get("state") == "enabled":
+        host.noop(f"{module}:{stream} enabled")
+        return
+    if state.get("state") == "enabled":
+        yield cmd("dnf", "-y", "-q", "module", "reset", q(module))
+    yield cmd("dnf", "-y", "-q", "module", "enable", q(f"{module}:{stream}"))

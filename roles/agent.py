@@ -9,6 +9,7 @@ index into a dedicated venv, writes this host's resolved profile as /etc/nodegat
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Generator
 from typing import Any
@@ -27,7 +28,7 @@ from pyinfra.operations import files, systemd
 from nodegate.facts.packages import VenvDistributions
 from nodegate.versions import Version
 from roles import _ops
-from roles._common import cmd, is_deploy_file, knob, profile, q, target_os
+from roles._common import cmd, drain_budget_args, is_deploy_file, knob, profile, q, target_os
 from roles.defaults import DEFAULTS, role_defaults
 
 
@@ -165,6 +166,7 @@ def gate_command() -> str | None:
         return None
     words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", str(slurm["node_name"]),
              "--report-dir", str(knob("agent_report_dir"))]
+    words += drain_budget_args()  # site file: slurm.drain_budget
     line = " ".join(quote(w) for w in words)
     if "%" in line or "\n" in line:
         raise DeployError(f"{host.name}: agent gate command may not contain % or newlines")
@@ -185,6 +187,20 @@ def health_env_file() -> str | None:
     return path
 
 
+def node_profile(prof: dict[str, Any]) -> dict[str, Any]:
+    """The profile the node's battery judges by: the resolved profile with the driver the
+    roles install. ``--data nvidia_driver_version=...`` (an upgrade) moves the driver, so it
+    moves the pins the gate checks (driver_version, fabricmanager_service) with it."""
+    if not host.data.get("nvidia_driver_version") and not host.data.get("nvidia_driver_branch"):
+        return prof
+    from roles.nvidia_driver import desired
+
+    branch, version, modules = desired()
+    out = copy.deepcopy(prof)
+    out.setdefault("driver", {}).update(branch=branch, version=version, kernel_modules=modules)
+    return out
+
+
 @deploy("nodegate agent: nodegate on the node, profile, scheduled health check",
         data_defaults=role_defaults("agent"))
 def agent() -> None:
@@ -203,7 +219,7 @@ def agent() -> None:
                  needs=tuple(EXTRA_NEEDS[e] for e in agent_extras() if e in EXTRA_NEEDS))
     files.directory(name="agent: /etc/nodegate", path="/etc/nodegate", mode="755")
     _ops.put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),
-                  text=json.dumps(prof, indent=2, sort_keys=True) + "\n")
+                  text=json.dumps(node_profile(prof), indent=2, sort_keys=True) + "\n")
     for path in (str(knob("agent_report_dir")), str(knob("agent_textfile_dir"))):
         files.directory(name=f"agent: {path}", path=path, mode="755")
     interval = int(knob("agent_interval_min"))

@@ -30,9 +30,11 @@ DEFAULTS: dict[str, Any] = {
     "nvidia_driver_mirror_url": None,     # air-gapped: an apt/dnf repository URL
     "nvidia_driver_mirror_keyring_url": None,  # None: the mirror is trusted (lab only)
     "nvidia_driver_allow_reboot": False,  # reboot when the loaded module is not the installed one
+    "nvidia_driver_reboot_timeout": 900,  # seconds for the node to come back with a new boot id
     "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained
     "nvidia_driver_python": "/opt/nodegate/venv/bin/python",  # NVML fallback for GPU processes
     "nvidia_driver_kernel_headers": True,  # headers for DKMS (off where the kernel is the host's)
+    "nvidia_driver_dnf_stream": None,     # EL9 stream; None: <branch>-open/-dkms (cuda-repo)
     "nvidia_driver_gpudirect": None,      # profile host.gpudirect.mode: dmabuf | peermem | none
     # fabricmanager
     "fabricmanager_enabled": None,        # profile driver.fabricmanager (NVSwitch boards)
@@ -97,6 +99,21 @@ DEFAULTS: dict[str, Any] = {
     "agent_health_args": [],              # extra args for `nodegate health` (schedule and gate)
     "agent_schedule_gate": True,          # run `nodegate gate` after each scheduled health check
     "agent_schedule_health_args": None,   # None: agent_health_args; the scheduled check only
+    # slurm_node
+    "slurm_node_controller": None,        # slurmctld's host; None: the role does nothing
+    "slurm_node_controller_port": 6817,   # slurmctld's port (configless --conf-server)
+    "slurm_node_munge_key_file": None,    # path on the pyinfra machine; never the key itself
+    "slurm_node_gres_autodetect": False,  # AutoDetect=nvml (slurmd built with NVML) instead
+    "slurm_node_gpu_count": None,         # profile gpu.count (gres.conf without a driver)
+    "slurm_node_gpu_type": None,          # gres Type= (e.g. h100); None: untyped
+    "slurm_node_nodegate": "/opt/nodegate/venv/bin/nodegate",
+    "slurm_node_prolog_checks": "gpu,log",  # `nodegate health --checks` in prolog/epilog
+    # the rolling upgrade (deploy/rolling_upgrade.py)
+    "rolling_batch": 1,                   # nodes upgraded at once
+    "rolling_max_unavailable": None,      # per partition: an int, or {partition: n, default: n};
+                                          # None: rolling_batch
+    "rolling_job_timeout_s": 3600,        # wait this long for running jobs, then skip the node
+    "rolling_gate_level": "standard",     # the validation each node must pass to rejoin
     # the gate (deploy.py)
     "gate_enabled": True,
     "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json
@@ -108,6 +125,8 @@ DEFAULTS: dict[str, Any] = {
                                           # host runs an all-reduce with it and must pass to join
     "gate_multinode_port": 29400,         # its rendezvous port (+ the pair's index)
     "gate_multinode_timeout_s": 120,      # how long one side waits for the other
+    "gate_history_keep": 1000,            # deploy/fetch_reports.py: newest dated reports per node
+                                          # copied to <gate_fetch_dir>/<host>/history/
 }
 
 

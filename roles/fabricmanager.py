@@ -16,6 +16,9 @@ from roles._common import TargetOS, is_deploy_file, knob, profile, refuse, targe
 from roles.defaults import role_defaults
 from roles.nvidia_driver import desired, gpu_busy_reason
 
+#: Every branch's fabric manager and NSCQ names on apt (suffixed below 580, plain from 580).
+STALE = r"(nvidia-fabricmanager|libnvidia-nscq)(-[0-9]+)?"
+
 
 def fabricmanager_packages(os_: TargetOS, branch: str) -> list[str]:
     """Fabric manager and NSCQ: branch-suffixed names below 580 on apt; RHEL names one package."""
@@ -45,7 +48,8 @@ def fabricmanager() -> None:
             refuse(f"fabric manager change to {version} refused: {busy}. Drain the node first")
             return
     pkgs = _ops.pinned_packages(name=f"fabricmanager: {', '.join(packages)} = {version}",
-                                packages=packages, version=version, label="fabric manager")
+                                packages=packages, version=version, label="fabric manager",
+                                replaces=_ops.stale_packages(os_, STALE, packages))
     systemd.service(name="fabricmanager: nvidia-fabricmanager enabled and running",
                     service="nvidia-fabricmanager.service", running=True, enabled=True)
     systemd.service(name="fabricmanager: restart after a version change",

@@ -11,6 +11,8 @@ profile's ``host.gpudirect.mode``: ``peermem`` loads nvidia-peermem now and at e
 
 from __future__ import annotations
 
+import re
+
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
@@ -36,11 +38,13 @@ from roles._common import (
     template,
 )
 from roles.defaults import role_defaults
+from roles.driver_pins import APT_PIN_PATTERNS
 
 SOURCES = ("cuda-repo", "distro", "mirror")
+#: Ubuntu's branch metapackages (nvidia-driver-570-server-open...): another branch's are
+#: replaced, not left held beside the new one.
+STALE_METAPACKAGES = r"nvidia-driver-[0-9]+(-server)?(-open)?"
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
-APT_PIN_PATTERNS = ["nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia-*", "cuda-drivers*",
-                    "libxnvctrl*"]
 
 
 def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> list[str]:
@@ -63,8 +67,11 @@ def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> li
 
 def desired() -> tuple[str, str, str]:
     """(branch, version, modules) from knobs or the profile; missing ones stop the host."""
-    branch = knob("nvidia_driver_branch", "driver.branch")
     version = knob("nvidia_driver_version", "driver.version")
+    branch = knob("nvidia_driver_branch", "driver.branch")
+    if host.data.get("nvidia_driver_version") and not host.data.get("nvidia_driver_branch"):
+        # --data nvidia_driver_version=580.65.06 alone: the branch is the version's
+        branch = str(host.data.get("nvidia_driver_version")).split(".")[0]
     modules = knob("nvidia_driver_kernel_modules", "driver.kernel_modules") or "open"
     if not branch or not version:
         raise DeployError(f"{host.name}: no driver branch/version (profile driver.branch and "
@@ -120,6 +127,10 @@ def nvidia_driver() -> None:
             return
 
     _repository(os_, source)
+    stream = dnf_stream(os_, source, branch, modules)
+    if stream:
+        _ops.dnf_module_stream(name=f"nvidia_driver: DNF module stream nvidia-driver:{stream}",
+                               module="nvidia-driver", stream=stream)
     if os_.is_debian:
         patterns = sorted(set(APT_PIN_PATTERNS) | set(packages))
         _ops.put_template(name="nvidia_driver: apt pin",
@@ -138,7 +149,12 @@ def nvidia_driver() -> None:
         _ops.os_packages(name="nvidia_driver: kernel headers for DKMS",
                          packages=["dkms", *headers])
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
-                         packages=packages, version=version, label="NVIDIA driver")
+                         packages=packages, version=version, label="NVIDIA driver",
+                         guard=APT_PIN_PATTERNS if os_.is_debian else None,
+                         replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages))
+    if os_.is_debian:
+        _ops.hold_matching(name=f"nvidia_driver: every driver package at {version} held",
+                           patterns=APT_PIN_PATTERNS, version=version)
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
         _ops.driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
                             unit="nvidia-persistenced.service")
@@ -147,7 +163,31 @@ def nvidia_driver() -> None:
                           allow=bool(knob("nvidia_driver_allow_reboot")),
                           python=str(knob("nvidia_driver_python")),
                           slurm_node=_ops.slurm_node_name(),
-                          drained_override=bool(knob("nvidia_driver_drained")))
+                          drained_override=bool(knob("nvidia_driver_drained")),
+                          driver_version=version,
+                          reboot_timeout=int(knob("nvidia_driver_reboot_timeout")))
+
+
+def dnf_stream(os_: TargetOS, source: str, branch: str, modules: str) -> str | None:
+    """The ``nvidia-driver`` module stream for this branch on EL9 (NVIDIA's driver
+    installation guide: ``dnf module enable nvidia-driver:<branch>-open``; ``-dkms`` for the
+    proprietary modules). The knob ``nvidia_driver_dnf_stream`` overrides it or, set to
+    ``none``, turns it off (a mirror without modules metadata); default on with the CUDA
+    repository only."""
+    if os_.is_debian:
+        return None
+    wanted = knob("nvidia_driver_dnf_stream")
+    if wanted is not None:
+        text = str(wanted)
+        if text.lower() in ("none", "false", ""):
+            return None
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", text):
+            raise DeployError(f"{host.name}: nvidia_driver_dnf_stream {text!r} is not a "
+                              "module stream name")
+        return text
+    if source != "cuda-repo":
+        return None
+    return f"{branch}-open" if modules == "open" else f"{branch}-dkms"
 
 
 def gpudirect_mode(modules: str) -> str:

@@ -9,6 +9,8 @@ exists, assembled or only as superblocks on its members, is kept: assembled if n
 re-created; disks with a foreign or partial superblock stop the host. mdadm.conf is written
 and the initramfs rebuilt, or the array comes back as md127. xfs gets the stripe geometry
 (su = chunk, sw = disks); the mount is a systemd unit with noatime,nofail; fstrim.timer on.
+nvme-cli and fio, which the battery's SMART and throughput checks run, are installed with the
+array's tools.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def nvme_devices() -> list[str]:
 
 
 LAYOUTS = ("raid0", "single")
+#: What the battery's storage checks run on the node (nodegate.battery.storage): the SMART
+#: log per drive and the array's throughput; both are packaged under these names on Debian,
+#: Ubuntu and RHEL.
+HEALTH_TOOLS = ("nvme-cli", "fio")
 
 
 def nvme_layout(devices: list[str]) -> str:
@@ -90,8 +96,9 @@ def nvme() -> None:
                "array (inspect with mdadm --examine; wipe by hand only if the data is disposable)")
         return
 
-    _ops.os_packages(name="nvme: mdadm and filesystem tools",
-                     packages=["mdadm", "xfsprogs" if fstype == "xfs" else "e2fsprogs"])
+    _ops.os_packages(name="nvme: mdadm, filesystem tools, nvme-cli and fio",
+                     packages=["mdadm", "xfsprogs" if fstype == "xfs" else "e2fsprogs",
+                               *HEALTH_TOOLS])
     _ops.md_array(name=f"nvme: md RAID{level} {array} from {len(devices)} disks", array=array,
                   devices=devices, level=level, chunk_kib=chunk)
     conf = _ops.mdadm_conf(name=f"nvme: {array} in {os_.mdadm_conf}", array=array,
@@ -147,8 +154,8 @@ def _single(devices: list[str]) -> None:
         refuse(f"NVMe device {device} holds {held}, not {fstype}; nodegate never reformats a "
                "disk (inspect with blkid; wipe by hand only if the data is disposable)")
         return
-    _ops.os_packages(name="nvme: filesystem tools",
-                     packages=["xfsprogs" if fstype == "xfs" else "e2fsprogs"])
+    _ops.os_packages(name="nvme: filesystem tools, nvme-cli and fio",
+                     packages=["xfsprogs" if fstype == "xfs" else "e2fsprogs", *HEALTH_TOOLS])
     _ops.filesystem(name=f"nvme: {fstype} on {device} (single disk)", device=device,
                     fstype=fstype, stripe_unit_kib=0, stripe_width=1)
     _mount(device, mountpoint, fstype, options)

@@ -7,11 +7,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODEGATE="$PWD/.venv/bin/nodegate"
+LAB="$PWD/.venv/bin/nodegate-lab"
 PYINFRA="$PWD/.venv/bin/pyinfra"
 OUT="${NODEGATE_DEMO_DIR:-$PWD/reports/demo-lab}"
 FAULT="${NODEGATE_DEMO_FAULT:-node3:nvlink-down@gpu3.link5}"
 FAULTY="${FAULT%%:*}"
-export NODEGATE_SITE=lab
+# the lab's site file: `lab` (inventory/lab.yaml) for the default lab, the instance's own
+# file for NODEGATE_LAB_INSTANCE=N, so a second lab's demo never deploys to the default one
+NODEGATE_SITE=$("$PWD/.venv/bin/python" -c 'from nodegate_lab import config, sitefile
+print("lab" if not config.INSTANCE else sitefile.site_path())')
+export NODEGATE_SITE
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 problems=()
 
@@ -19,12 +24,12 @@ rm -rf "$OUT"  # reports of an earlier run must not stand in for this one's
 mkdir -p "$OUT"
 
 step "lab up: 3 nodes, fault $FAULT"
-"$NODEGATE" lab up --nodes 3 --fault "$FAULT"
-"$NODEGATE" lab status
+"$LAB" up --nodes 3 --fault "$FAULT"
+"$LAB" status
 # the BMC/PDU credentials the pdu_monitor role pushes to the nodes (references in the site file)
 set -a
 # shellcheck disable=SC1090
-. "$("$PWD/.venv/bin/python" -c 'from nodegate.lab import services; print(services.env_file())')"
+. "$("$PWD/.venv/bin/python" -c 'from nodegate_lab import services; print(services.env_file())')"
 set +a
 
 step "deploy: pyinfra inventory.py deploy.py (roles, then validate + join)"
@@ -40,14 +45,14 @@ fi
 step "second deploy: nothing may change but the gate's battery run (an action on every deploy)"
 "$PYINFRA" -y inventory.py deploy.py --data gate_fetch_dir="$OUT" > "$OUT/redeploy.log" 2>&1 || true
 grep -E "Grand total" "$OUT/redeploy.log" || true
-changed=$("$PWD/.venv/bin/python" -c 'import sys; from nodegate.lab import deploys
+changed=$("$PWD/.venv/bin/python" -c 'import sys; from nodegate_lab import deploys
 print(", ".join(sorted(deploys.role_changes(sys.stdin.read()))))' < "$OUT/redeploy.log")
 if ! grep -qE "Grand total +[0-9]+ +[0-9-]+ +- +" "$OUT/redeploy.log" || [[ -n "$changed" ]]; then
   problems+=("the second deploy changed something (${changed:-or failed}): see $OUT/redeploy.log")
 fi
 
 step "Slurm: sinfo on the controller"
-"$NODEGATE" lab shell slurmctl -- sinfo -N -o "%N %T %E" | tee "$OUT/sinfo.txt"
+"$LAB" shell slurmctl -- sinfo -N -o "%N %T %E" | tee "$OUT/sinfo.txt"
 while read -r node state reason; do
   case "$node" in
     NODELIST) ;;

@@ -2,8 +2,8 @@
 # Install the Debian packages the tests and the lab need (only when root and missing).
 set -euo pipefail
 PACKAGES=(gcc make python3-venv ruby chromium)
-# each subsystem lists what its tests need (lab, power, cluster, ...)
-for list in src/nodegate/*/host-packages.txt; do
+# each subsystem lists what its tests need (power, cluster, ...; the lab's is in lab/)
+for list in src/nodegate/*/host-packages.txt lab/src/nodegate_lab/host-packages.txt; do
   [ -f "$list" ] && mapfile -t -O "${#PACKAGES[@]}" PACKAGES < <(grep -v '^#' "$list" | grep -v '^$')
 done
 missing=()

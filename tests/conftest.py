@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The suite's own labs are instance 3 (10.77.10.0/24, /var/lib/nodegate-lab3, its own site file
 # and lab.env): a lab someone brought up by hand or with `make demo` (instance 0) is never
 # touched, skipped around or torn down, so `make demo; make test` works in either order. Set
-# before any test imports nodegate.lab.config, which reads it once.
+# before any test imports nodegate_lab.config, which reads it once.
 os.environ.setdefault("NODEGATE_LAB_INSTANCE", "3")
 # pyinfra runs in tests keep their hosts' fact lists (nodegate.fact_cache) apart from an
 # operator's ~/.cache, and every suite run starts without one

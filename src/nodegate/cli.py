@@ -27,8 +27,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nodegate.power.cli",
     "nodegate.cluster.cli",
     "nodegate.fleet.cli",
-    "nodegate.lab.cli",
 )
+#: Commands that moved out of the node package: a one-line pointer instead of argparse's
+#: "invalid choice" (hidden from the help). The lab is the nodegate-lab distribution (lab/).
+MOVED_COMMANDS: dict[str, str] = {
+    "lab": "`nodegate lab` is now `nodegate-lab` (the nodegate-lab distribution in the "
+           "checkout's lab/: make setup installs it)",
+}
 
 
 #: Optional packages and the extra that brings each (a missing one is exit 3, never a crash).
@@ -55,39 +60,56 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers.required = True
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    for name, message in MOVED_COMMANDS.items():  # no help=: left out of the help
+        # no option prefix: every word after the name (--help too) is taken, none refused
+        moved = subparsers.add_parser(name, add_help=False, prefix_chars="\0")
+        moved.add_argument("rest", nargs="*")
+        moved.set_defaults(func=lambda _args, message=message: _moved(message))
     return parser
+
+
+def _moved(message: str) -> int:
+    print(f"nodegate: error: {message}", file=sys.stderr)
+    return int(ExitCode.BAD_INPUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every way out is a documented exit code (docs/exit-codes.md)."""
-    parser = build_parser()
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
+        prog: str = "nodegate") -> int:
+    """Parse ``argv`` and run the chosen handler (``func``), turning every error into one
+    line and a documented exit code; ``nodegate-lab`` runs its own parser through this too.
+    The parser must have a ``--debug`` flag and a ``command`` destination."""
     args = parser.parse_args(argv)
     debug = bool(args.debug) or os.environ.get("NODEGATE_DEBUG", "") not in ("", "0")
     try:
         code = int(args.func(args))
     except NodegateError as exc:
-        print(f"nodegate: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
     except BrokenPipeError:
         # the reader (head, less) went away: not an error of ours
         sys.stderr.close()
         return int(ExitCode.PASSED)
     except KeyboardInterrupt:
-        print("nodegate: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return int(ExitCode.CANNOT_RUN)
     except ModuleNotFoundError as exc:
         extra = OPTIONAL_EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
-            return _unexpected(exc, debug)
-        print(f"nodegate: error: {args.command} needs the optional package {exc.name}: "
+            return _unexpected(exc, debug, prog)
+        print(f"{prog}: error: {args.command} needs the optional package {exc.name}: "
               f"pip install 'nodegate[{extra}]'", file=sys.stderr)
         return int(ExitCode.CANNOT_RUN)
     except Exception as exc:  # the last line of defence: one line and exit 3, no traceback
-        return _unexpected(exc, debug)
+        return _unexpected(exc, debug, prog)
     return code
 
 
-def _unexpected(exc: BaseException, debug: bool) -> int:
+def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
     """A defect of ours (or an environment we did not foresee): say what failed in one line,
     keep the traceback in a file (or print it with --debug), exit 3 ("could not run")."""
     import tempfile
@@ -99,17 +121,17 @@ def _unexpected(exc: BaseException, debug: bool) -> int:
     text = "".join(traceback.format_exception(exc))
     if debug:
         sys.stderr.write(text)
-        print(f"nodegate: internal error: {what}", file=sys.stderr)
+        print(f"{prog}: internal error: {what}", file=sys.stderr)
         return int(ExitCode.CANNOT_RUN)
     where = "rerun with --debug to see it"
     try:
-        fd, path = tempfile.mkstemp(prefix="nodegate-error-", suffix=".log")
+        fd, path = tempfile.mkstemp(prefix=f"{prog}-error-", suffix=".log")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         where = f"traceback in {path}"
     except OSError:
         pass
-    print(f"nodegate: internal error: {what} ({where}); please report it to {ISSUES_URL} "
+    print(f"{prog}: internal error: {what} ({where}); please report it to {ISSUES_URL} "
           "with that traceback", file=sys.stderr)
     return int(ExitCode.CANNOT_RUN)
 

@@ -64,4 +64,4 @@ LOAD_GROUPS: tuple[str, ...] = ("load",)
 ALL_GROUPS: tuple[str, ...] = QUICK_GROUPS + LOAD_GROUPS
 
 #: GEMM dtypes a profile's ``load.dtypes`` may name.
-DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32")
+DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8", "fp64")

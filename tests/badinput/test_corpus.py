@@ -111,6 +111,12 @@ PROFILE_CASES = [
          ("gpu.vbios",), _profile("gpu:\n  vbios: {versions: [96.00.A5.00.01]}\n")),
     Case("profile-unknown-name", ("profiles", "show", "no-such-profile"), 2,
          ("no-such-profile", "profile")),
+    # issue 20: a memory fraction outside (0, 0.98] stops before any load starts
+    Case("profile-hbm-fraction-too-large", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("p.yaml", "load.hbm_test_fraction", "0.98"),
+         _profile("load:\n  hbm_test_fraction: 1.0\n")),
+    Case("profile-hbm-fraction-zero", ("profiles", "check", "{d}/p.yaml"), 2,
+         ("p.yaml", "load.hbm_test_fraction"), _profile("load:\n  hbm_test_fraction: 0\n")),
 ]
 
 OPTION_CASES = [
@@ -153,10 +159,15 @@ OPTION_CASES = [
          ("p.json",), {"p.json": "{not json"}),
     Case("gate-max-age-text", ("gate", "--dry-run", "--node", "n1", "--report-dir", "{d}",
                                "--max-age", "soon"), 2, ("--max-age",)),
+    Case("gate-drain-budget-over-one", ("gate", "--drain-budget", "1.5"), 2,
+         ("--drain-budget",)),
+    Case("gate-drain-budget-nan", ("gate", "--drain-budget", "nan"), 2, ("--drain-budget",)),
 ]
 
 REPORT_CASES = [
     Case("report-dir-missing", ("report", "{d}/none"), 2, ("none", "not found")),
+    Case("report-drift-zero", ("report", "{d}", "--drift", "0"), 2, ("--drift",)),
+    Case("report-drift-text", ("report", "{d}", "--drift", "5%"), 2, ("--drift",)),
     Case("report-dir-is-file", ("report", "{d}/f"), 2, ("f",), {"f": "x"}),
     Case("report-jobs-zero", ("report", "{d}", "--jobs", "0"), 2, ("--jobs",)),
     Case("report-margin-nan", ("report", "{d}", "--margin", "nan"), 2, ("--margin",)),
@@ -309,6 +320,10 @@ INVENTORY_CASES = [
     Case("site-password-file-mode-0644", (), 2, ("hosts.n1.bmc.password_file", "0644"),
          _site("    bmc: {url: 'https://bmc', model: idrac9, password_file: '{d}/pw'}\n"),
          setup=_open_secret, inventory=SITE),
+    Case("site-drain-budget-percent", (), 2, ("s.yaml", "slurm.drain_budget"),
+         {"s.yaml": SITE_HEAD + "slurm: {drain_budget: 50}\n"}, inventory=SITE),
+    Case("site-drain-budget-text", (), 2, ("s.yaml", "slurm.drain_budget"),
+         {"s.yaml": SITE_HEAD + "slurm: {drain_budget: half}\n"}, inventory=SITE),
     Case("site-group-name-with-space", (), 2, ("s.yaml", "groups"),
          {"s.yaml": SITE_HEAD + "groups:\n  'bad group': [n1]\n"}, inventory=SITE),
     Case("ansible-vault-no-password", (), 2, ("fleet.ini", "host gpu01", "ansible_host",

@@ -26,6 +26,7 @@ from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
 
 NODES = ("ng1", "ng2", "ng3", "ng4", "ng5", "ng6")
 MESSAGE_TIMEOUT = 3
+QUAD = "quad"
 BINARIES = ("munged", "slurmctld", "slurmd", "scontrol", "sinfo")
 
 
@@ -160,6 +161,8 @@ def _write_conf(base: Path, ctld_port: int, node_ports: list[int]) -> Path:
         lines.append(f"NodeName={name} NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=500 "
                      "Gres=gpu:8 State=UNKNOWN")
     lines.append(f"PartitionName=gpu Nodes={','.join(NODES)} Default=YES State=UP")
+    # a second, smaller partition over the first four nodes (the drain budget's 3-of-4 test)
+    lines.append(f"PartitionName={QUAD} Nodes={','.join(NODES[:4])} Default=NO State=UP")
     conf = base / "slurm.conf"
     conf.write_text("\n".join(lines) + "\n")
     return conf

@@ -6,9 +6,9 @@ import dataclasses
 import datetime as dt
 
 from nodegate.cluster.evidence import required_checks
-from nodegate.fleet.synthetic import synthetic_report
 from nodegate.report import NodeReport
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate_lab.synthetic_fleet import synthetic_report
 
 #: The ``run`` record of a full run (``nodegate.battery.evidence.run_record``).
 FULL_RUN = {"groups": ["gpu", "log", "host", "power", "load"], "seams": {},

@@ -54,7 +54,8 @@ SINFO = ("ng1|idle|none\nng2|idle+drain|admin: bad fan | x=y [z]\n"
 
 def test_parse_show_node() -> None:
     state = parse_show_node(SHOW_DRAINED)
-    assert state == NodeState("ng2", "idle", frozenset({"DRAIN"}), "admin: bad fan | x=y [z]")
+    assert state == NodeState("ng2", "idle", frozenset({"DRAIN"}), "admin: bad fan | x=y [z]",
+                              partitions=("gpu",))
     assert state.drained and not state.available
     idle = parse_show_node(SHOW_IDLE)
     assert idle.available and idle.reason is None
@@ -197,3 +198,23 @@ def test_health() -> None:
     assert decide_health(IDLE, report("n1", level="quick", age=dt.timedelta(hours=3),
                                       faults=NVLINK),
                          policy=HealthPolicy(max_age_s=4 * 3600)).action is Action.DRAIN
+
+
+def test_an_upgrade_drain_is_left_to_the_upgrade() -> None:
+    """Issue 21: the cron health never resumes (nor rewrites) a node out for an upgrade; the
+    upgrade's own join resumes it on a fresh pass, or drains it with the failure."""
+    from nodegate.cluster.gate import decide_join, is_upgrade_hold, upgrade_reason
+
+    reason = upgrade_reason("570.133.20", "580.65.06")
+    assert reason == "nodegate: upgrade 570.133.20 -> 580.65.06" and is_upgrade_hold(reason)
+    assert not is_upgrade_hold("nodegate: upgraded_by_hand") and not is_upgrade_hold(None)
+    out = NodeState("n1", "idle", frozenset({"DRAIN"}), reason)
+    quick_pass = report("n1", level="quick", age=dt.timedelta(minutes=1))
+    quick_fail = report("n1", level="quick", faults=NVLINK, age=dt.timedelta(minutes=1))
+    for latest in (quick_pass, quick_fail):
+        kept = decide_health(out, latest)
+        assert kept.action is Action.NONE and "upgrade" in kept.why
+    assert decide_join(out, [quick_pass], policy=JoinPolicy(level=Level.QUICK)).action \
+        is Action.RESUME
+    failed = decide_join(out, [quick_fail], policy=JoinPolicy(level=Level.QUICK))
+    assert (failed.action, failed.reason) == (Action.DRAIN, "nodegate: nvlink_state[gpu3.link5]")

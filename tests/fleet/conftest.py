@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.fleet.synthetic import synthetic_report
 from nodegate.report.fleet_summary import write_report
+from nodegate_lab.synthetic_fleet import synthetic_report
 
 NOW = dt.datetime.now(dt.timezone.utc)
 FAULTS = {"hgx1": ("nvlink-down@gpu3.link5",), "hgx2": ("slow-gpu@gpu2",)}

@@ -11,8 +11,8 @@ import pytest
 from nodegate.errors import ConfigError
 from nodegate.fleet.aggregate import aggregate
 from nodegate.fleet.html import render_html
-from nodegate.fleet.synthetic import synthetic_report
 from nodegate.report import to_json
+from nodegate_lab.synthetic_fleet import synthetic_report
 from tests.conftest import run_cli
 
 

@@ -13,8 +13,8 @@ from nodegate.fleet.aggregate import aggregate
 from nodegate.fleet.html import render_html
 from nodegate.fleet.read import from_report_file, summaries
 from nodegate.fleet.render import render_text, to_data
-from nodegate.fleet.synthetic import synthetic_gpus, synthetic_report
 from nodegate.report.fleet_summary import write_report
+from nodegate_lab.synthetic_fleet import synthetic_gpus, synthetic_report
 from tests.conftest import run_cli
 
 T0 = dt.datetime(2024, 5, 14, 3, 0, tzinfo=dt.timezone.utc)

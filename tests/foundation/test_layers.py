@@ -1,5 +1,6 @@
 """Import contracts of the node package (issue 18): layers without upward imports, and no
-cycles between packages or modules.
+cycles between packages or modules; and no import of the lab harness (``nodegate_lab``, a
+distribution of its own that a node never installs).
 
 The graph is read from the source with ``ast``, every import counted, the ones inside
 functions too (they hide the real graph, not change it). A package may import its own layer
@@ -10,12 +11,18 @@ here with the edge named. ``test_the_checker_catches_*`` prove the checks can fa
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "src"
+LAB_ROOT = Path(__file__).resolve().parents[2] / "lab" / "src"
+#: Packages the node package never imports: the lab, its emulators and the synthetic fleet
+#: are the nodegate-lab distribution (lab/), installed beside a checkout, never on a node.
+FOREIGN = ("nodegate_lab",)
+_MODULE_PATH = re.compile(r"[A-Za-z_][\w.]*")
 
 #: Top-level module or package of nodegate -> its layer. Lower layers never import higher ones.
 LAYERS: dict[str, int] = {
@@ -32,8 +39,8 @@ LAYERS: dict[str, int] = {
     "power": 4,
     # 5: the battery engine, the fleet view, the gate; the control side's inventory and facts
     "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5, "fact_cache": 5,
-    # 6: entry points and the lab harness
-    "commands": 6, "cli": 6, "__main__": 6, "lab": 6,
+    # 6: entry points
+    "commands": 6, "cli": 6, "__main__": 6,
 }
 
 Graph = dict[str, set[str]]
@@ -57,9 +64,9 @@ def _imports(tree: ast.AST, modules: set[str]) -> Iterator[str]:
                 yield full if full in modules else node.module
 
 
-def module_graph(root: Path) -> Graph:
-    """Module -> the nodegate modules it imports, for the tree under ``root/nodegate``."""
-    paths = sorted((root / "nodegate").rglob("*.py"))
+def module_graph(root: Path, package: str = "nodegate") -> Graph:
+    """Module -> the modules of ``package`` it imports, for the tree under ``root/package``."""
+    paths = sorted((root / package).rglob("*.py"))
     modules = {_module_name(p, root) for p in paths}
     graph: Graph = defaultdict(set)
     for path in paths:
@@ -69,9 +76,31 @@ def module_graph(root: Path) -> Graph:
             target = imported
             while target not in modules and "." in target:  # an attribute: its module
                 target = target.rsplit(".", 1)[0]
-            if target in modules and target not in (name, "nodegate"):
+            if target in modules and target not in (name, package):
                 graph[name].add(target)
     return graph
+
+
+def foreign_imports(root: Path) -> list[str]:
+    """Every place under ``root/nodegate`` that imports a ``FOREIGN`` package, as messages: an
+    import statement, or a string that is one of its module paths (``importlib``, a command
+    registry, ``python -m``), since those import it as surely."""
+    problems = []
+    for path in sorted((root / "nodegate").rglob("*.py")):
+        name = _module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and _MODULE_PATH.fullmatch(node.value):
+                targets = [node.value]
+            else:
+                continue
+            problems += [f"{name}:{node.lineno} imports {target}" for target in targets
+                         if target.split(".")[0] in FOREIGN]
+    return problems
 
 
 def _top(module: str) -> str:
@@ -183,6 +212,16 @@ def test_no_cycle_between_modules() -> None:
     assert cycles(_without_package_inits(_project_graph())) == []
 
 
+def test_the_node_package_never_imports_the_lab() -> None:
+    assert foreign_imports(ROOT) == []
+
+
+def test_no_cycle_between_lab_modules() -> None:
+    graph = module_graph(LAB_ROOT, "nodegate_lab")
+    assert "nodegate_lab.mdvm" in graph  # the lab's tree was read
+    assert cycles(_without_package_inits(graph)) == []
+
+
 def test_judging_lives_in_judge() -> None:
     """Verdicts are built with the judge's helpers; the measuring layers below it never do."""
     graph = _project_graph()
@@ -225,3 +264,19 @@ def test_the_checker_catches_a_module_cycle_and_an_unlayered_package(tmp_path: P
     assert cycles(_without_package_inits(graph)) == [["nodegate.load.a", "nodegate.load.b"]]
     assert upward_imports(graph) == ["nodegate.newthing: package 'newthing' has no layer in "
                                      "LAYERS"]
+
+
+def test_the_checker_catches_an_import_of_the_lab(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "nodegate/cli.py": "import importlib\nfrom nodegate_lab.synthetic_fleet import x\n"
+                           "def f():\n    import nodegate_lab\n"
+                           "    return importlib.import_module('nodegate_lab.cli')\n",
+        "nodegate/fleet/__init__.py": "",
+        "nodegate/fleet/view.py": "HELP = 'see nodegate_lab for a synthetic fleet'\n"
+                                  "from nodegate.fleet import nodegate_lab_free\n",
+    })
+    assert foreign_imports(root) == [
+        "nodegate.cli:2 imports nodegate_lab.synthetic_fleet",
+        "nodegate.cli:4 imports nodegate_lab",
+        "nodegate.cli:5 imports nodegate_lab.cli",
+    ]

@@ -3,15 +3,19 @@ load levels and its gate need, never the control side's pyinfra, ansible-core, j
 paramiko or testinfra (the `deploy` and `dev` extras).
 
 The fast tests hold the contract in the tree: every module of the package imports with the
-control-side packages blocked, except the few that are control side by design. The slow test
-does what an operator does: an empty venv, `pip install <checkout>`, `nodegate health`.
+control-side packages blocked, except the few that are control side by design. The slow tests
+build the wheel and check it holds the node package only (the lab, its emulators and the
+synthetic fleet are the nodegate-lab distribution in lab/), and do what an operator does: an
+empty venv, `pip install <checkout>`, `nodegate health`.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import zipfile
 from importlib.metadata import requires
 from pathlib import Path
 
@@ -88,6 +92,36 @@ def test_a_control_side_import_error_names_the_extra() -> None:
     from nodegate.cli import OPTIONAL_EXTRAS
 
     assert {OPTIONAL_EXTRAS[name] for name in ("pyinfra", "ansible", "jinja2")} == {"deploy"}
+
+
+@pytest.mark.slow
+def test_the_node_wheel_holds_the_node_package_only(tmp_path: Path) -> None:
+    """Built from a copy of the checkout with lab/ beside src/, as pip builds it."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(ROOT / name, tree / name)
+    for name in ("src", "lab"):  # links followed: the wheel carries copies of data/ links
+        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns(
+            "__pycache__", "*.egg-info", "build"))
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", "--disable-pip-version-check",
+                           "-w", str(tmp_path / "out"), str(tree)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = (tmp_path / "out").glob("nodegate-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        entry_points = archive.read(info).decode()
+    tops = {name.split("/")[0] for name in names}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"nodegate"}, tops
+    assert "nodegate/cli.py" in names and "nodegate/power/bmc.py" in names
+    harness = [n for n in names if n.startswith(("nodegate/lab/", "nodegate_lab/"))
+               or n.rsplit("/", 1)[-1] in ("bmc_emulator.py", "synthetic.py", "pdu_agent.py",
+                                             "mdvm.py", "synthetic_fleet.py")]
+    assert harness == []
+    assert "nodegate-lab" not in entry_points and "nodegate_lab" not in entry_points
 
 
 @pytest.mark.slow

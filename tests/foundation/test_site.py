@@ -79,6 +79,19 @@ def test_bad_site_key_names_host_and_key(tmp_path: Path) -> None:
     assert (info.value.host, info.value.key) == ("n1", "hosts.n1.ssh_prot")
 
 
+def test_drain_budget_reaches_every_slurm_node(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    profile: xe9680-h100\n    slurm: {node_name: n1}\n"
+                    "slurm: {partition: gpu, drain_budget: 0.25}\n")
+    site = load_site(str(path))
+    assert site.hosts["n1"].pyinfra_data("t")["nodegate_slurm"] == {
+        "node_name": "n1", "drain_budget": 0.25}
+    path.write_text(SITE_HEAD + "slurm: {drain_budget: -0.1}\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert (info.value.file, info.value.key) == (str(path), "slurm.drain_budget")
+
+
 def test_unknown_profile_names_host(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text(SITE_HEAD + "    profile: xe9999-h900\n")

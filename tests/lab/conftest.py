@@ -25,18 +25,18 @@ def lab_skip_reason() -> str | None:
         return "the lab needs root (namespaces, mounts, loop devices)"
     for tool in ("systemd-nspawn", "debootstrap", "ip", "ssh", "losetup"):
         if shutil.which(tool) is None:
-            return f"{tool} missing: install src/nodegate/lab/host-packages.txt"
+            return f"{tool} missing: install lab/src/nodegate_lab/host-packages.txt"
     return None
 
 
 def lab_busy_reason() -> str | None:
     """Why bringing a lab up now would disturb someone else's, or None."""
-    from nodegate.lab import config, lab
+    from nodegate_lab import config, lab
 
     if IN_USE.exists() and config.INSTANCE == 0:  # the shared default lab only
         return f"{IN_USE} exists: someone is deploying to the lab"
     if lab.existing_members():
-        return "a lab is already up here; `nodegate lab down` first (its network is global)"
+        return "a lab is already up here; `nodegate-lab down` first (its network is global)"
     if Path("/sys/class/net", config.UPLINK).exists() or \
             Path("/run/netns", config.BRIDGE_NS).exists():
         return (f"another lab's network ({config.UPLINK}, {config.BRIDGE_NS}) is up, "
@@ -50,7 +50,7 @@ def lab_up() -> Iterator[object]:
     reason = lab_skip_reason() or lab_busy_reason()
     if reason:
         pytest.skip(reason)
-    from nodegate.lab import lab
+    from nodegate_lab import lab
 
     try:
         result = lab.up(2, ["node2:gpu-missing@gpu2"])

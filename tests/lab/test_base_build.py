@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nodegate.errors import CannotRunError
-from nodegate.lab import base
+from nodegate_lab import base
 
 
 def _fake_run(calls: list[list[str]], debootstrap_rc: int = 0) -> Any:

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from nodegate.lab import deploys
+from nodegate_lab import deploys
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = """

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.lab import cgroups, config
-from nodegate.lab.supervisor import Supervisor
+from nodegate_lab import cgroups, config
+from nodegate_lab.supervisor import Supervisor
 
 HYBRID = """\
 tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0

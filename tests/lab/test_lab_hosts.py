@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.lab import cgroups, config, hosts, lab, sitefile
+from nodegate_lab import cgroups, config, hosts, lab, sitefile
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_sinfo_on_the_controller_lists_the_nodes_drained_until_validated(lab_up:
 
 
 def test_lab_shell_runs_sinfo_from_the_root_namespace(lab_up: object) -> None:
-    proc = subprocess.run([sys.executable, "-m", "nodegate.cli", "lab", "shell", "slurmctl",
+    proc = subprocess.run([sys.executable, "-m", "nodegate_lab", "shell", "slurmctl",
                            "--", "sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -150,7 +150,7 @@ def test_scontrol_on_a_node_reads_and_resumes_it(lab_up: object) -> None:
 
 
 def _power_read(*args: str) -> list[dict[str, object]]:
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     env = {**os.environ, **services.lab_secrets()}
     proc = subprocess.run([sys.executable, "-m", "nodegate.cli", "power", "read", "--json",
@@ -177,7 +177,7 @@ def test_pdu_serves_the_real_apc_recording(lab_up: object) -> None:
 
 
 def _bmc_power(*names: str) -> list[float]:
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     args: list[str] = []
     for name in names:
@@ -214,7 +214,7 @@ def test_each_node_has_a_redfish_bmc_following_its_board(
 
 
 def test_status_lists_every_host(lab_up: object) -> None:
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     rows = {r.name: r for r in lab.status()}
     assert set(rows) == {"slurmctl", "node1", "node2"}

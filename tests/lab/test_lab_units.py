@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from nodegate import cli
 from nodegate.errors import ConfigError
-from nodegate.lab import base, config, lab, sitefile
+from nodegate_lab import base, cli, config, lab, sitefile
 
 
 def test_lab_refuses_without_root(monkeypatch: pytest.MonkeyPatch,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 1000)
-    assert cli.main(["lab", "status"]) == 3
+    assert cli.main(["status"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs root" in err[0]
 
@@ -32,6 +31,52 @@ def test_base_key_follows_the_package_list() -> None:
     assert base.base_key(("a", "b")) == base.base_key(("b", "a"))
     assert base.base_key(("a", "b")) != base.base_key(("a", "b", "c"))
     assert base.tarball_path().name.startswith(f"base-{config.SUITE}-")
+
+
+def test_the_md_vm_root_is_keyed_by_the_base_code_with_its_old_keys() -> None:
+    """mdvm's image key is the base's ``image_key`` under its own recipe name, derived as each
+    key was before they shared it, so tarballs already built stay valid."""
+    import hashlib
+
+    from nodegate_lab import mdvm
+
+    def old_key(*parts: str) -> str:
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+    assert mdvm.image_key() == old_key(config.SUITE, "mdvm", mdvm.RECIPE_VERSION,
+                                       *sorted(mdvm.PACKAGES))
+    assert base.base_key() == old_key(config.SUITE, base.RECIPE_VERSION,
+                                      *sorted(config.BASE_PACKAGES))
+    assert mdvm.tarball_path().name == f"rootfs-{config.SUITE}-{mdvm.image_key()}.tar"
+
+
+def test_strip_identity_leaves_no_host_key_or_machine_id(tmp_path: Path) -> None:
+    (tmp_path / "etc/ssh").mkdir(parents=True)
+    (tmp_path / "etc/ssh/ssh_host_ed25519_key").write_text("secret")
+    (tmp_path / "etc/machine-id").write_text("0123\n")
+    base.strip_identity(tmp_path, "x.conf")
+    assert not list((tmp_path / "etc/ssh").glob("ssh_host_*"))
+    assert (tmp_path / "etc/machine-id").read_text() == ""
+    assert "PasswordAuthentication no" in (tmp_path / "etc/ssh/sshd_config.d/x.conf").read_text()
+
+
+def test_nodegate_lab_is_a_one_line_pointer_on_the_node_cli(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from nodegate import cli as node_cli
+
+    for argv in (["lab"], ["lab", "up", "--nodes", "3", "--fault", "node3:x"], ["lab", "-h"]):
+        assert node_cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "`nodegate-lab`" in err[0], err
+    assert re.search(r"^\s+lab\s", node_cli.build_parser().format_help(), re.M) is None
+
+
+def test_mdvm_status_of_no_vm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["mdvm", "--dir", str(tmp_path / "vm"), "status"]) == 1
+    assert capsys.readouterr().out.strip() == "mdvm: none"
+    assert cli.main(["mdvm"]) == 2  # the group alone: its help
 
 
 def test_debootstrap_uses_the_mirror_apt_uses() -> None:
@@ -76,7 +121,7 @@ def test_site_file_pins_the_build_the_mirror_serves(tmp_path: Path,
 
 
 def test_slurm_conf_uses_the_recipe_that_works_in_a_container() -> None:
-    from nodegate.lab import controller
+    from nodegate_lab import controller
 
     conf = controller.slurm_conf([config.node(1), config.node(2)])
     for line in ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
@@ -110,7 +155,7 @@ def test_site_file_names_secrets_by_variable_only(tmp_path: Path,
 
 def test_nodes_start_drained_by_nodegate_only_once(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodegate.lab import controller
+    from nodegate_lab import controller
 
     monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
     assert controller.drain_argv("node1") == [
@@ -128,10 +173,10 @@ def test_bmc_certificate_verifies_against_the_lab_ca(tmp_path: Path,
     import shutil
     import subprocess
 
-    from nodegate.lab import services
+    from nodegate_lab import services
 
     if shutil.which("openssl") is None:
-        pytest.skip("openssl missing: install src/nodegate/lab/host-packages.txt")
+        pytest.skip("openssl missing: install lab/src/nodegate_lab/host-packages.txt")
     monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
     cert, key = services._tls_pair()
     ca = services.bmc_ca_path()
@@ -155,7 +200,7 @@ def test_a_second_lab_instance_uses_its_own_names(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import json; from nodegate.lab import config, sitefile; print(json.dumps(["
+    code = ("import json; from nodegate_lab import config, sitefile; print(json.dumps(["
             "config.SUBNET_PREFIX, config.UPLINK, config.BRIDGE_NS, config.node(1).veth, "
             "str(config.lab_dir()), str(sitefile.site_path()), config.owns_link('ngl0')]))")
     env = {**os.environ, "NODEGATE_LAB_INSTANCE": "2"}
@@ -172,7 +217,7 @@ def test_lab_up_outside_a_checkout_says_it_needs_one(tmp_path: Path,
     """An installed nodegate has no tree to build the nodes' wheel from: exit 2 at once, not
     pip's 'No matching distribution found for nodegate' at the first deploy."""
     from nodegate import paths
-    from nodegate.lab import mirror
+    from nodegate_lab import mirror
 
     monkeypatch.setattr(paths, "project_root", lambda: None)
     with pytest.raises(ConfigError, match="checkout"):

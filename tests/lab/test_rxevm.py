@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from nodegate.lab import config, mdvm, rxevm
 from nodegate.site import load_site
+from nodegate_lab import config, mdvm, rxevm
 
 
 def test_taps_are_this_instances_links_and_fit_ifnamsiz() -> None:

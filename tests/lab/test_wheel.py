@@ -1,4 +1,4 @@
-"""The lab's source-labelled nodegate wheel (nodegate.lab.wheel): no root, no lab."""
+"""The lab's source-labelled nodegate wheel (nodegate_lab.wheel): no root, no lab."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nodegate.errors import CannotRunError
-from nodegate.lab import mirror, wheel
+from nodegate_lab import mirror, wheel
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]

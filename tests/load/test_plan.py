@@ -26,7 +26,7 @@ def _th(**floors: float) -> dict[str, Any]:
 
 
 def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None:
-    cfg = config.from_profile({"load": {
+    cfg = config.from_profile({"gpu": {"memory_mib": 1024}, "load": {
         "gemm_seconds": 10, "hbm_bytes": 4_000_000_000, "copy_bytes": 1_000_000_000,
         "p2p_bytes": 1_000_000_000, "allreduce_max_bytes": 4_000_000_000,
         "allreduce_steps": 2, "copy_iters": 4, "burnin_seconds": 100, "soak_seconds": 50}},
@@ -37,16 +37,22 @@ def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None
     setup = plan.SETUP_S
     # 5 copies (4 + warm-up) of 4 GB read + written at 2000 GB/s; per GPU, in turn, 2
     # placements x (5 copies x (1 GB at 50 + 1 GB at 25 GB/s) + making the 1 GB buffer)
-    per_placement = 5 * (1 / 50 + 1 / 25) + 1 / plan.HOST_BUFFER_GBPS
+    per_placement = (5 * (1 / 50 + 1 / 25) + 1 / plan.HOST_BUFFER_GBPS
+                     + 2 * 1 / plan.HOST_CHECK_GBPS)  # both host buffers checksummed
     assert got["memory"] == pytest.approx(setup + 5 * 4 / 2000 + 4 * 2 * per_placement)
     # 12 ordered pairs x ((2 + 4) one-way GB at 100 + 4 x 2 GB at 200 GB/s)
     assert got["p2p"] == pytest.approx(setup + 12 * (6 / 100 + 4 * 2 / 200))
     # busbw 150 on 4 GPUs is algbw 150 x 4 / 6 = 100 GB/s; 4 GB takes 0.04 s, timed
-    # JUDGED_ITERS times after 2 untimed runs; each of the 2 sizes has a 0.2 s budget
-    assert got["allreduce"] == pytest.approx(setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2) * 0.04)
+    # JUDGED_ITERS times after 2 untimed runs, then checked (nccl-tests -c); each of the 2
+    # sizes has a 0.2 s budget
+    assert got["allreduce"] == pytest.approx(
+        setup + 2 * 0.2 + (tasks.JUDGED_ITERS + 2 + plan.ALLREDUCE_CHECK_RUNS) * 0.04)
     assert got["gemm"] == 10 + setup and got["burnin"] == 100 + setup
     assert got["soak"] == 50 + setup
-    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "burnin", "soak"]  # run order
+    assert got["fsdp"] == pytest.approx(plan.fsdp_phase(cfg.fsdp, 4, th)["seconds"])
+    # run order; the acceptance-only phases of issue 20 around the burn-in
+    assert list(got) == ["gemm", "memory", "p2p", "allreduce", "hbm_patterns", "burnin",
+                         "fsdp", "soak"]
 
 
 def test_one_gpu_plans_no_peer_phases_and_missing_floors_plan_slow() -> None:
@@ -74,7 +80,7 @@ def test_the_plan_line_names_level_time_and_phases() -> None:
     cfg = config.from_profile(_profile("xe9680-h100"), "acceptance")
     line = plan.describe(cfg, 8, {})
     assert line.startswith("load: acceptance on 8 GPU(s), planned ~")
-    assert "burnin 302 s" in line and "soak 302 s" in line
+    assert "burnin 122 s" in line and "soak 302 s" in line and "fsdp " in line
 
 
 def test_a_plan_over_the_levels_budget_says_so() -> None:
@@ -82,5 +88,24 @@ def test_a_plan_over_the_levels_budget_says_so() -> None:
     data["load"] = {**data["load"], "soak_seconds": 900}
     line = plan.describe(config.from_profile(data, "acceptance"), 8, {})
     assert line.endswith("; over the acceptance budget of 15 min")
-    assert "over the" not in plan.describe(config.from_profile(_profile("xe9680-h100"),
-                                                               "acceptance"), 8, {})
+    shipped = _profile("xe9680-h100")  # with its floors (without, the FSDP checkpoint
+    # is planned at a 1 GB/s fallback and the level runs over)
+    assert "over the" not in plan.describe(config.from_profile(shipped, "acceptance"), 8,
+                                           verdicts.thresholds_of(shipped))
+
+
+def test_acceptance_plans_the_dtype_gemms_and_the_hbm_pattern_test() -> None:
+    """Issue 20: each further dtype for its seconds; the pattern test for its seconds plus
+    one pass (write + read of the tested bytes) at the profile's pattern-rate floor."""
+    cfg = config.from_profile({"gpu": {"memory_mib": 1000}, "load": {
+        "acceptance_dtypes": ["fp16", "fp8"], "dtype_gemm_seconds": 7,
+        "hbm_test_seconds": 30, "hbm_test_fraction": 0.5}}, "acceptance")
+    th = _th(hbm_pattern_gbps_min=0.5)
+    got = plan.phases(cfg, 1, th)
+    assert got["gemm_fp16"] == got["gemm_fp8"] == 7 + plan.SETUP_S
+    one_pass = 2 * 0.5 * (1000 << 20) / 0.5e9  # ~2.1 s
+    assert got["hbm_patterns"] == pytest.approx(plan.SETUP_S + 30 + one_pass)
+    # a first round longer than the seconds sets the time
+    slow = plan.phases(cfg, 1, _th(hbm_pattern_gbps_min=0.01))
+    assert slow["hbm_patterns"] == pytest.approx(plan.SETUP_S + 5 * one_pass * 50)
+    assert "hbm_patterns" not in plan.phases(config.from_profile({}, "standard"), 1, th)

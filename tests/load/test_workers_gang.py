@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 import time
 
 import pytest
@@ -27,7 +28,9 @@ def profile(count: int, **load: object) -> dict:
             "copy_bytes": 1 << 19, "p2p_bytes": 1 << 18, "allreduce_max_bytes": 1 << 18,
             "allreduce_steps": 2, "burnin_steps": 12, "burnin_seconds": 30, "soak_seconds": 0.3,
             "soak_min_seconds": 0.3, "min_phase_seconds": 0.3, "sample_hz": 2,
-            "collective_timeout_s": 8, "copy_iters": 2, "burnin_model": TINY_MODEL}
+            "collective_timeout_s": 8, "copy_iters": 2, "burnin_model": TINY_MODEL,
+            "fsdp_seconds": 0.3, "fsdp_checkpoint_dir": tempfile.gettempdir(),
+            "hbm_test_seconds": 0.3, "hbm_test_cpu_bytes": 1 << 16}
     base.update(load)
     return {"gpu": {"count": count}, "load": base, "thresholds": {
         "gemm_bf16_tflops_min": {"min": 1e-7, "unit": "TFLOPS", "source": "policy: test"},

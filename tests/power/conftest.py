@@ -128,7 +128,7 @@ def snmpd_v3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 @pytest.fixture
 def bmc_server() -> Iterator[tuple[int, object]]:
     """The project's Redfish emulator in a thread: (port, BmcState). GPU power is injected."""
-    from nodegate.power.bmc_emulator import BmcState, serve
+    from nodegate_lab.bmc_emulator import BmcState, serve
 
     state = BmcState(power_source=lambda: 5600.0)
     server = serve(("127.0.0.1", 0), state, "root", BMC_PASSWORD, max_sessions=1)

@@ -121,7 +121,7 @@ def _self_signed(tmp: Path) -> tuple[Path, Path]:
 
 
 def test_tls_verified_by_default_and_ca_bundle_accepted(tmp_path: Path) -> None:
-    from nodegate.power.bmc_emulator import BmcState, serve
+    from nodegate_lab.bmc_emulator import BmcState, serve
 
     cert, key = _self_signed(tmp_path)
     server = serve(("127.0.0.1", 0), BmcState(power_source=lambda: 0.0), "root", BMC_PASSWORD,
@@ -172,7 +172,7 @@ def test_emulator_cli_reads_password_from_env_only(tmp_path: Path) -> None:
 
     port = free_port(__import__("socket").SOCK_STREAM)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nodegate.power.bmc_emulator", "--listen", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "nodegate_lab.bmc_emulator", "--listen", f"127.0.0.1:{port}",
          "--password-env", "EMU_PW", "--base-power-w", "900"],
         env={**os.environ, "EMU_PW": BMC_PASSWORD, "LD_LIBRARY_PATH": str(tmp_path)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

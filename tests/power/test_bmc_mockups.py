@@ -37,7 +37,7 @@ def _password_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @contextmanager
 def _served(root: Path) -> Iterator[int]:
-    from nodegate.power.bmc_emulator import BmcState, serve
+    from nodegate_lab.bmc_emulator import BmcState, serve
 
     server = serve(("127.0.0.1", 0), BmcState(mockup_dir=root), "root", BMC_PASSWORD)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -215,7 +215,7 @@ def test_everything_null_at_once_still_reads(tmp_path: Path) -> None:
 
 
 def test_static_tree_stays_inside_its_folder() -> None:
-    from nodegate.power.bmc_emulator import _static_resource
+    from nodegate_lab.bmc_emulator import _static_resource
 
     assert _static_resource(MOCKUPS / RACK, "/redfish/v1")["Id"] == "RootService"  # type: ignore[index]
     assert _static_resource(MOCKUPS / RACK, "/redfish/v1/Chassis/../../../README.md") is None
@@ -225,7 +225,7 @@ def test_static_tree_stays_inside_its_folder() -> None:
 
 def test_emulator_cli_refuses_a_folder_that_is_no_mockup(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "nodegate.power.bmc_emulator", "--listen", "127.0.0.1:0",
+        [sys.executable, "-m", "nodegate_lab.bmc_emulator", "--listen", "127.0.0.1:0",
          "--mockup", str(tmp_path), "--password-env", "EMU_PW"],
         env={"EMU_PW": BMC_PASSWORD, "PATH": "/usr/bin:/bin",
              "PYTHONPATH": ":".join(sys.path)},

@@ -141,6 +141,8 @@ def _render(command: Any, uploads: dict[str, str]) -> str:
     if isinstance(command, FileUploadCommand):
         src = command.src
         text = src.getvalue() if hasattr(src, "getvalue") else Path(str(src)).read_text()
+        if isinstance(text, bytes):  # a key file: ASCII test data, kept as text here
+            text = text.decode("latin-1")
         uploads[command.dest] = text
         return f"upload {command.dest}"
     if isinstance(command, FileDownloadCommand):
@@ -182,6 +184,9 @@ def _apply(fake: FakeFacts, result: Result) -> None:
         for match in re.finditer(r"chmod (\d+) '?([^' ;]+)'?", command):
             if match.group(2) in fake.files:
                 fake.files[match.group(2)]["mode"] = int(match.group(1))
+        for match in re.finditer(r"chown ([a-z_]+):([a-z_]+) '?([^' ;]+)'?", command):
+            if match.group(3) in fake.files:
+                fake.files[match.group(3)].update(user=match.group(1), group=match.group(2))
         for match in re.finditer(r"mkdir -p '?([^' ;]+)'?", command):
             fake.dirs.add(match.group(1))
 

@@ -44,6 +44,12 @@ class AllInstalled(dict[str, Any]):
     def __contains__(self, key: object) -> bool:
         return True
 
+    def items(self) -> Any:  # type: ignore[override]
+        """A sample of what a converged node lists: the driver's set at its version."""
+        names = ("nvidia-driver-570-open", "libnvidia-compute-570", "libcuda1",
+                 "firmware-nvidia-gsp", "libnccl2")
+        return [(name, self.get(name)) for name in names]
+
     def get(self, key: str, default: Any = None) -> Any:
         version = NCCL if "nccl" in key else self.versions.get(key, DRIVER)
         if "-" in version:
@@ -67,6 +73,8 @@ def converged_facts(os_name: str) -> dict[str, Any]:
         "deb.DebPackages": AllInstalled(),
         "rpm.RpmPackages": AllInstalled(rhel=True) if rhel else {},
         "packages.HeldPackages": AllHeld(),
+        "packages.DnfModuleState": {"name": "nvidia-driver", "stream": "570-open",
+                                    "profiles": "", "state": "enabled"} if rhel else {},
         "systemd.SystemdStatus": AllTrue(),
         "systemd.SystemdEnabled": AllTrue(),
         "server.Sysctl": {"kernel.numa_balancing": 0},
@@ -75,6 +83,9 @@ def converged_facts(os_name: str) -> dict[str, Any]:
         "kernel.InstalledModule": {"version": DRIVER, "license": "Dual MIT/GPL",
                                    "filename": "/lib/modules/nvidia.ko"},
         "gpu.GpuProcesses": [],
+        "gpu.GpuPlacements": [{"minor": i, "bdf": f"0000:{0x18 + 0x20 * i:02x}:00.0",
+                               "socket": i // 4, "cores": "0-55" if i < 4 else "56-111"}
+                              for i in range(8)],
         "storage.MdArrays": {"/dev/md/nodegate0": {"uuid": ARRAY_UUID, "name": "gpu-b01:nodegate0",
                                                    "level": "raid0"}},
         "storage.MdSuperblocks": {d: ARRAY_UUID for d in DEVICES},

@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 
-from nodegate.lab import deploys, lab, sitefile
+from nodegate_lab import deploys, lab, sitefile
 from tests.lab.conftest import lab_busy_reason
 
 NODES = 8

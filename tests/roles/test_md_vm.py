@@ -1,7 +1,7 @@
 """The nvme role's real mdadm RAID0 path, end-to-end on a kernel that has md (issue 7).
 
 The lab's containers share this machine's kernel, which has no md, so there the role runs the
-single-disk layout. Here ``nodegate.lab.mdvm`` boots Debian 12's own kernel under qemu (KVM
+single-disk layout. Here ``nodegate_lab.mdvm`` boots Debian 12's own kernel under qemu (KVM
 when /dev/kvm works, else TCG) with two emulated NVMe disks; the real role runs over SSH
 (``pyinfra -y inventory.py roles/nvme.py``, the VM's site file), testinfra reads the result,
 a second deploy must change nothing, and after a reboot from the VM's own /boot (the
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from nodegate.lab import mdvm
+from nodegate_lab import lock, mdvm
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -43,7 +43,7 @@ pytestmark = [
     pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(3600),
     pytest.mark.skipif(os.geteuid() != 0, reason="the md VM needs root (debootstrap, chroot)"),
     pytest.mark.skipif(bool(MISSING), reason=f"missing {', '.join(MISSING)}: install "
-                       "src/nodegate/lab/host-packages.txt (scripts/setup-host.sh)"),
+                       "lab/src/nodegate_lab/host-packages.txt (scripts/setup-host.sh)"),
 ]
 
 TIMES: dict[str, float] = {}
@@ -75,7 +75,7 @@ def _timed(name: str, started: float) -> None:
 @pytest.fixture(scope="module")
 def vm() -> Iterator[mdvm.VM]:
     started = time.monotonic()
-    with mdvm.exclusive(VM_DIR, wait_s=1800):  # another run of this test: wait for it
+    with lock.vm_exclusive(VM_DIR, wait_s=1800):  # another run of this test: wait for it
         mdvm.down(VM_DIR)  # a VM dir left by an earlier, killed run
         try:
             cached = mdvm.tarball_path().is_file()

@@ -29,6 +29,7 @@ from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
+from roles.slurm_node import slurm_node
 from tests.roles.harness import FakeFacts, run
 from tests.roles.scenarios import (
     ARRAY_UUID,
@@ -41,10 +42,12 @@ from tests.roles.scenarios import (
 )
 
 ROLES = {"base": base, "nvidia_driver": nvidia_driver, "fabricmanager": fabricmanager,
-         "nccl": nccl, "network": network, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor}
+         "network": network, "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent,
+         "pdu_monitor": pdu_monitor, "slurm_node": slurm_node}
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"IDRAC_PASSWORD": "s3cret", "PDU_COMMUNITY": "c0mm"}
+MUNGE_KEY = Path(__file__).parent / "data" / "munge-test.key"  # test data, not a cluster's
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +57,8 @@ def _secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _data(**extra: Any) -> dict[str, Any]:
-    return host_data(dcgm_enabled=True, **extra)
+    return host_data(dcgm_enabled=True, slurm_node_controller="slurmctl",
+                     slurm_node_munge_key_file=str(MUNGE_KEY), **extra)
 
 
 @pytest.mark.parametrize("os_name", OSES)
@@ -218,7 +222,7 @@ def test_deploy_py_orders_the_roles() -> None:
 
     names = [getattr(r, "__name__", "") for r in bring_up.ROLES]
     assert names == ["base", "nvidia_driver", "fabricmanager", "network", "nccl", "dcgm", "nvme",
-                     "agent", "pdu_monitor"]
+                     "agent", "pdu_monitor", "slurm_node"]
 
 
 def test_deploy_is_the_package_beside_deploy_py() -> None:
@@ -253,6 +257,24 @@ def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
     off = run(agent, data=host_data(agent_schedule_gate=False)).uploads[
         "/etc/cron.d/nodegate-health"]
     assert "nodegate gate" not in off
+
+
+def test_the_scheduled_gate_carries_the_sites_drain_budget() -> None:
+    data = host_data(nodegate_slurm={"node_name": "gpu-b01", "drain_budget": 0.5})
+    cron = run(agent, data=data).uploads["/etc/cron.d/nodegate-health"]
+    gate = cron[cron.index("nodegate gate"):]
+    assert ("--drain-budget 0.5 --textfile-dir /var/lib/node_exporter/textfile_collector"
+            in gate)
+    assert "--drain-budget" not in run(agent, data=host_data()).uploads[
+        "/etc/cron.d/nodegate-health"]
+    check = "/usr/local/sbin/nodegate-slurm-healthcheck"
+    wrapper = run(slurm_node, data=_data(nodegate_slurm={
+        "node_name": "gpu-b01", "drain_budget": 0.5})).uploads[check]
+    assert wrapper.splitlines()[-1].endswith(
+        "gate --healthcheck --drain-budget 0.5 --textfile-dir "
+        "/var/lib/node_exporter/textfile_collector")
+    assert run(slurm_node, data=_data()).uploads[check].splitlines()[-1].endswith(
+        "gate --healthcheck")
 
 
 def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
@@ -308,3 +330,56 @@ def test_node_wiring_carries_each_pdus_rating_to_the_circuit_check() -> None:
     assert wiring["circuits"] == 2
     assert wiring["feeds"] == [{"pdu": "b01-pdu-a", "amps": 60, "volts": 415, "phases": 3},
                                {"pdu": "b01-pdu-b"}]
+
+
+def test_a_running_driver_other_than_the_installed_one_needs_the_reboot() -> None:
+    """Where the kernel shows no nvidia module (a container, the lab) the driver NVML reports
+    is what runs: after the packages moved to the pin, the old one running asks for a reboot."""
+    facts = {**converged_facts("ubuntu22"), "gpu.GpuProcesses": [],
+             "gpu.SlurmNodeState": "IDLE+DRAIN", "kernel.RunningDriverVersion": "570.124.06"}
+    files = converged_files("ubuntu22")
+    result = run(nvidia_driver, data=host_data(nvidia_driver_allow_reboot=True,
+                                               nvidia_driver_reboot_timeout=120),
+                 facts=facts, files=files, converged=True)
+    op = next(o for o in result.ops if o.name.endswith("reboot if the loaded module is stale"))
+    assert any("reboot" in c for c in op.commands), op.commands
+    same = run(nvidia_driver, data=host_data(nvidia_driver_allow_reboot=True),
+               facts={**facts, "kernel.RunningDriverVersion": DRIVER}, files=files,
+               converged=True)
+    op = next(o for o in same.ops if o.name.endswith("reboot if the loaded module is stale"))
+    assert not any("reboot" in c for c in op.commands), op.commands
+
+
+class _Rebooting:
+    """A host whose boot id changes after ``after`` reads (None: never comes back)."""
+
+    name = "testhost"
+
+    def __init__(self, after: int | None) -> None:
+        self.after, self.reads, self.connected = after, 0, True
+
+    def get_fact(self, _cls: Any) -> str:
+        self.reads += 1
+        return "new-boot" if self.after is not None and self.reads > self.after else "old-boot"
+
+    def connect(self, show_errors: bool = True) -> None:
+        self.connected = True
+
+    def disconnect(self) -> None:
+        self.connected = False
+
+
+@pytest.mark.parametrize(("after", "back"), [(3, True), (None, False)])
+def test_the_reboot_waits_for_a_new_boot_id_within_its_timeout(
+        monkeypatch: pytest.MonkeyPatch, after: int | None, back: bool) -> None:
+    """The wait ends on a new boot id (not on uptime: a container shows the host's) and
+    gives up, failing the host, at its timeout."""
+    monkeypatch.setattr(_ops.time, "sleep", lambda _s: None)
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(_ops.time, "monotonic", lambda: float(next(clock)))
+    remember, reboot, wait = _ops.reboot_and_wait(60)
+    node = _Rebooting(after)
+    assert remember.function(None, node) is True
+    assert "reboot" in str(reboot)
+    assert wait.function(None, node) is back
+    assert node.reads <= 8  # bounded: 60 s at one read per 10 s

@@ -1,6 +1,6 @@
 """The network role and the network checks on real RDMA devices: two Soft-RoCE VMs (issue 19).
 
-``nodegate.lab.rxevm`` boots two Debian 12 VMs (Debian's own kernel, the md VM's image) whose
+``nodegate_lab.rxevm`` boots two Debian 12 VMs (Debian's own kernel, the md VM's image) whose
 second virtio NIC sits on a bridge in this lab instance's namespace, and makes ``rxe0``
 (rdma_rxe) over it in each. Then, in file order on the same two VMs:
 
@@ -36,8 +36,8 @@ from typing import Any
 import pynvml
 import pytest
 
-from nodegate.lab import mdvm, rxevm
 from nodegate.profiles import resolve_profile
+from nodegate_lab import mdvm, rxevm
 from tests.roles.test_lab_e2e import totals
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -188,6 +188,9 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
         from nodegate.probes.host import HostProbe
 
         results += judge_host(HostProbe(options.host_root), profile, list(bus_ids.values()))
+        from nodegate.battery.storage import run_nvme_health
+
+        results += run_nvme_health(profile, report_dir=options.report_dir)
     if "network" in options.groups:
         results += _judge_network(profile, options, board,
                                   down.reason if down is not None else None)

@@ -17,7 +17,8 @@ from nodegate.progress import Progress
 
 #: The phase checks a skipped load run reports, one per phase the level would run.
 PHASES = {"standard": ("gemm", "memory", "p2p", "allreduce"),
-          "acceptance": ("gemm", "memory", "p2p", "allreduce", "burnin", "soak")}
+          "acceptance": ("gemm", "memory", "p2p", "allreduce", "hbm_patterns", "burnin",
+                         "fsdp", "soak")}
 
 
 def foreign_holders() -> dict[str, str]:

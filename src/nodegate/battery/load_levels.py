@@ -7,7 +7,9 @@ sampler going, judges every figure against ``profile["thresholds"]`` and returns
 and the next phase starts a fresh gang.
 
     standard:   gemm (per dtype), memory (HBM + host copies), p2p, allreduce
-    acceptance: standard + burnin (DDP training) + soak (GEMM held for soak_seconds)
+    acceptance: standard + GEMM in acceptance_dtypes + hbm_patterns (the whole-HBM test)
+                + burnin (DDP training) + fsdp (sharded training, checkpoints on the NVMe
+                array, verified reload) + soak (GEMM held for soak_seconds)
 
 It lives in the battery, above both halves: ``nodegate.load`` measures, ``nodegate.judge.load``
 judges, and this module runs one then the other, phase by phase.
@@ -16,14 +18,18 @@ judges, and this module runs one then the other, phase by phase.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodegate.judge import fsdp as fsdp_verdicts
 from nodegate.judge import load as verdicts
-from nodegate.load import config, devices, plan, seams, tasks
+from nodegate.judge import load_integrity as integrity
+from nodegate.load import config, devices, fsdp_size, hbm_test, plan, seams, tasks
 from nodegate.load.outcome import LoadOutcome
 from nodegate.load.telemetry import Sampler, Telemetry
 from nodegate.load.workers import Gang, PhaseOutcome
@@ -130,10 +136,11 @@ class _Run:
 def _gemm(run: _Run, dtype: str, seconds: float, name: str = "gemm") -> None:
     outcome = run.phase(name, tasks.gemm, seconds + 5, estimate_s=seconds, dtype=dtype,
                         n=run.cfg.gemm_size, seconds=seconds)
-    if name == "gemm":
-        checks = ["gemm_tflops" if dtype == "bf16" else f"gemm_tflops_{dtype}",
-                  "gemm_consistency"]
-        run.judged(outcome, checks, lambda: verdicts.gemm(outcome.values, run.th))
+    if name != "soak":
+        checks = integrity.gemm_checks(dtype)
+        why_not = integrity.gemm_unsupported(outcome.values) if outcome.ok else None
+        run.judged(outcome, checks, lambda: verdicts.skipped(checks, why_not) if why_not
+                   else verdicts.gemm(outcome.values, run.th))
     else:  # the soak: GEMM digests must still agree; speed is not judged twice
         run.judged(outcome, [], lambda: [
             r for r in verdicts.gemm(outcome.values, run.th, speed=False)
@@ -145,13 +152,15 @@ def _memory(run: _Run) -> None:
     # the host copies take turns, a few seconds per GPU
     outcome = run.phase("memory", tasks.memory, 10.0 + 3.0 * run.world, hbm_bytes=cfg.hbm_bytes,
                         copy_bytes=cfg.copy_bytes, iters=cfg.copy_iters)
-    run.judged(outcome, ["hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth"],
-               lambda: verdicts.memory(outcome.values, run.th))
+    run.judged(outcome, ["hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth",
+                         "hbm_copy_verified", "h2d_copy_verified", "d2h_copy_verified"],
+               lambda: verdicts.memory(outcome.values, run.th)
+               + integrity.memory_copies(outcome.values))
 
 
 def _p2p(run: _Run) -> None:
     if run.world < 2:
-        run.results += verdicts.skipped(["p2p_unidir", "p2p_bidir"],
+        run.results += verdicts.skipped(["p2p_unidir", "p2p_bidir", "p2p_copy_verified"],
                                         "one GPU: no peer to copy to")
         return
     outcome = run.phase("p2p", tasks.p2p, 0.05 * run.world**2, loads=False,
@@ -160,20 +169,33 @@ def _p2p(run: _Run) -> None:
     def judging() -> list[CheckResult]:
         value = outcome.values[0]
         run.matrices.update(verdicts.p2p_matrix(value, run.world))
-        return verdicts.p2p(value, run.world, run.th)
+        return verdicts.p2p(value, run.world, run.th) + integrity.p2p_copies(value, run.world)
 
-    run.judged(outcome, ["p2p_unidir", "p2p_bidir"], judging)
+    run.judged(outcome, ["p2p_unidir", "p2p_bidir", "p2p_copy_verified"], judging)
 
 
 def _allreduce(run: _Run) -> None:
     if run.world < 2:
-        run.results += verdicts.skipped(["allreduce_busbw"], "one GPU: nothing to all-reduce")
+        run.results += verdicts.skipped(["allreduce_busbw", "allreduce_verified"],
+                                        "one GPU: nothing to all-reduce")
         return
     outcome = run.phase("allreduce", tasks.allreduce, 0.5 * run.cfg.allreduce_steps,
                         loads=False, max_bytes=run.cfg.allreduce_max_bytes,
                         steps=run.cfg.allreduce_steps)
-    run.judged(outcome, ["allreduce_busbw"],
-               lambda: verdicts.allreduce(outcome.values[0], run.th))
+    run.judged(outcome, ["allreduce_busbw", "allreduce_verified"],
+               lambda: verdicts.allreduce(outcome.values[0], run.th)
+               + integrity.allreduce_results(outcome.values))
+
+
+def _hbm_patterns(run: _Run) -> None:
+    """The whole-HBM pattern test on every GPU at once (acceptance)."""
+    cfg = run.cfg
+    outcome = run.phase("hbm_patterns", hbm_test.patterns, cfg.hbm_test_seconds + 10,
+                        estimate_s=cfg.hbm_test_seconds, fraction=cfg.hbm_test_fraction,
+                        seconds=cfg.hbm_test_seconds, cpu_bytes=cfg.hbm_test_cpu_bytes,
+                        chunk_bytes=cfg.hbm_test_chunk_bytes)
+    run.judged(outcome, ["hbm_patterns", "hbm_patterns_gbps"],
+               lambda: integrity.hbm_patterns(outcome.values, run.th))
 
 
 def _burnin(run: _Run) -> None:
@@ -186,6 +208,24 @@ def _burnin(run: _Run) -> None:
     run.judged(outcome, ["burnin_loss", "burnin_straggler", "burnin_tokens_per_s",
                          "burnin_tflops", "burnin_param_consistency"],
                lambda: verdicts.burnin(outcome.values, run.th))
+
+
+def _fsdp(run: _Run, where: dict[str, Any]) -> None:
+    """The FSDP burn-in; ``where`` is the pre-flight's finding (checkpoint directory, on the
+    NVMe array's mount or not), kept as evidence."""
+    from nodegate.load import fsdp
+
+    # a directory of this run's own, removed whatever happens: a rank that dies mid-write
+    # must not leave a 100 GB checkpoint on the array
+    settings = {**run.cfg.fsdp, "checkpoint_dir": os.path.join(
+        run.cfg.fsdp["checkpoint_dir"], f"run-{os.getpid()}-{int(time.time())}")}
+    try:
+        outcome = run.phase("fsdp", fsdp.train, settings["seconds"] + 20,
+                            estimate_s=run.planned.get("fsdp"), fsdp=settings)
+    finally:
+        shutil.rmtree(settings["checkpoint_dir"], ignore_errors=True)
+    run.judged(outcome, fsdp_verdicts.JUDGED, lambda: fsdp_verdicts.fsdp(
+        outcome.values, run.th, {**settings, **where}))
 
 
 def _series(tel: Telemetry) -> dict[str, Any]:
@@ -241,6 +281,13 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
     backend = devices.for_world(backend, world)
     if not backend.cuda and "burnin_model" not in (profile.get("load") or {}):
         cfg = dataclasses.replace(cfg, burnin_model=dict(config.CPU_BURNIN_MODEL))
+    where: dict[str, Any] = {}
+    if cfg.acceptance:  # sized, and its checkpoint's room checked, before any load starts
+        cfg = dataclasses.replace(cfg, fsdp=fsdp_size.resolve(cfg.fsdp, cuda=backend.cuda,
+                                                              world=world))
+        where = fsdp_size.preflight(cfg.fsdp)
+    if not backend.cuda:  # CPU workers test hbm_test_cpu_bytes, not the profile's GPU memory
+        cfg = dataclasses.replace(cfg, gpu_memory_bytes=0)
     shown = adapt(progress)
     gpus = devices.nvml_indices(backend, world)
     sampler = Sampler(gpus, cfg.sample_hz)
@@ -253,12 +300,19 @@ def run(profile: dict[str, Any], level: str, *, duration_scale: float = 1.0,
         shown.line(f"load: telemetry off ({tel.reason})")
     try:
         for dtype in cfg.dtypes:
-            _gemm(run_, dtype, cfg.gemm_seconds)
+            _gemm(run_, dtype, cfg.gemm_seconds,
+                  name="gemm" if dtype == cfg.dtypes[0] else f"gemm_{dtype}")
         _memory(run_)
         _p2p(run_)
         _allreduce(run_)
+        ran = [*cfg.dtypes, *(cfg.acceptance_dtypes if cfg.acceptance else ())]
+        run_.results += integrity.gemm_not_run(ran, level)
         if cfg.acceptance:
+            for dtype in cfg.acceptance_dtypes:
+                _gemm(run_, dtype, cfg.dtype_gemm_seconds, name=f"gemm_{dtype}")
+            _hbm_patterns(run_)
             _burnin(run_)
+            _fsdp(run_, where)
             _gemm(run_, cfg.dtypes[0], cfg.soak_seconds, name="soak")
     finally:
         if run_.gang is not None:

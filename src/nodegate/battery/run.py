@@ -86,8 +86,12 @@ def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
             # see would only fail later without a report
             run.notes.append(f"load checks not run: NVML unavailable ({nvml_down})")
         elif level != "quick" and "load" in groups:
+            from nodegate.battery.storage import preflight
+
+            preflight(profile, level)
             _run_load(run, profile, level, groups, duration_scale=duration_scale,
                       workers=workers, progress=progress)
+            _run_storage(run, profile, level, progress)
         run.duration_s = time.monotonic() - t0
     wrong = above_level(run.results, level)
     if wrong:  # the registry and the engine disagree: say so rather than judge silently
@@ -116,3 +120,14 @@ def _run_load(run: BatteryRun, profile: Profile, level: str, groups: tuple[str, 
 
         run.results += judge_under_load(sampler, profile)
     run.series, run.matrices, run.backend = load.series, load.matrices, load.backend
+
+
+def _run_storage(run: BatteryRun, profile: Profile, level: str,
+                 progress: Progress | None) -> None:
+    """fio on the NVMe array and DCGM's diagnostic, as the profile asks (battery.storage)."""
+    from nodegate.battery.storage import run_dcgm, run_fio
+
+    if progress is not None:
+        progress.line(f"storage and DCGM checks, level {level}")
+    run.results += run_fio(profile)
+    run.results += run_dcgm(profile, level)

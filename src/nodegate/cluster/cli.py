@@ -20,6 +20,10 @@ from nodegate.bounds import arg_number
 from nodegate.vocabulary import LEVELS
 
 if TYPE_CHECKING:
+    from nodegate.cluster.budget import BudgetOutcome
+    from nodegate.cluster.gate import Decision
+    from nodegate.cluster.scheduler import Change, NodeState
+    from nodegate.cluster.slurm import SlurmScheduler
     from nodegate.report.model import NodeReport
 
 
@@ -56,6 +60,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--healthcheck", action="store_true",
                         help="Slurm HealthCheckProgram mode: --mode health --run-health, "
                              "node from $SLURMD_NODENAME, 2 tries")
+    parser.add_argument("--drain-budget", type=arg_number(float, 0, 1),
+                        help="health: the share of each of the node's partitions nodegate may "
+                             "hold drained at once (0.5: 2 of 4); beyond it the node stays in "
+                             "service, marked in its Slurm comment, with a WARN (default: no "
+                             "budget; the site file's slurm.drain_budget via the agent role)")
+    parser.add_argument("--textfile-dir", type=Path,
+                        help="write nodegate_gate.prom (drain budget metrics) there")
     parser.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.set_defaults(func=run)
@@ -67,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.cluster.gate import (
         HealthPolicy,
         JoinPolicy,
-        apply,
         battery_reports,
         decide_health,
         decide_join,
@@ -107,22 +117,76 @@ def run(args: argparse.Namespace) -> int:
     else:
         health = HealthPolicy(max_age_s=max_age) if max_age is not None else HealthPolicy()
         decision = decide_health(state, latest(battery_reports(reports)), policy=health)
-    change = None if args.dry_run else apply(decision, scheduler)
+    change, outcome = _act(args, decision, state, reports, scheduler)
+    _print(args, node, decision, state, change=change, outcome=outcome)
+    return 0
+
+
+def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
+         reports: list[NodeReport], scheduler: SlurmScheduler
+         ) -> tuple[Change | None, BudgetOutcome | None]:
+    """Carry the decision out; in health mode with a budget, a drain goes through the budget
+    (docs/gate.md, "The drain budget") and its metrics are written."""
+    from nodegate.cluster.budget import (
+        TEXTFILE_NAME,
+        DrainBudget,
+        clear_mark,
+        drain_within_budget,
+        render_metrics,
+    )
+    from nodegate.cluster.gate import Action, apply
+    from nodegate.report._atomic import atomic_write_text
+
+    budget = DrainBudget(args.drain_budget) if args.drain_budget is not None else None
+    outcome = None
+    if args.dry_run:
+        return None, None
+    if budget is not None and args.mode == "health" and decision.action is Action.DRAIN:
+        assert decision.reason is not None
+        outcome = drain_within_budget(
+            decision.node, decision.reason, scheduler, budget,
+            log=lambda line: print(f"nodegate gate: {line}", file=sys.stderr))
+        change = outcome.change
+    else:
+        change = apply(decision, scheduler)
+        if args.mode == "health" and decision.action is not Action.DRAIN and \
+                newest_health_passes(reports):
+            clear_mark(state, scheduler)
+    if budget is not None and args.textfile_dir is not None and args.mode == "health":
+        atomic_write_text(args.textfile_dir / TEXTFILE_NAME,
+                          render_metrics(decision.node, state.partitions, outcome, budget))
+    return change, outcome
+
+
+def _print(args: argparse.Namespace, node: str, decision: Decision, state: NodeState, *,
+           change: Change | None, outcome: BudgetOutcome | None) -> None:
     changed = bool(change and change.changed)
     after = change.after if change else state
+    action = "mark" if outcome is not None and outcome.exceeded else decision.action.value
+    if outcome is not None and outcome.warn:
+        print(f"nodegate gate: {outcome.warn}", file=sys.stderr)
     if args.json:
         print(json.dumps({
-            "node": node, "mode": args.mode, "action": decision.action.value,
+            "node": node, "mode": args.mode, "action": action,
             "reason": decision.reason, "why": decision.why, "report_id": decision.report_id,
             "changed": changed, "dry_run": bool(args.dry_run),
             "before": state.describe(), "after": after.describe(),
+            "marked": outcome.marked if outcome else None,
+            "warn": outcome.warn if outcome else None,
         }, indent=2))
     else:
-        verb = decision.action.value + (" (dry run)" if args.dry_run else
-                                        "" if changed or decision.action.value == "none"
-                                        else " (already so)")
-        print(f"nodegate gate: {node} {verb}: {decision.why}  [{after.describe()}]")
-    return 0
+        verb = action + (" (dry run)" if args.dry_run else
+                         "" if changed or action in ("none", "mark") else " (already so)")
+        why = outcome.warn if outcome is not None and outcome.warn else decision.why
+        print(f"nodegate gate: {node} {verb}: {why}  [{after.describe()}]")
+
+
+def newest_health_passes(reports: list[NodeReport]) -> bool:
+    """The latest battery report passes: the only time the gate lifts its budget mark."""
+    from nodegate.cluster.gate import battery_reports, is_passing, latest
+
+    newest = latest(battery_reports(reports))
+    return newest is not None and is_passing(newest)
 
 
 def join_profile(value: str | None, report_profile: str) -> dict[str, Any]:

@@ -26,7 +26,8 @@ SHOWN = 8
 
 _NVLINK = ("nvlink_state", "nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors")
 _PEER = ("p2p_completed", "p2p_unidir", "p2p_bidir", "p2p_unidir_outlier",
-         "p2p_bidir_outlier", "allreduce_completed", "allreduce_busbw", "burnin_straggler")
+         "p2p_bidir_outlier", "allreduce_completed", "allreduce_busbw", "burnin_straggler",
+         "p2p_copy_verified", "allreduce_verified")
 
 
 def _section(profile: Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -14,6 +14,9 @@ Drain reasons are a small grammar, so ownership survives in the scheduler itself
 * ``nodegate: multinode failed|report missing|report stale ...`` - a hold from a required
   suite (``multinode``: the all-reduce with a known-good node). Only a fresh passing report of
   that suite lifts it, at the next join; a health pass never does.
+* ``nodegate: upgrade <from> -> <to>`` - a node out for a driver upgrade (deploy/upgrade_driver.py,
+  deploy/rolling_upgrade.py). The periodic health never lifts or rewrites it, pass or fail:
+  only the upgrade's own validation and join do.
 * anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``) belongs to
   someone else: nodegate never resumes it and never overwrites it.
 """
@@ -34,6 +37,7 @@ from nodegate.results import CheckResult, Verdict
 from nodegate.vocabulary import LEVEL_RANK, Level
 
 REASON_PREFIX = "nodegate:"
+UPGRADE_REASON = f"{REASON_PREFIX} upgrade"
 
 
 _HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
@@ -88,6 +92,16 @@ class HealthPolicy:
 
 def is_nodegate_reason(reason: str | None) -> bool:
     return bool(reason) and str(reason).startswith(REASON_PREFIX)
+
+
+def upgrade_reason(previous: str | None, target: str) -> str:
+    """``nodegate: upgrade 570.133.20 -> 580.65.06``: the version it left stays in Slurm."""
+    return f"{UPGRADE_REASON} {previous or 'none'} -> {target}"
+
+
+def is_upgrade_hold(reason: str | None) -> bool:
+    return bool(reason) and (str(reason) == UPGRADE_REASON
+                             or str(reason).startswith(UPGRADE_REASON + " "))
 
 
 def hold_level(reason: str | None) -> Level | None:
@@ -188,6 +202,15 @@ def _foreign(state: NodeState) -> Decision | None:
             Action.NONE,
             f"{state.describe()}: taken out by {owner}; nodegate does not touch it",
         )
+    return None
+
+
+def _upgrading(state: NodeState) -> Decision | None:
+    """Out for a driver upgrade: the periodic health leaves it to the upgrade's own join."""
+    if state.drained and is_upgrade_hold(state.reason):
+        return Decision(state.node, Action.NONE,
+                        f"out for an upgrade ({state.reason}); its own validation and join "
+                        "decide")
     return None
 
 
@@ -331,7 +354,7 @@ def decide_health(
     """
     policy = policy or HealthPolicy()
     now = now or dt.datetime.now(dt.timezone.utc)
-    foreign = _foreign(state)
+    foreign = _foreign(state) or _upgrading(state)
     if foreign is not None:
         return foreign
     if report is None:

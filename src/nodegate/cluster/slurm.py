@@ -10,6 +10,7 @@ a failed call never leaves a half-applied state, because the one update is the o
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import shutil
@@ -162,6 +163,28 @@ class SlurmScheduler:
             )
         return Change(node, "resume", True, before, after)
 
+    def partition_nodes(self, partition: str) -> list[NodeState]:
+        _check_node(partition)
+        out = self._run(
+            [self._bin("sinfo"), "-N", "-h", "-p", partition, "-O",
+             "NodeList:|,StateComplete:|,Timestamp:|,Reason:0"],
+            what=f"list partition {partition}",
+        )
+        nodes = parse_sinfo_timed(out)
+        if not nodes:
+            raise ConfigError(f"partition {partition!r} has no nodes at {self._where()} "
+                              "(unknown partition?)", key="partition")
+        return nodes
+
+    def set_comment(self, node: str, comment: str | None) -> Change:
+        text = clean_reason(comment) if comment else None
+        before = self.state(node)
+        if before.comment == text:
+            return Change(node, "comment", False, before, before)
+        self._update(node, f"Comment={text or ''}")
+        after = self.state(node)
+        return Change(node, "comment", True, before, after)
+
     # --- plumbing ----------------------------------------------------------------------------
 
     def _update(self, node: str, *fields: str) -> None:
@@ -289,7 +312,9 @@ def parse_show_node(line: str) -> NodeState:
     """One line of ``scontrol show node -o``.
 
     Values may hold spaces (``OS=Linux 6.1 #1 SMP ...``), so fields are found by anchored key
-    patterns, not by splitting. ``Reason=`` runs to Slurm's `` [user@time]`` stamp.
+    patterns, not by splitting. ``Reason=`` runs to Slurm's `` [user@time]`` stamp; 22.05
+    prints ``Comment=`` just before it (only when set), so a comment runs to `` Reason=`` or
+    the end of the line.
     """
     name = re.search(r"(?:^|\s)NodeName=(\S+)", line)
     state = re.search(r"\sState=(\S+)", line)
@@ -297,12 +322,32 @@ def parse_show_node(line: str) -> NodeState:
         raise CannotRunError(f"unexpected scontrol output: {line[:200]!r}")
     base, flags = parse_state(state.group(1))
     reason: str | None = None
+    reason_time: dt.datetime | None = None
     start = line.find(" Reason=")
     if start >= 0:
         rest = line[start + len(" Reason=") :]
         stamp = _REASON_STAMP.search(rest)
         reason = _reason_or_none(rest[: stamp.start()] if stamp else rest)
-    return NodeState(node=name.group(1), state=base, flags=flags, reason=reason)
+        if stamp:
+            reason_time = parse_slurm_time(stamp.group().rsplit("@", 1)[1].rstrip("]"))
+    comment: str | None = None
+    begin = line.find(" Comment=")
+    if begin >= 0:
+        text = line[begin + len(" Comment=") : start if start > begin else None]
+        comment = _reason_or_none(text)
+    parts = re.search(r"\sPartitions=(\S+)", line)
+    partitions = tuple(p for p in parts.group(1).split(",") if p) if parts else ()
+    return NodeState(node=name.group(1), state=base, flags=flags, reason=reason,
+                     reason_time=reason_time, comment=comment, partitions=partitions)
+
+
+def parse_slurm_time(text: str) -> dt.datetime | None:
+    """``2026-12-05T07:06:00`` (Slurm's ISO form, the controller's local time) or None for
+    ``Unknown``/``None``/anything else."""
+    try:
+        return dt.datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
 
 
 def parse_sinfo(text: str) -> list[NodeState]:
@@ -318,6 +363,23 @@ def parse_sinfo(text: str) -> list[NodeState]:
         name, state, reason = (part.strip() for part in parts)
         base, flags = parse_state(state)
         seen.setdefault(name, NodeState(name, base, flags, _reason_or_none(reason)))
+    return list(seen.values())
+
+
+def parse_sinfo_timed(text: str) -> list[NodeState]:
+    """``sinfo -N -h -p PART -O NodeList:|,StateComplete:|,Timestamp:|,Reason:0``: one
+    partition's nodes with the time of each drain reason (the drain budget orders by it)."""
+    seen: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 3)
+        if len(parts) != 4:
+            raise CannotRunError(f"unexpected sinfo output: {line[:200]!r}")
+        name, state, stamp, reason = (part.strip() for part in parts)
+        base, flags = parse_state(state)
+        seen.setdefault(name, NodeState(name, base, flags, _reason_or_none(reason),
+                                        reason_time=parse_slurm_time(stamp)))
     return list(seen.values())
 
 

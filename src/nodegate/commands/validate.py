@@ -50,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
     deadline = parse_deadline(args.nvml_timeout)
     profile = select_profile(args.profile)
     check_outputs(args)
+    if args.level == "acceptance" and "load" in groups:
+        # exit 2 before any check runs: the FSDP keys valid, the checkpoint directory takes a
+        # file (its room is checked once the workers' backend, and so the model, is known)
+        from nodegate.load import config, fsdp_size
+
+        fsdp_size.preflight(config.from_profile(profile.data, "acceptance",
+                                                args.duration_scale).fsdp)
     progress = for_stream(sys.stderr)  # a live line on a terminal, stamped lines in logs
     ran = run_battery(profile, args.level, groups, xid_window_s=window,
                       duration_scale=args.duration_scale, workers=args.workers,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TypedDict
 
 from pyinfra.api.command import QuoteString, StringCommand
@@ -78,3 +79,94 @@ class SlurmNodeState(FactBase[str | None]):
     @override
     def process(self, output: list[str]) -> str | None:
         return output[0].strip() if output and output[0].strip() else None
+
+
+class GpuPlacement(TypedDict):
+    minor: int  # /dev/nvidia<minor>
+    bdf: str
+    socket: int | None
+    cores: str | None  # Slurm core indexes of that socket, "0-55"
+
+
+_PLACEMENT = (
+    "for d in /proc/driver/nvidia/gpus/*/; do [ -f \"$d/information\" ] || continue; "
+    "b=$(basename \"$d\"); "
+    "m=$(sed -n 's/^Device Minor:[[:space:]]*//p' \"$d/information\"); "
+    "c=$(cut -d, -f1 /sys/bus/pci/devices/$b/local_cpulist 2>/dev/null | cut -d- -f1); "
+    "echo \"gpu $m $b ${c:--}\"; done; "
+    "for c in /sys/devices/system/cpu/cpu[0-9]*; do [ -r $c/topology/core_id ] && "
+    "echo \"cpu ${c##*cpu} $(cat $c/topology/physical_package_id) $(cat $c/topology/core_id)\"; "
+    "done; true"
+)
+
+
+class GpuPlacements(FactBase[list[GpuPlacement]]):
+    """Each GPU's device minor (``/proc/driver/nvidia/gpus/<bdf>/information``, the driver's
+    own numbering of ``/dev/nvidiaN``) and the socket of its PCIe slot (the first CPU of the
+    slot's ``local_cpulist``, then that CPU's ``physical_package_id``), with the socket's
+    cores as Slurm's core indexes: gres.conf(5) says ``Cores=`` takes core index numbers and
+    should name all cores of a socket, because Slurm co-allocates GRES with CPUs per socket
+    or NUMA node. Empty without a loaded driver (the lab: no /proc/driver/nvidia)."""
+
+    @override
+    def command(self) -> str:
+        return _PLACEMENT
+
+    @override
+    @staticmethod
+    def default() -> list[GpuPlacement]:
+        return []
+
+    @override
+    def process(self, output: list[str]) -> list[GpuPlacement]:
+        gpus: list[tuple[int, str, int | None]] = []
+        cpu_socket: dict[int, int] = {}
+        cores: dict[int, set[int]] = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "gpu" and parts[1].isdigit():
+                first = int(parts[3]) if parts[3].isdigit() else None
+                gpus.append((int(parts[1]), parts[2], first))
+            elif len(parts) == 4 and parts[0] == "cpu" and all(p.isdigit() for p in parts[1:]):
+                cpu, socket, core = (int(p) for p in parts[1:])
+                cpu_socket[cpu] = socket
+                cores.setdefault(socket, set()).add(core)
+        base, first_index = 0, {}
+        for pkg in sorted(cores):
+            first_index[pkg] = base
+            base += len(cores[pkg])
+        out: list[GpuPlacement] = []
+        for minor, bdf, first in sorted(gpus):
+            where = cpu_socket.get(first) if first is not None else None
+            span = None
+            if where is not None:
+                lo = first_index[where]
+                span = f"{lo}-{lo + len(cores[where]) - 1}"
+            out.append(GpuPlacement(minor=minor, bdf=bdf, socket=where, cores=span))
+        return out
+
+
+class SlurmNode(FactBase[dict[str, str | None] | None]):
+    """This node's Slurm state token and drain reason (``scontrol show node -o``), None
+    without Slurm or when the cluster does not know the node. Read fresh: an upgrade drains,
+    waits on and resumes by it."""
+
+    @override
+    def requires_command(self, node: str) -> str:
+        return "scontrol"
+
+    @override
+    def command(self, node: str) -> StringCommand:
+        return StringCommand("scontrol", "show", "node", "-o", QuoteString(node),
+                             "2>/dev/null", "||", "true")
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str | None] | None:
+        from nodegate.cluster.slurm import parse_show_node
+
+        line = next((ln for ln in output if "NodeName=" in ln), None)
+        if line is None:
+            return None
+        state = re.search(r"\sState=(\S+)", line)
+        parsed = parse_show_node(line)
+        return {"state": state.group(1) if state else "", "reason": parsed.reason}

@@ -67,3 +67,53 @@ class InstalledModule(FactBase[ModuleInfo | None]):
             if key in ("version", "license", "filename") and info[key] is None:  # type: ignore[literal-required]
                 info[key] = value.strip()  # type: ignore[literal-required]
         return info if info["filename"] else None
+
+
+#: Asked through NVML with the agent's Python where neither the module's sysfs/proc files nor
+#: nvidia-smi exist (the lab's simulated board has only libnvidia-ml).
+_NVML_DRIVER = ("import pynvml as n\nn.nvmlInit()\nv = n.nvmlSystemGetDriverVersion()\n"
+                "print(v.decode() if isinstance(v, bytes) else v)\n")
+
+
+class RunningDriverVersion(FactBase[str | None]):
+    """The NVIDIA driver version running now (the loaded kernel module), None when no driver
+    answers: ``/sys/module/nvidia/version``, else nvidia-smi, else NVML through ``python``.
+
+    Compared with the installed packages it says whether a reboot is due; unlike modinfo it
+    also reads a driver whose module this kernel does not show (a container, the lab).
+    """
+
+    @override
+    def command(self, python: str = "/opt/nodegate/venv/bin/python") -> StringCommand:
+        return StringCommand(
+            "if test -r /sys/module/nvidia/version; then cat /sys/module/nvidia/version;",
+            "elif command -v nvidia-smi >/dev/null 2>&1; then",
+            "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1;",
+            "elif test -x", QuoteString(python), "; then",
+            QuoteString(python), "-c", QuoteString(_NVML_DRIVER), "2>/dev/null || true;",
+            "fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> str | None:
+        for line in output:
+            text = line.strip()
+            if text and text[0].isdigit():
+                return text
+        return None
+
+
+class BootId(FactBase[str | None]):
+    """This boot's id (``/proc/sys/kernel/random/boot_id``): a new one proves a reboot.
+
+    Uptime does not: in a container /proc/uptime is the host kernel's, so pyinfra's
+    ``server.reboot`` (it waits for the uptime to drop) waits out its whole timeout there.
+    """
+
+    @override
+    def command(self) -> str:
+        return "cat /proc/sys/kernel/random/boot_id"
+
+    @override
+    def process(self, output: list[str]) -> str | None:
+        return output[0].strip() if output and output[0].strip() else None

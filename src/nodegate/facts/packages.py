@@ -82,3 +82,27 @@ class VenvDistributions(FactBase[dict[str, list[str]]]):
                 name = re.sub(r"[-_.]+", "-", str(row["name"])).lower()
                 out.setdefault(name, []).append(str(row["version"]))
         return out
+
+
+class DnfModuleState(FactBase[dict[str, str]]):
+    """A DNF module's recorded state on EL8/9: ``/etc/dnf/modules.d/<module>.module``, the
+    INI file dnf writes on ``module enable/reset`` (``stream=570-open``, ``state=enabled``).
+    Empty when the module was never touched (or on a host without dnf modularity)."""
+
+    @override
+    def command(self, module: str) -> str:
+        return f"cat /etc/dnf/modules.d/{module}.module 2>/dev/null || true"
+
+    @override
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    @override
+    def process(self, output: list[str]) -> dict[str, str]:
+        state: dict[str, str] = {}
+        for raw in output:
+            key, sep, value = raw.strip().partition("=")
+            if sep and key in ("name", "stream", "profiles", "state"):
+                state[key] = value.strip()
+        return state

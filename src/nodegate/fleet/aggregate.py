@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import os
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodegate.errors import ConfigError
-from nodegate.fleet.read import Summary, summaries
+from nodegate.fleet.read import History, Summary, summaries
+from nodegate.fleet.trend_metrics import has_trend
 from nodegate.vocabulary import FAILING, LEVELS
 from nodegate.vocabulary import VERDICT_RANK_BY_NAME as VERDICT_RANK
 
@@ -176,6 +178,10 @@ class FleetView:
     #: reports parsed in full this run for want of a usable summary beside them (older
     #: writers, a summary missing, corrupt or of another version; ``strict``: all)
     full_reads: int = 0
+    #: node -> trend metric -> packed (finish time, worst value) of every report
+    #: (``read.History``), and each trend metric's (unit, direction)
+    points: dict[str, dict[str, array[float]]] = field(default_factory=dict)
+    metric_shapes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def n_reports(self) -> int:
@@ -198,22 +204,31 @@ def _percentile(ordered: Sequence[float], q: float) -> float:
 
 
 def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0,
-               full_reads: int = 0) -> FleetView:
+               full_reads: int = 0, history: History | None = None) -> FleetView:
     """Group by node (history oldest first), then compare each metric across nodes.
 
-    A node's value for a metric is its worst entity in the newest report that measured it
-    (a cron quick run does not hide last night's bandwidth test). Outliers are nodes worse than
+    A node's value for a metric is its worst entity in the newest report of each level that
+    measured it (a cron quick run does not hide last night's bandwidth test); older reports
+    of a level count through their trends (``history``, which ``aggregate`` filled while
+    reading; without one, ``items`` go through a new one here). Outliers are nodes worse than
     the fleet median by more than ``margin_pct`` percent: below it for higher-is-better
     metrics, above it for metrics bounded only by a ``max``.
     """
     if not 0 <= margin_pct < 100:
         raise ConfigError(f"margin must be in [0, 100) percent, got {margin_pct:g}",
                           key="--margin")
+    if history is None:
+        history = History(has_trend)
+        items = list(items)
+        for item in items:
+            history.add(item)
     by_node: dict[str, list[Summary]] = {}
     unreadable: list[tuple[str, str]] = []
     for item in items:
         if "error" in item:
             unreadable.append((item["path"], item["error"]))
+        elif item.get("duplicate"):
+            continue  # the same report twice (a latest copy beside its dated original)
         else:
             by_node.setdefault(item["node"], []).append(item)
     nodes, metrics = _node_values(by_node)
@@ -221,7 +236,8 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
     for view in metrics.values():
         _score_metric(view, margin)
     ordered_metrics = sorted(metrics.values(), key=lambda m: (not m.outliers, m.key))
-    return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, full_reads)
+    return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, full_reads,
+                     history.points, history.shapes)
 
 
 def _node_values(by_node: dict[str, list[Summary]],
@@ -278,5 +294,7 @@ def aggregate(root: str | os.PathLike[str], *, margin_pct: float = 10.0,
     the reports parsed in full; ``strict``: parse and fully validate every report, summaries
     unused."""
     base = Path(root)
-    items, full_reads = summaries(base, jobs=jobs, strict=strict)
-    return build_view(base, items, margin_pct=margin_pct, full_reads=full_reads)
+    history = History(has_trend)
+    items, full_reads = summaries(base, jobs=jobs, strict=strict, history=history)
+    return build_view(base, items, margin_pct=margin_pct, full_reads=full_reads,
+                      history=history)

@@ -30,6 +30,11 @@ def register(subparsers: Any) -> None:
                              "%(default)s)")
     parser.add_argument("--plots", type=arg_number(int, 0, 10000), default=50, metavar="N",
                         help="nodes with per-node plots in the HTML (default %(default)s)")
+    parser.add_argument("--drift", type=arg_number(float, 0, 1000, low_open=True),
+                        metavar="PCT",
+                        help="trends: list a node whose metric is worse than its own first "
+                             "runs, or the fleet median, by more than PCT percent (default: "
+                             "each node profile's trend_drift_pct_max)")
     parser.add_argument("--json", action="store_true", help="print the view as JSON")
     parser.add_argument("--strict", action="store_true",
                         help="validate every report against the full schema (slow)")
@@ -44,6 +49,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nodegate.errors import ConfigError
+    from nodegate.fleet import trends
     from nodegate.fleet.aggregate import aggregate
     from nodegate.fleet.render import render_text, to_data
 
@@ -52,14 +58,17 @@ def run(args: argparse.Namespace) -> int:
     view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict)
     if not view.nodes and not view.unreadable:
         raise ConfigError("no *.json reports found", file=str(args.dir))
+    trend = trends.trends(view, drift_pct=args.drift)
     if args.json:
-        print(json.dumps(to_data(view), indent=2))
+        print(json.dumps({**to_data(view), "trends": trends.to_data(trend)}, indent=2))
     else:
-        sys.stdout.write(render_text(view))
+        sys.stdout.write(render_text(view) + "".join(
+            line + "\n" for line in trends.text_lines(trend)))
     if args.html:
         from nodegate.fleet.html import write_html
+        from nodegate.fleet.trends_html import section
 
-        written = write_html(view, args.html, plots=args.plots)
+        written = write_html(view, args.html, plots=args.plots, extra=section(trend))
         print(f"nodegate report: HTML written to {written}", file=sys.stderr)
     for path, error in view.unreadable:
         print(f"nodegate report: warning: {args.dir / path}: {error}", file=sys.stderr)

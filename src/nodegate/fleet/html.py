@@ -167,7 +167,7 @@ def _chart_ranges(points: Sequence[tuple[float, float]]) -> tuple[float, float, 
     return t0, t1, v0 - pad, v1 + pad
 
 
-def _chart_axes(frame: _Frame, unit: str, height: int) -> list[str]:
+def _chart_axes(frame: _Frame, unit: str, height: int, time_unit: str = "s") -> list[str]:
     """Value ticks at bottom, middle and top; the time span and the unit below the plot."""
     parts = []
     for fraction in (0.0, 0.5, 1.0):
@@ -175,9 +175,9 @@ def _chart_axes(frame: _Frame, unit: str, height: int) -> list[str]:
         parts.append(f'<text x="{frame.left - 4}" y="{frame.sy(value) + 4:.1f}" '
                      f'text-anchor="end">{_num(value)}</text>')
     right = frame.left + frame.plot_w
-    parts.append(f'<text x="{frame.left}" y="{height - 8}">{_num(frame.t0)} s</text>')
+    parts.append(f'<text x="{frame.left}" y="{height - 8}">{_num(frame.t0)} {time_unit}</text>')
     parts.append(f'<text x="{right}" y="{height - 8}" text-anchor="end">'
-                 f'{_num(frame.t1)} s</text>')
+                 f'{_num(frame.t1)} {time_unit}</text>')
     parts.append(f'<text x="{frame.left + frame.plot_w / 2:.0f}" y="{height - 8}" '
                  f'text-anchor="middle" class="muted">{escape(unit)}</text>')
     return parts
@@ -210,7 +210,7 @@ def _chart_line(frame: _Frame, index: int, name: str, pts: Sequence[Sequence[Any
 
 
 def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], unit: str,
-                   width: int = 420, height: int = 220) -> str:
+                   width: int = 420, height: int = 220, *, time_unit: str = "s") -> str:
     """Time series, one line per entity; gaps where a sample was missed (null)."""
     left, right, top, bottom = 52, 90, 24, 30
     points = _chart_points(lines)
@@ -223,7 +223,7 @@ def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], uni
              f'<text x="4" y="14" font-weight="600">{escape(title)}</text>',
              f'<rect x="{left}" y="{top}" width="{frame.plot_w}" height="{frame.plot_h}" '
              f'fill="#f6f8fa" stroke="#d0d7de"/>']
-    parts.extend(_chart_axes(frame, unit, height))
+    parts.extend(_chart_axes(frame, unit, height, time_unit))
     for index, (name, pts) in enumerate(lines.items()):
         parts.extend(_chart_line(frame, index, name, pts))
     parts.append("</svg>")
@@ -362,11 +362,13 @@ def _unit_of(metric: str) -> str:
     return ""
 
 
-def render_html(view: FleetView, *, plots: int = 50, history: int = 20) -> str:
-    """The whole page as one string."""
+def render_html(view: FleetView, *, plots: int = 50, history: int = 20,
+                extra: Sequence[str] = ()) -> str:
+    """The whole page as one string; ``extra``: sections placed after the distributions
+    (the trends, ``trends_html.section``)."""
     ordered = sorted(view.nodes, key=lambda n: (n.verdict not in ("FAIL", "ERROR"), n.node))
     out = [*_page_head(view), *_nodes_table(ordered, history), *_cards_table(view, ordered),
-           *_distributions(view), *_plots(view, plots), *_unreadable(view),
+           *_distributions(view), *extra, *_plots(view, plots), *_unreadable(view),
            f"<script>{SCRIPT}</script></body></html>\n"]
     return "".join(out)
 
@@ -477,7 +479,8 @@ def _unreadable(view: FleetView) -> list[str]:
             "</ul>"]
 
 
-def write_html(view: FleetView, path: str | Path, *, plots: int = 50) -> Path:
+def write_html(view: FleetView, path: str | Path, *, plots: int = 50,
+               extra: Sequence[str] = ()) -> Path:
     from nodegate.report._atomic import atomic_write_text
 
-    return atomic_write_text(path, render_html(view, plots=plots))
+    return atomic_write_text(path, render_html(view, plots=plots, extra=extra))

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from stat import S_ISREG
@@ -27,8 +28,8 @@ from nodegate.errors import ConfigError
 from nodegate.report import fleet_summary
 from nodegate.report.model import load, parse_timestamp
 
-__all__ = ["MAX_REPORT_BYTES", "UNREADABLE", "Summary", "entry", "from_report_file",
-           "from_summary", "read_files", "scan", "summaries"]
+__all__ = ["MAX_REPORT_BYTES", "UNREADABLE", "History", "Summary", "entry",
+           "from_report_file", "from_summary", "read_files", "scan", "summaries"]
 
 #: A report is a few KiB to a few MiB (series included); anything far larger is not one.
 MAX_REPORT_BYTES = 256 * 1024 * 1024
@@ -74,6 +75,68 @@ def entry(summary: dict[str, Any], rel: str) -> Summary:
         "n_results": sum(counts.values()),
         "metrics": digest["metrics"],
     }
+
+
+class History:
+    """Keeps a fleet's history small while it is read: 10,000 nodes x 30 reports is 300,000
+    entries, ~13 KB each in full.
+
+    Every entry's trend metrics (``keep``) go into packed per-node series (``points``: node ->
+    metric key -> ``array('d')`` of finish time, worst value, ...). The newest entry of each
+    (node, level) keeps its metrics, which the fleet view compares across nodes; every older
+    one drops them (their trends are in ``points``) and shares its card identities with the
+    node's previous entry when they are the same.
+    """
+
+    def __init__(self, keep: Callable[[str], bool]) -> None:
+        self.keep = keep
+        self.points: dict[str, dict[str, array[float]]] = {}
+        self.shapes: dict[str, tuple[str, str]] = {}  # metric key -> (unit, direction)
+        self._newest: dict[tuple[str, str], Summary] = {}
+        self._gpus: dict[str, dict[str, Any]] = {}
+        self._kept: dict[str, bool] = {}  # keep() per metric key, asked once
+        self._seen: set[str] = set()  # report ids
+
+    def add(self, item: Summary) -> None:
+        """Take ``item`` in (a second copy of a report already seen, such as the
+        ``<level>-latest.json`` beside its dated original, is flagged ``duplicate``)."""
+        if "error" in item:
+            return
+        if item["report_id"] in self._seen:
+            item["duplicate"] = True
+            item["metrics"] = {}
+            return
+        self._seen.add(item["report_id"])
+        node = item["node"]
+        series = self.points.setdefault(node, {})
+        finished = item["finished"]
+        kept = self._kept
+        for key, metric in item["metrics"].items():
+            keep = kept.get(key)
+            if keep is None:
+                keep = kept[key] = self.keep(key)
+            if keep:
+                packed = series.get(key)
+                if packed is None:
+                    packed = series[key] = array("d")
+                    self.shapes.setdefault(key, (metric[0], metric[1]))
+                packed.append(finished)
+                packed.append(metric[2])
+        gpus = item["gpus"]
+        if gpus and self._gpus.get(node) == gpus:
+            item["gpus"] = self._gpus[node]
+        else:
+            self._gpus[node] = gpus
+        slot = (node, item["level"])
+        previous = self._newest.get(slot)
+        if previous is None:
+            self._newest[slot] = item
+        elif (item["finished"], item["report_id"]) > (previous["finished"],
+                                                       previous["report_id"]):
+            self._newest[slot] = item
+            previous["metrics"] = {}
+        else:
+            item["metrics"] = {}
 
 
 def from_summary(raw: bytes | None, rel: str, report_bytes: int) -> Summary | None:
@@ -179,10 +242,11 @@ def scan(root: Path) -> list[tuple[str, int, bool]]:
     return found
 
 
-def summaries(root: Path, *, jobs: int | None = None,
-              strict: bool = False) -> tuple[list[Summary], int]:
+def summaries(root: Path, *, jobs: int | None = None, strict: bool = False,
+              history: History | None = None) -> tuple[list[Summary], int]:
     """The entry of every report below ``root`` (path order) and how many reports were
-    parsed in full for want of a usable summary (``strict``: every one)."""
+    parsed in full for want of a usable summary (``strict``: every one); ``history`` sees
+    each entry as it is read (and keeps it small)."""
     if not root.is_dir():
         raise ConfigError("report directory not found", file=str(root))
     files = scan(root)
@@ -204,7 +268,12 @@ def summaries(root: Path, *, jobs: int | None = None,
             todo.append(rel)
         else:
             out[rel] = found
+            if history is not None:
+                history.add(found)
     _parse_reports(root, todo, strict, jobs, out)
+    if history is not None:
+        for rel in todo:
+            history.add(out[rel])
     return [out[rel] for rel, _, _ in files], len(todo)
 
 

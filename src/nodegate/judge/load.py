@@ -62,7 +62,7 @@ CHECKS: dict[str, str] = {
 #: nvmlClocksEventReason bits that mean the board itself is in trouble (from nvml_codes).
 EVENT_BITS = nvml_codes.CLOCK_EVENT_FATAL_BITS
 #: Phases whose telemetry windows count as "under GEMM-class load".
-LOAD_PHASES = ("gemm", "soak", "burnin")
+LOAD_PHASES = ("gemm", "soak", "burnin", "fsdp")
 
 
 def thresholds_of(profile: dict[str, Any]) -> dict[str, Threshold]:
@@ -127,9 +127,11 @@ def gemm(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
     out: list[CheckResult] = []
     dtype = next(iter(values.values()))["dtype"]
     check = "gemm_tflops" if dtype == "bf16" else f"gemm_tflops_{dtype}"
+    consistency = "gemm_consistency" if dtype == "bf16" else f"gemm_consistency_{dtype}"
     if speed:
         for rank, v in sorted(values.items()):
-            out.append(against(check, gpu(rank), round(v["tflops"], 6),
+            # six significant figures: a CPU fp8 figure (~1e-6 TFLOPS) keeps its digits
+            out.append(against(check, gpu(rank), float(f"{v['tflops']:.6g}"),
                                th.get(f"gemm_{dtype}_tflops_min"), dtype=dtype, n=v["n"],
                                iterations=v["iterations"], seconds=round(v["seconds"], 3)))
     reference, odd = formulas.odd_ones_out({gpu(r): v["digest"] for r, v in values.items()})
@@ -143,12 +145,12 @@ def gemm(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
                 why = "output differs from the other GPUs' (same seeded inputs)"
             else:
                 why = f"{bad_self} iteration(s) differ from this GPU's first result"
-            out.append(make("gemm_consistency", entity, Verdict.FAIL, measured=v["digest"][:16],
+            out.append(make(consistency, entity, Verdict.FAIL, measured=v["digest"][:16],
                             threshold=(reference or "majority")[:16], severity=HW, dtype=dtype,
                             reason=f"silent data corruption suspected: {why}",
                             self_mismatches=bad_self, peers=len(values)))
         else:
-            out.append(make("gemm_consistency", entity, Verdict.PASS,
+            out.append(make(consistency, entity, Verdict.PASS,
                             measured=v["digest"][:16], threshold=(reference or "")[:16],
                             dtype=dtype, peers=len(values)))
     if speed:

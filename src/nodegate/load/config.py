@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.load import fsdp_size
 from nodegate.vocabulary import DTYPES
 from nodegate.vocabulary import LOAD_LEVELS as LEVELS
 
@@ -39,7 +40,17 @@ DEFAULTS: dict[str, Any] = {
     "multinode_ranks_per_node": None,  # None: one rank per GPU of the profile
     "burnin_model": {"vocab": 256, "d_model": 512, "layers": 4, "heads": 8,
                      "seq_len": 512, "batch": 8, "lr": 3e-4},
+    # acceptance: GEMM in further dtypes, and the whole-HBM pattern test (issue 20)
+    "acceptance_dtypes": [],  # run at acceptance after load.dtypes, each for dtype_gemm_seconds
+    "dtype_gemm_seconds": 30.0,
+    "hbm_test_fraction": 0.90,  # of each GPU's free memory, in (0, MAX_FRACTION]
+    "hbm_test_seconds": 60.0,
+    "hbm_test_cpu_bytes": 4 << 20,  # the stand-in "free memory" of a CPU worker
+    "hbm_test_chunk_bytes": 256 << 20,  # pattern temporaries are a few times this
 }
+#: The largest fraction of a GPU's free memory a phase may take: the rest holds the CUDA
+#: context's growth, NCCL's buffers and the phase's own temporaries.
+MAX_FRACTION = 0.98
 #: The burn-in model on CPU/gloo when the profile names none: seconds, not hours, on 2 cores.
 CPU_BURNIN_MODEL: dict[str, Any] = {"vocab": 64, "d_model": 32, "layers": 1, "heads": 2,
                                     "seq_len": 16, "batch": 4, "lr": 3e-3}
@@ -68,6 +79,14 @@ class LoadConfig:
     power_settle_s: float = 5.0
     burnin_model: dict[str, Any] = field(default_factory=dict)
     duration_scale: float = 1.0
+    fsdp: dict[str, Any] = field(default_factory=dict)  # nodegate.load.fsdp_size.settings
+    acceptance_dtypes: tuple[str, ...] = ()
+    dtype_gemm_seconds: float = 30.0
+    hbm_test_fraction: float = 0.90
+    hbm_test_seconds: float = 60.0
+    hbm_test_cpu_bytes: int = 4 << 20
+    hbm_test_chunk_bytes: int = 256 << 20
+    gpu_memory_bytes: int = 0  # the profile's gpu.memory_mib (0: not set): the plan's sizes
 
     @property
     def acceptance(self) -> bool:
@@ -82,6 +101,26 @@ def _number(load: dict[str, Any], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ConfigError(f"must be a non-negative number, not {value!r}", key=f"load.{key}")
     return float(value)
+
+
+def fraction(load: dict[str, Any], key: str) -> float:
+    """A fraction of a GPU's memory: in (0, MAX_FRACTION], else ConfigError naming the key
+    (exit 2, before any load starts)."""
+    value = load.get(key, DEFAULTS[key])
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 0 < value <= MAX_FRACTION):
+        raise ConfigError(f"must be a fraction in (0, {MAX_FRACTION}], not {value!r}",
+                          key=f"load.{key}")
+    return float(value)
+
+
+def _dtypes(load: dict[str, Any], key: str) -> tuple[str, ...]:
+    dtypes = tuple(load.get(key) or DEFAULTS[key])
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype {dtype!r} (one of {', '.join(DTYPES)})",
+                              key=f"load.{key}")
+    return dtypes
 
 
 def from_profile(profile: dict[str, Any], level: str, duration_scale: float = 1.0) -> LoadConfig:
@@ -126,4 +165,13 @@ def from_profile(profile: dict[str, Any], level: str, duration_scale: float = 1.
         power_settle_s=_number(load, "power_settle_s"),
         burnin_model=model,
         duration_scale=duration_scale,
+        fsdp=fsdp_size.settings(profile, duration_scale, floor),
+        acceptance_dtypes=tuple(d for d in _dtypes(load, "acceptance_dtypes")
+                                if d not in dtypes),
+        dtype_gemm_seconds=scaled("dtype_gemm_seconds", floor),
+        hbm_test_fraction=fraction(load, "hbm_test_fraction"),
+        hbm_test_seconds=scaled("hbm_test_seconds", floor),
+        hbm_test_cpu_bytes=max(4096, int(_number(load, "hbm_test_cpu_bytes"))),
+        hbm_test_chunk_bytes=max(4096, int(_number(load, "hbm_test_chunk_bytes"))),
+        gpu_memory_bytes=int((profile.get("gpu") or {}).get("memory_mib") or 0) << 20,
     )

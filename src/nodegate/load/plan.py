@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodegate.load import formulas
+from nodegate.load import formulas, fsdp_size
 from nodegate.load.config import LoadConfig
 from nodegate.load.tasks import JUDGED_ITERS
 
@@ -28,11 +28,18 @@ PLACEMENTS = 2
 #: Making each host buffer (first-touch memset from one thread, pinning, page scan), as bytes
 #: per second: a rough allowance, not a measured figure.
 HOST_BUFFER_GBPS = 2.0
+#: Checksumming a host buffer after its copy (one CPU thread; issue 20), as bytes per second:
+#: ~2 GB/s was seen on the shared 2-core CI machine (0.135 s per 256 MiB), a server is faster.
+HOST_CHECK_GBPS = 2.0
+#: The all-reduce result check (nccl-tests -c): one untimed run per size, then a fill and a
+#: compare of about the buffer's size each, counted as this many runs of the largest size.
+ALLREDUCE_CHECK_RUNS = 3
 
 
-def _seconds(nbytes: float, th: dict[str, Any], name: str) -> float:
+def _seconds(nbytes: float, th: dict[str, Any], name: str,
+             fallback: float = FALLBACK_GBPS) -> float:
     floor = th.get(name)
-    gbps = floor.value if floor is not None and floor.value > 0 else FALLBACK_GBPS
+    gbps = floor.value if floor is not None and floor.value > 0 else fallback
     return nbytes / (gbps * 1e9)
 
 
@@ -45,7 +52,8 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
     hbm = copies * _seconds(2 * (cfg.hbm_bytes // 2), th, "hbm_bandwidth_gbps_min")
     host = PLACEMENTS * (copies * (_seconds(cfg.copy_bytes, th, "h2d_gbps_min")
                                    + _seconds(cfg.copy_bytes, th, "d2h_gbps_min"))
-                         + cfg.copy_bytes / (HOST_BUFFER_GBPS * 1e9))
+                         + cfg.copy_bytes / (HOST_BUFFER_GBPS * 1e9)
+                         + 2 * cfg.copy_bytes / (HOST_CHECK_GBPS * 1e9))
     out["memory"] = SETUP_S + hbm + world * host  # host copies take turns
     if world > 1:
         # per ordered pair: a warm-up both ways, the one-way run, the both-ways run
@@ -58,11 +66,57 @@ def phases(cfg: LoadConfig, world: int, th: dict[str, Any]) -> dict[str, float]:
         sizes = formulas.sweep_sizes(cfg.allreduce_max_bytes, steps=cfg.allreduce_steps)
         largest = sizes[-1] / (algbw * 1e9)
         out["allreduce"] = (SETUP_S + len(sizes) * ALLREDUCE_SIZE_S
-                            + (JUDGED_ITERS + 2) * largest)
+                            + (JUDGED_ITERS + 2 + ALLREDUCE_CHECK_RUNS) * largest)
     if cfg.acceptance:
+        for dtype in cfg.acceptance_dtypes:
+            out[f"gemm_{dtype}"] = cfg.dtype_gemm_seconds + SETUP_S
+        out["hbm_patterns"] = hbm_patterns_seconds(cfg, th)
         out["burnin"] = cfg.burnin_seconds + SETUP_S
+        if cfg.fsdp:
+            out["fsdp"] = fsdp_phase(cfg.fsdp, world, th)["seconds"]
         out["soak"] = cfg.soak_seconds + SETUP_S
     return out
+
+
+#: Model TFLOPS assumed where a profile sets no ``fsdp_tflops_min`` (slow: the minimum steps
+#: take longer), and checkpoint GB/s without a floor (slow).
+FSDP_FALLBACK_TFLOPS = 50.0
+CHECKPOINT_FALLBACK_GBPS = 1.0
+#: Making and initialising the sharded model, twice (trained, then the fresh one the
+#: checkpoint is read into), as parameters per second: a rough allowance, not measured.
+FSDP_INIT_PARAMS_PER_S = 2e9
+
+
+def fsdp_phase(fsdp: dict[str, Any], world: int, th: dict[str, Any]) -> dict[str, Any]:
+    """The FSDP burn-in's plan: its seconds (periodic checkpoints included: ``fsdp.train``),
+    or its minimum steps at the profile's TFLOPS floor where longer, one more step, two
+    writes at the write floor (a periodic one across the deadline, the final one), one read
+    at the read floor, two model builds. Unresolved settings are sized for the profile's
+    GPUs."""
+    run = fsdp if "n_params" in fsdp else fsdp_size.resolve(fsdp, cuda=True, world=world)
+    floor = th.get("fsdp_tflops_min")
+    step_s = fsdp_size.step_seconds(run, floor.value if floor is not None and floor.value > 0
+                                    else FSDP_FALLBACK_TFLOPS)
+    train_s = max(float(run["seconds"]), run["min_steps"] * step_s) + step_s
+    write_s = _seconds(run["checkpoint_bytes"], th, "fsdp_checkpoint_write_gbps_min",
+                       CHECKPOINT_FALLBACK_GBPS)
+    read_s = _seconds(run["checkpoint_bytes"], th, "fsdp_checkpoint_read_gbps_min",
+                      CHECKPOINT_FALLBACK_GBPS)
+    init_s = 2 * run["n_params"] / world / FSDP_INIT_PARAMS_PER_S
+    return {"seconds": SETUP_S + init_s + train_s + 2 * write_s + read_s, "step_s": step_s,
+            "train_s": train_s, "write_s": write_s, "read_s": read_s, "init_s": init_s,
+            "n_params": run["n_params"], "layers": run["model"]["layers"],
+            "checkpoint_bytes": run["checkpoint_bytes"]}
+
+
+def hbm_patterns_seconds(cfg: LoadConfig, th: dict[str, Any]) -> float:
+    """The pattern test runs for its seconds (one whole round of its 4 passes at the least),
+    then finishes the pass it is in; a pass writes and reads the tested bytes once, at the
+    profile's pattern-rate floor. The GPU's free memory is not known before the run: the
+    estimate takes the profile's total (``gpu.memory_mib``), else the CPU stand-in."""
+    nbytes = cfg.hbm_test_fraction * (cfg.gpu_memory_bytes or cfg.hbm_test_cpu_bytes)
+    one_pass = _seconds(2 * nbytes, th, "hbm_pattern_gbps_min")
+    return SETUP_S + max(cfg.hbm_test_seconds, 4 * one_pass) + one_pass
 
 
 def total(cfg: LoadConfig, world: int, th: dict[str, Any]) -> float:

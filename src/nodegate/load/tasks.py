@@ -12,18 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nodegate.load import formulas, seams
+from nodegate.load import copy_verify, formulas, gemm_dtypes, seams
 from nodegate.load.tensor_digest import digest
 from nodegate.load.workers import WorkerContext
-
-#: Profile dtype -> torch dtype; tf32 is a float32 tensor with ``allow_tf32`` on.
-TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32"}
-
-
-def _dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, TORCH_DTYPES[name])
 
 
 def _seeded(n: int, seed: int, dtype: Any, device: Any) -> Any:
@@ -92,16 +83,17 @@ def gemm(ctx: WorkerContext, *, dtype: str, n: int, seconds: float,
 
     if ctx.backend.cuda:
         _set_tf32(dtype == "tf32")
-    tdtype = _dtype(dtype)
-    a = _seeded(n, 1234, tdtype, ctx.device)
-    b = _seeded(n, 5678, tdtype, ctx.device)
-    out = torch.empty_like(a)
+    why_not = gemm_dtypes.unsupported(dtype, ctx.device)
+    if why_not is not None:  # the judge SKIPs with this reason
+        return {"dtype": dtype, "n": n, "unsupported": why_not}
+    n = gemm_dtypes.size_for(dtype, n, ctx.device)
+    _a, _b, out, matmul = gemm_dtypes.operands(dtype, n, ctx.device, _seeded)
     corrupt_every = seams.corrupt_every(ctx.rank)
     fail_at = seams.fault_step(seams.FAIL_RANK, ctx.rank)
     done = [0]
 
     def once() -> None:
-        torch.matmul(a, b, out=out)
+        matmul()
         done[0] += 1
         if corrupt_every and done[0] % corrupt_every == 0:
             # the test seam: one flipped low bit, exactly what silent corruption is
@@ -162,10 +154,13 @@ def memory(ctx: WorkerContext, *, hbm_bytes: int, copy_bytes: int, iters: int) -
     from nodegate.load import devices
 
     dev = ctx.device
-    src = torch.empty(hbm_bytes // 2, dtype=torch.uint8, device=dev).fill_(7)
+    src = copy_verify.fill(torch.empty(hbm_bytes // 2, dtype=torch.uint8, device=dev),
+                           seed=1 + ctx.rank)
     dst = torch.empty_like(src)
     seconds = _time_copy(ctx, dst, src, iters)
     hbm = formulas.gbps(2 * src.numel() * iters, seconds)
+    copy_verify.corrupt_if_seamed("hbm", str(ctx.rank), dst)
+    hbm_verify = copy_verify.compare(src, dst)  # outside the timed region
     del src, dst
     ctx.step(1)
 
@@ -195,7 +190,8 @@ def memory(ctx: WorkerContext, *, hbm_bytes: int, copy_bytes: int, iters: int) -
         if ctx.world > 1:
             with ctx.collective():
                 dist.barrier()
-    return {"hbm_gbps": hbm, "hbm_bytes": 2 * (hbm_bytes // 2), "copy_bytes": copy_bytes,
+    return {"hbm_gbps": hbm, "hbm_verify": hbm_verify, "hbm_bytes": 2 * (hbm_bytes // 2),
+            "copy_bytes": copy_bytes,
             "iters": iters, "host": host_figures, "numa_nodes": len(nodes),
             "pinned": ctx.backend.cuda, "host_copies": "one GPU at a time",
             "host_window": window}
@@ -209,11 +205,23 @@ def _host_copies(ctx: WorkerContext, device_buf: Any, *, node: int | None,
     from nodegate.load import devices
 
     bound = devices.pin_to_node(node, nodes)
+    rank = str(ctx.rank)
     with devices.host_buffer(nbytes, pin=ctx.backend.cuda) as (host, pinning):
+        # the host's pattern is made on the device and copied over, untimed (one CPU thread
+        # takes seconds per GiB); the pages stay where first touch put them
+        host.copy_(copy_verify.fill(device_buf, seed=2 + ctx.rank))
+        copy_verify.fill(device_buf, seed=4 + ctx.rank)  # what H2D must overwrite
         h2d = formulas.gbps(nbytes * iters, _time_copy(ctx, device_buf, host, iters))
+        copy_verify.corrupt_if_seamed("h2d", rank, device_buf)
+        h2d_verify = copy_verify.compare(host, device_buf)
+        # new content on the device first: the host already holds what the H2D copy sent
+        copy_verify.fill(device_buf, seed=3 + ctx.rank)
         d2h = formulas.gbps(nbytes * iters, _time_copy(ctx, host, device_buf, iters))
+        copy_verify.corrupt_if_seamed("d2h", rank, host)
+        d2h_verify = copy_verify.compare(device_buf, host)
         pages = devices.page_nodes(host.data_ptr(), nbytes)
     return {"numa_node": node, "cpu_bound": bound, "h2d_gbps": h2d, "d2h_gbps": d2h,
+            "h2d_verify": h2d_verify, "d2h_verify": d2h_verify,
             "pinning": pinning, "pages_on_node": pages, "placed": devices.placed_on(pages, node)}
 
 
@@ -228,7 +236,7 @@ class _PairCopies:
 
         self.ctx = ctx
         devs = [devices.torch_device(ctx.backend, i) for i in range(ctx.world)]
-        self.bufs = [torch.empty(nbytes, dtype=torch.uint8, device=d).fill_(i)
+        self.bufs = [copy_verify.fill(torch.empty(nbytes, dtype=torch.uint8, device=d), 100 + i)
                      for i, d in enumerate(devs)]
         self.back = [torch.empty(nbytes, dtype=torch.uint8, device=d) for d in devs]
         self.streams = ([torch.cuda.Stream(device=dev) for dev in devs]  # type: ignore[no-untyped-call,unused-ignore]
@@ -295,6 +303,7 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
     uni = [[0.0] * world for _ in range(world)]
     bidir = [[0.0] * world for _ in range(world)]
     access = [[True] * world for _ in range(world)]
+    verified: dict[str, dict[str, Any]] = {}
     pairs = [(s, d) for s in range(world) for d in range(world) if s != d]
     for done, (s, d) in enumerate(pairs, start=1):
         if ctx.backend.cuda:
@@ -305,10 +314,12 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
         copies.sync_all()
         uni[s][d] = formulas.gbps(nbytes * iters, copies.one_way_seconds(s, d, iters))
         bidir[s][d] = formulas.gbps(2 * nbytes * iters, copies.both_ways_seconds(s, d, iters))
+        copy_verify.corrupt_if_seamed("p2p", f"{s}-{d}", copies.back[d])
+        verified[f"{s}-{d}"] = copy_verify.compare(copies.bufs[s], copies.back[d])
         ctx.step(done)
     copies.release()
     return {"bytes": nbytes, "iters": iters, "unidir_gbps": uni, "bidir_gbps": bidir,
-            "peer_access": access}
+            "peer_access": access, "verify": verified}
 
 
 #: Timed all-reduce runs at the size the judge reads, at the least.
@@ -348,10 +359,17 @@ def allreduce(ctx: WorkerContext, *, max_bytes: int, steps: int,
             elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
             seconds = float(elapsed.item())
+            # nccl-tests -c: one more all-reduce of known values, untimed, checked on every rank
+            copy_verify.allreduce_fill(buf, ctx.rank)
+            dist.all_reduce(buf)
+            ctx.sync()
+        copy_verify.corrupt_if_seamed("allreduce", str(ctx.rank), buf)
+        wrong, first_wrong = copy_verify.allreduce_wrong(buf, ctx.world)
         del buf  # freed before the next size is allocated (16 + 4 GiB at once otherwise)
         alg, bus = formulas.allreduce_bandwidth(size, seconds, ctx.world)
         rows.append({"bytes": size, "seconds": seconds, "iters": iters,
-                     "algbw_gbps": alg, "busbw_gbps": bus})
+                     "algbw_gbps": alg, "busbw_gbps": bus, "wrong": wrong,
+                     "first_wrong": first_wrong})
         ctx.step(i + 1)
     return {"world": ctx.world, "sweep": rows}
 

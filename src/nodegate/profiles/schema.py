@@ -168,6 +168,31 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "mountpoint": {"type": "string", "pattern": "^/"},
             "filesystem": {"enum": ["xfs", "ext4"]},
             "mount_options": {"type": "array", "items": _STR},
+            # storage checks (nodegate.judge.storage): SMART health per device with nvme-cli,
+            # fio throughput on the array at the load levels; absent: those checks SKIP
+            "smart": _BOOL,
+            "firmware": {"type": "array", "items": _STR, "minItems": 1},  # pinned revisions
+            "drive": {
+                "type": "object", "additionalProperties": False,
+                "required": ["model", "source"],
+                "properties": {
+                    "model": _STR,  # id-ctrl mn, as the drive reports it
+                    "namespace_bytes": {"type": "integer", "minimum": 1},
+                    "seq_read_gbps": {"type": "number", "exclusiveMinimum": 0},
+                    "seq_write_gbps": {"type": "number", "exclusiveMinimum": 0},
+                    "rand_read_kiops": {"type": "number", "exclusiveMinimum": 0},
+                    "source": {"type": "string", "pattern": SOURCE_PATTERN},
+                },
+            },
+            "fio": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "runtime_s": {"type": "integer", "minimum": 1, "maximum": 600},
+                    "size_mib": {"type": "integer", "minimum": 16},
+                    "efficiency": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                    "source": {"type": "string", "pattern": SOURCE_PATTERN},
+                },
+            },
         },
         ["devices", "raid_level", "mountpoint", "filesystem", "mount_options"],
     ),
@@ -205,6 +230,26 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "copy_iters": {"type": "integer", "minimum": 1},
             "allreduce_steps": {"type": "integer", "minimum": 1},
             "power_settle_s": {"type": "number", "minimum": 0},
+            # the FSDP burn-in (nodegate.load.fsdp_size, which checks the same bound on
+            # profiles given as plain data)
+            "fsdp_hbm_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
+            "fsdp_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "fsdp_steps": {"type": "integer", "minimum": 1},
+            "fsdp_min_steps": {"type": "integer", "minimum": 1},
+            "fsdp_checkpoint_every": {"type": "integer", "minimum": 1},
+            "fsdp_checkpoint_dir": {"type": "string", "pattern": "^/"},
+            "fsdp_model": {
+                "type": "object", "additionalProperties": False,
+                "properties": {**{k: {"type": "integer", "minimum": 1} for k in (
+                    "vocab", "d_model", "layers", "heads", "seq_len", "batch")},
+                    "lr": {"type": "number", "exclusiveMinimum": 0}},
+            },
+            "acceptance_dtypes": {"type": "array", "items": {"enum": list(LOAD_DTYPES)}},
+            "dtype_gemm_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_test_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.98},
+            "hbm_test_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "hbm_test_cpu_bytes": {"type": "integer", "minimum": 4096},
+            "hbm_test_chunk_bytes": {"type": "integer", "minimum": 4096},
             "burnin_model": {
                 "type": "object", "additionalProperties": False,
                 "properties": {**{k: {"type": "integer", "minimum": 1} for k in (
@@ -213,6 +258,19 @@ SECTIONS: dict[str, dict[str, Any]] = {
             },
         },
         ["dtypes", "gemm_size", "gemm_seconds"],
+    ),
+    # DCGM's active diagnostic (nodegate.judge.dcgm): the ``dcgmi diag -r`` level per load
+    # level; absent or 0: not run
+    "dcgm": _section(
+        {
+            "diag_level": {
+                "type": "object", "additionalProperties": False,
+                "properties": {lvl: {"type": "integer", "minimum": 0, "maximum": 4}
+                               for lvl in ("standard", "acceptance")},
+            },
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+        },
+        [],
     ),
     "thresholds": {
         "type": "object",
@@ -236,7 +294,7 @@ SECTIONS: dict[str, dict[str, Any]] = {
 }
 
 #: Sections a resolved profile may leave out (the judge has a default for them).
-OPTIONAL_SECTIONS = ("xid", "network")
+OPTIONAL_SECTIONS = ("xid", "network", "dcgm")
 
 #: Keys allowed at the top of a profile file besides the sections.
 META = {

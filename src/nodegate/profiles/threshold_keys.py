@@ -60,6 +60,10 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "gemm_bf16_tflops_min": ThresholdKey("min", "TFLOPS", "dense bf16 GEMM per GPU"),
     "gemm_fp16_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp16 GEMM per GPU"),
     "gemm_tf32_tflops_min": ThresholdKey("min", "TFLOPS", "dense tf32 GEMM per GPU"),
+    "gemm_fp8_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp8 (e4m3) GEMM per GPU"),
+    "gemm_fp64_tflops_min": ThresholdKey("min", "TFLOPS", "dense fp64 GEMM per GPU"),
+    "hbm_pattern_gbps_min": ThresholdKey("min", "GB/s",
+                                         "HBM pattern test, bytes written + verified per s"),
     "hbm_bandwidth_gbps_min": ThresholdKey("min", "GB/s", "device-to-device copy, read+write"),
     "h2d_gbps_min": ThresholdKey("min", "GB/s", "pinned host-to-device copy, local NUMA"),
     "d2h_gbps_min": ThresholdKey("min", "GB/s", "pinned device-to-host copy, local NUMA"),
@@ -70,12 +74,33 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
         "min", "GB/s", "all-reduce bus bandwidth between this node and a known-good one"),
     "burnin_tokens_per_s_min": ThresholdKey("min", "tokens/s", "burn-in training throughput"),
     "burnin_tflops_min": ThresholdKey("min", "TFLOPS", "burn-in achieved TFLOPS per GPU"),
+    "fsdp_tokens_per_s_min": ThresholdKey("min", "tokens/s", "FSDP training throughput"),
+    "fsdp_tflops_min": ThresholdKey("min", "TFLOPS", "FSDP model TFLOPS per GPU"),
+    "fsdp_checkpoint_write_gbps_min": ThresholdKey("min", "GB/s", "FSDP checkpoint write"),
+    "fsdp_checkpoint_read_gbps_min": ThresholdKey("min", "GB/s", "FSDP checkpoint read"),
+    "fsdp_straggler_margin_pct_max": ThresholdKey(
+        "max", "%", "FSDP rank step time above the median (default: straggler_margin_pct_max)"),
     "straggler_margin_pct_max": ThresholdKey("max", "%", "rank step time above the median"),
     "outlier_margin_pct_max": ThresholdKey("max", "%", "figure below the node's own median"),
+    # --- fleet trends (nodegate report, over each node's report history) -------------------
+    "trend_drift_pct_max": ThresholdKey(
+        "max", "%", "a metric's move against the node's own baseline or the fleet's median"),
     "thermal_margin_c_min": ThresholdKey("min", "C", "slowdown threshold minus peak temp"),
     "mem_temp_max_c": ThresholdKey("max", "C", "HBM temperature under load"),
     "power_fraction_min": ThresholdKey("min", "ratio", "GEMM power as a fraction of limit"),
     "clock_floor_mhz_min": ThresholdKey("min", "MHz", "SM clock held under load"),
+    # --- NVMe drives (nvme-cli SMART log) and the array under fio ----------------------------
+    "nvme_percentage_used_max": ThresholdKey(
+        "max", "%", "NVMe Percentage Used: share of the rated endurance consumed"),
+    "nvme_media_errors_max": ThresholdKey(
+        "max", "count", "NVMe media and data integrity errors (unrecovered)"),
+    "nvme_temperature_max_c": ThresholdKey(
+        "max", "C", "NVMe composite temperature (else the drive's own WCTEMP)"),
+    "nvme_unsafe_shutdowns_growth_max": ThresholdKey(
+        "max", "count", "NVMe unsafe shutdowns gained since the previous report"),
+    "fio_seq_read_gbps_min": ThresholdKey("min", "GB/s", "array sequential read, direct I/O"),
+    "fio_seq_write_gbps_min": ThresholdKey("min", "GB/s", "array sequential write, direct I/O"),
+    "fio_rand_read_kiops_min": ThresholdKey("min", "kIOPS", "array random 4 KiB read"),
     # --- power path (PDU / BMC) -----------------------------------------------------------
     "inlet_temp_max_c": ThresholdKey("max", "C", "chassis inlet temperature"),
     "circuit_load_fraction_max": ThresholdKey("max", "ratio", "draw / circuit rating"),

@@ -107,6 +107,22 @@ def render_prometheus(report: NodeReport | Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_gauges(families: Iterable[tuple[str, str, Iterable[tuple[Mapping[str, str], float]]]]
+                  ) -> str:
+    """Gauge families ``(name without prefix, help, [(labels, value), ...])`` as a textfile;
+    for writers other than the report (the gate's drain budget)."""
+    lines: list[str] = []
+    for family, help_text, samples in families:
+        rows = list(samples)
+        if not rows:
+            continue
+        name = PREFIX + family
+        lines.append(f"# HELP {name} {escape_help(help_text)}")
+        lines.append(f"# TYPE {name} gauge")
+        lines.extend(f"{name}{_labels(labels.items())} {format_value(v)}" for labels, v in rows)
+    return "\n".join(lines) + "\n"
+
+
 def write_prometheus(report: NodeReport | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Render and replace ``path`` atomically, world-readable (node_exporter is another user).
 

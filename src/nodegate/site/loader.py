@@ -49,7 +49,7 @@ def _validate(data: Any, file: str) -> None:
 def load_site(name: str) -> Site:
     path = site_path(name)
     if not path.is_file():
-        hint = " (`nodegate lab up` writes it)" if name == "lab" else ""
+        hint = " (`nodegate-lab up` writes it)" if name == "lab" else ""
         raise ConfigError(f"site file not found{hint}; NODEGATE_SITE names a site in "
                           "inventory/ or a path to a site file", file=str(path),
                           key="NODEGATE_SITE")
@@ -60,6 +60,13 @@ def load_site(name: str) -> Site:
     reject_literal_secrets(data, file=file)
     _validate(data, file)
     return build_site(data, file=file)
+
+
+def _site_slurm_to_host(data: dict[str, Any], merged: dict[str, Any]) -> None:
+    """The site's ``slurm.drain_budget`` goes to each Slurm node's gate (``nodegate_slurm``)."""
+    budget = (data.get("slurm") or {}).get("drain_budget")
+    if budget is not None and isinstance(merged.get("slurm"), dict):
+        merged["slurm"].setdefault("drain_budget", budget)
 
 
 def build_site(data: dict[str, Any], *, file: str) -> Site:
@@ -99,6 +106,7 @@ def build_site(data: dict[str, Any], *, file: str) -> Site:
                 site_file=file,
                 host=name,
             )
+        _site_slurm_to_host(data, merged)
         hosts[name] = SiteHost(name=name, address=str(address), data=merged,
                                groups=member_of, profile=profile)
     return Site(name=str(data["name"]), source=file, hosts=hosts, groups=groups,

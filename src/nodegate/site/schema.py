@@ -123,7 +123,10 @@ SITE_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {"controller": _STR, "partition": _NAME,
-                           "cluster_name": _NAME},
+                           "cluster_name": _NAME,
+                           # the share of a partition the health gate may hold drained
+                           # (docs/gate.md, "The drain budget")
+                           "drain_budget": {"type": "number", "minimum": 0, "maximum": 1}},
         },
     },
 }

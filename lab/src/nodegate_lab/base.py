@@ -1,0 +1,153 @@
+"""The base image: a debootstrap Debian 12 root, cached as a tarball keyed by its package list.
+
+Building takes minutes (debootstrap), so the tarball lives in ``cache_dir()/lab`` and is
+rebuilt only when the package list or the image recipe changes. ``lab up`` extracts it once
+into the lab directory; every node is an overlay over that extracted, read-only lower tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from nodegate.errors import CannotRunError
+from nodegate_lab import config
+from nodegate_lab.proc import need, run
+
+#: Bump when the customisation below changes: it is part of the cache key.
+RECIPE_VERSION = "3"
+FALLBACK_MIRROR = "http://deb.debian.org/debian"
+
+
+SSHD_CONFIG = "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+
+
+def image_key(*recipe: str, packages: Sequence[str]) -> str:
+    """Digest of suite, the recipe's names and versions and the sorted package list: the
+    cache key of a debootstrap image (the lab's base, the md VM's root)."""
+    text = "\n".join([config.SUITE, *recipe, *sorted(packages)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def base_key(packages: tuple[str, ...] = config.BASE_PACKAGES) -> str:
+    """The lab base's cache key."""
+    return image_key(RECIPE_VERSION, packages=packages)
+
+
+def tarball_path(key: str | None = None) -> Path:
+    return config.base_cache_dir() / f"base-{config.SUITE}-{key or base_key()}.tar"
+
+
+def debian_mirror() -> str:
+    """The Debian mirror apt already uses here (debootstrap must not go anywhere else)."""
+    files = [Path("/etc/apt/sources.list")]
+    src_d = Path("/etc/apt/sources.list.d")
+    if src_d.is_dir():
+        files += sorted(src_d.iterdir())
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        if path.suffix == ".sources":
+            for stanza in re.split(r"\n\s*\n", text):
+                uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
+                suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
+                if uris and suites and config.SUITE in suites.group(1).split():
+                    return uris.group(1).rstrip("/")
+        else:
+            for line in text.splitlines():
+                parts = line.split()
+                if len(parts) >= 3 and parts[0] == "deb" and parts[2] == config.SUITE:
+                    uri = next(p for p in parts[1:] if not p.startswith("["))
+                    return uri.rstrip("/")
+    return FALLBACK_MIRROR
+
+
+def _customise(root: Path) -> None:
+    """Make the tree a neutral template: no identity, no host keys, no outside apt source."""
+    strip_identity(root, "nodegate-lab.conf")
+    dbus_id = root / "var/lib/dbus/machine-id"
+    if dbus_id.exists() or dbus_id.is_symlink():
+        dbus_id.unlink()
+    (root / "etc/apt/sources.list").write_text("# the lab node reaches only the lab mirror\n")
+    (root / "etc/hostname").write_text("lab\n")
+    # nothing here talks to the outside: no resolver, no time sync, no getty on a console
+    # nobody reads; sshd's host keys are written per node by the lab before boot
+    for unit in ("getty@tty1.service", "console-getty.service", "systemd-timesyncd.service",
+                 "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer",
+                 "fstrim.timer", "systemd-resolved.service"):
+        (root / "etc/systemd/system" / unit).unlink(missing_ok=True)
+        os.symlink("/dev/null", root / "etc/systemd/system" / unit)
+    drop_apt_caches(root)
+
+
+def strip_identity(root: Path, sshd_conf: str) -> None:
+    """What every image built here is: no machine id and no sshd host keys (each host gets
+    its own), and root over SSH by key only (the ``sshd_conf`` drop-in)."""
+    (root / "etc/machine-id").write_text("")
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    sshd_d = root / "etc/ssh/sshd_config.d"
+    sshd_d.mkdir(parents=True, exist_ok=True)
+    (sshd_d / sshd_conf).write_text(SSHD_CONFIG)
+
+
+def drop_apt_caches(root: Path) -> None:
+    """No downloaded .debs or package lists in an image: they are stale by the next boot."""
+    shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+    (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+    for lists in (root / "var/lib/apt/lists").glob("*_*"):
+        lists.unlink()
+
+
+def debootstrap_tarball(target: Path, packages: Sequence[str],
+                        customise: Callable[[Path], None], *, log: Path | None = None,
+                        force: bool = False) -> Path:
+    """The cached tarball ``target`` of a Debian minbase root with ``packages``, made by
+    debootstrap from this machine's mirror and ``customise`` (minutes) only when missing:
+    the lab's base and the md rehearsal VM's root are both built here."""
+    if target.is_file() and not force:
+        return target
+    need("debootstrap", "tar", "chroot")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{target.stem[:20]}-", dir=target.parent) as tmp:
+        root = Path(tmp) / "root"
+        proc = run(["debootstrap", "--variant=minbase", "--include=" + ",".join(packages),
+                    config.SUITE, str(root), debian_mirror()], check=False, timeout=1800)
+        if log is not None:
+            log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            raise CannotRunError(f"debootstrap failed ({proc.returncode}): {' | '.join(tail)}")
+        customise(root)
+        partial = target.with_suffix(".partial")
+        run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."],
+            timeout=600)
+        os.replace(partial, target)
+    return target
+
+
+def build(*, force: bool = False, log: Path | None = None) -> Path:
+    """Return the cached base tarball, running debootstrap first when it is missing."""
+    return debootstrap_tarball(tarball_path(), config.BASE_PACKAGES, _customise, log=log,
+                               force=force)
+
+
+def extracted(tarball: Path) -> Path:
+    """The tarball unpacked under the lab dir (once per key): the overlay lower layer."""
+    base_root = config.lab_dir() / "base" / tarball.stem
+    done = base_root / ".complete"
+    root = base_root / "root"
+    if done.is_file():
+        return root
+    shutil.rmtree(base_root, ignore_errors=True)
+    root.mkdir(parents=True)
+    run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-xf", str(tarball)])
+    done.write_text(tarball.name + "\n")
+    return root

@@ -1,0 +1,95 @@
+"""The NVIDIA driver's pin set on apt, and the node-side shell that holds and guards it.
+
+``APT_PIN_PATTERNS`` are apt preferences globs for every package NVIDIA's driver brings on
+Debian 12 and Ubuntu 22.04/24.04. They were checked against the closures of the role's
+metapackages in the distributions' real indexes (tests/roles/data/driver-packages, made by
+scripts/driver_metadata.py): Debian 12 needs ``libcuda1``, ``libnvcuvid1``, ``libnvoptix1``,
+the GL/EGL/GLES libraries (``libegl-nvidia0``...), plain ``xserver-xorg-video-nvidia`` and
+``firmware-nvidia-gsp``, none of which ``nvidia-*``/``libnvidia-*`` match. A glob that also
+matches an unrelated package (``nvidia-cuda-toolkit``) is harmless in a pin: the pin only
+raises versions that match the driver's; holds are limited to installed packages at that
+version.
+
+The guard answers the other failure: on a repository that carries a newer branch, the
+metapackage for the pinned version can itself pull another version in. Ubuntu's archive turned
+``nvidia-driver-570-server`` 570.211.01 into a transitional package to 580 (see the snapshot),
+so ``apt-get install nvidia-driver-570-server=570.211.01-*`` installs 580. The guard simulates
+the install (``apt-get -s``) and stops the host when any driver package would land outside the
+pin, naming them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+
+APT_PIN_PATTERNS = [
+    "nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia*", "cuda-drivers*", "libxnvctrl*",
+    "libcuda1", "libcudadebugger1", "libnvcuvid1", "libnvoptix1", "libegl-nvidia*",
+    "libgl1-nvidia-*", "libgles-nvidia*", "libglx-nvidia*", "firmware-nvidia-*",
+]
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9.+~:_*?-]+")
+
+
+def _ere(text: str) -> str:
+    """Package names and versions as ERE without backslashes (awk -v would eat them):
+    ``.`` and ``+`` become bracket expressions, globs become ``.*`` and ``.``."""
+    if not _PLAIN.fullmatch(text):
+        raise ValueError(f"not a package name, glob or version: {text!r}")
+    return "".join({"*": ".*", "?": ".", ".": "[.]", "+": "[+]"}.get(c, c) for c in text)
+
+
+def glob_ere(patterns: Iterable[str]) -> str:
+    """apt preferences globs (``*``, ``?``) as one anchored POSIX ERE for awk."""
+    return "^(" + "|".join(_ere(p) for p in patterns) + ")$"
+
+
+def version_ere(version: str) -> str:
+    """The pin ``VERSION-*`` as an anchored ERE on a Debian version."""
+    return "^" + _ere(version) + "-"
+
+
+DPKG_FORMAT = "${db:Status-Abbrev} ${Package} ${Version}\\n"  # dpkg-query expands \\n
+
+
+def hold_script(patterns: Iterable[str], version: str) -> str:
+    """Hold every installed package of the driver's set at ``version`` (run after the
+    install, so it sees what apt really brought)."""
+    return (f"dpkg-query -W -f={shlex.quote(DPKG_FORMAT)} | {hold_filter(patterns, version)}"
+            " | xargs -r apt-mark hold")
+
+
+def hold_filter(patterns: Iterable[str], version: str) -> str:
+    """The awk that picks installed (``ii``) packages of the set at ``version`` from
+    ``dpkg-query`` lines ``STATUS NAME VERSION``."""
+    awk = "$1 ~ /^ii/ && $2 ~ re && $3 ~ ver {print $2}"
+    return (f"awk -v re={shlex.quote(glob_ere(patterns))}"
+            f" -v ver={shlex.quote(version_ere(version))} {shlex.quote(awk)}")
+
+
+GUARD_AWK = (
+    '$1 == "Inst" { v = $3; if (v ~ /^\\[/) v = $4; sub(/^\\(/, "", v);'
+    ' if ($2 ~ re && v !~ ver) bad = bad " " $2 "=" v }'
+    ' END { if (bad != "") { print "nodegate: installing the NVIDIA driver at " want'
+    ' " would bring driver packages at another version:" bad "; the repository metapackage'
+    ' for " want " is transitional to another branch, or a dependency escapes the pin:'
+    ' choose another driver.version" > "/dev/stderr"; exit 1 } }')
+
+
+def guard_awk(patterns: Iterable[str], version: str) -> str:
+    """The awk that reads ``apt-get -s install`` output and fails on an off-pin driver
+    package (``Inst NAME [OLD] (NEW ARCHIVE [ARCH])`` is apt's simulate format)."""
+    return (f"awk -v re={shlex.quote(glob_ere(patterns))}"
+            f" -v ver={shlex.quote(version_ere(version))}"
+            f" -v want={shlex.quote(version)} {shlex.quote(GUARD_AWK)}")
+
+
+def guard_script(specs: Iterable[str], patterns: Iterable[str], version: str) -> str:
+    """Simulate the install of ``specs`` and stop before anything changes when a driver
+    package would land outside ``version``."""
+    quoted = " ".join(shlex.quote(s) for s in specs)
+    return (f"apt-get -s -q install --allow-downgrades --allow-change-held-packages {quoted}"
+            f" | {guard_awk(patterns, version)}")

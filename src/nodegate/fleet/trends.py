@@ -1,0 +1,286 @@
+"""Trends over each node's report history: per-metric series, and the nodes that degrade.
+
+The fleet view (``aggregate``) compares nodes at one moment; a card whose GEMM rate sags 1 %
+a week, or whose corrected-error counter starts to climb, stays inside every threshold for
+weeks. Every node keeps its last 1,000 reports, and each has a small summary beside it
+(``<stem>.summary.json``) with, per metric group, the node's worst entity. So a trend is the
+series of that worst value over the node's history, read from the summaries the view already
+decoded: no report is opened again.
+
+Two kinds of metric:
+
+* **levels** (GEMM TFLOPS, HBM/host/P2P bandwidths, all-reduce bus bandwidth, the thermal
+  margin and HBM temperature under load): the value itself.
+* **counters** (lifetime and volatile SBE counts, NVLink CRC errors, PCIe replays): the growth
+  rate, in events per day, from the positive steps between consecutive reports (a counter
+  that drops was reset, by a GPU reset or a reboot; the drop is not growth).
+
+A node is *degrading* in a metric when, with at least ``MIN_REPORTS`` reports:
+
+* **own**: its recent value (median of its last ``RECENT`` values) is worse than its baseline
+  (median of its first third, at most ``BASELINE`` values) by more than the profile's
+  ``trend_drift_pct_max``, or
+* **fleet**: its recent value is worse than the fleet's median recent value by more than that.
+
+"Worse" follows the metric's direction (lower TFLOPS, higher temperature, faster error
+growth). A counter is listed when its growth rate rose by more than that share *and* by more
+than its floor (``COUNTER_FLOORS_PER_DAY``), so a node going from no SBEs to a few a day is
+listed, and a stray replay is not "infinitely" more than none; its percentage is taken
+against at least the floor. This is a list for an operator, not a verdict: it changes no exit
+code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodegate.fleet.aggregate import FleetView, NodeView
+from nodegate.fleet.trend_metrics import metric_kind
+
+MIN_REPORTS = 3
+RECENT = 3
+BASELINE = 10
+#: Growth (events a day) a counter must gain before it can be listed. Policy, no vendor
+#: rate found: any SBE growth is worth a look (1 a day); NVLink CRC errors and PCIe replays
+#: are retried by the link and "a healthy link gains a few a day at most" (the profiles'
+#: *_per_hour_max sources), so 5 a day.
+COUNTER_FLOORS_PER_DAY = {"ecc_sbe_aggregate": 1.0, "ecc_sbe_volatile": 1.0,
+                          "nvlink_crc_errors": 5.0, "pcie_replays": 5.0}
+#: Points in the fleet's median line (the history's span cut into this many buckets).
+FLEET_BUCKETS = 40
+#: The drift margin where a node's profile sets none (or cannot be resolved here).
+DEFAULT_DRIFT_PCT = 5.0
+THRESHOLD = "trend_drift_pct_max"
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Degrading:
+    """One node's metric that moved too far (``against``: ``own`` baseline or ``fleet``)."""
+
+    node: str
+    metric: str
+    unit: str
+    against: str
+    reference: float  # the node's baseline, or the fleet's median
+    recent: float
+    change_pct: float  # how much worse, in percent (always positive)
+    limit_pct: float
+
+
+@dataclass
+class MetricTrend:
+    """One metric across the fleet: the fleet's median line and the listed nodes' series."""
+
+    key: str
+    unit: str  # per day for counters
+    kind: str  # level | counter
+    direction: str  # higher | lower (is better)
+    fleet_line: list[tuple[float, float]] = field(default_factory=list)  # (epoch s, median)
+    fleet_recent: float | None = None
+    nodes: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+@dataclass
+class TrendView:
+    metrics: list[MetricTrend]
+    degrading: list[Degrading]
+    nodes_with_history: int
+    limits: dict[str, float]  # profile -> drift margin in percent
+    limit_notes: list[str]  # profiles whose margin is the default, and why
+
+
+def node_series(view: FleetView, node: str, key: str) -> list[tuple[float, float]]:
+    """(finish time, worst value) of every report of ``node`` that measured ``key``, oldest
+    first (the reader packed them: ``FleetView.points``)."""
+    packed = view.points.get(node, {}).get(key)
+    if not packed:
+        return []
+    return sorted(zip(packed[0::2], packed[1::2], strict=True))
+
+
+def counter_rates(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Events per day between consecutive reports; a drop (a reset) is no growth."""
+    out = []
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if t1 > t0:
+            out.append((t1, max(0.0, v1 - v0) * DAY_S / (t1 - t0)))
+    return out
+
+
+def _windows(values: Sequence[float]) -> tuple[float, float]:
+    """(baseline, recent): medians of the first third (<= BASELINE) and the last RECENT."""
+    first = max(1, min(BASELINE, len(values) // 3))
+    return statistics.median(values[:first]), statistics.median(values[-RECENT:])
+
+
+def worse_pct(reference: float, value: float, direction: str, floor: float = 0.0) -> float:
+    """How much worse ``value`` is than ``reference``, in percent of |reference| (at least
+    ``floor``); negative when better. NaN where the reference is 0 and there is no floor."""
+    scale = max(abs(reference), floor)
+    if scale == 0:
+        return math.nan
+    delta = (reference - value) if direction == "higher" else (value - reference)
+    return delta / scale * 100.0
+
+
+def drift_limits(view: FleetView, override_pct: float | None
+                 ) -> tuple[dict[str, float], list[str]]:
+    """Each profile's ``trend_drift_pct_max`` (or ``override_pct`` for all), and notes for
+    the profiles that fall back to the default."""
+    from nodegate.errors import NodegateError
+    from nodegate.profiles.cache import resolve_profile_cached
+
+    names = sorted({node.latest["profile"] for node in view.nodes})
+    if override_pct is not None:
+        return dict.fromkeys(names, override_pct), []
+    limits: dict[str, float] = {}
+    notes: list[str] = []
+    for name in names:
+        try:
+            threshold = resolve_profile_cached(name).threshold(THRESHOLD)
+        except NodegateError as exc:
+            threshold = None
+            notes.append(f"profile {name}: not resolved here ({exc}); "
+                         f"{DEFAULT_DRIFT_PCT:g} % used")
+        else:
+            if threshold is None:
+                notes.append(f"profile {name}: no {THRESHOLD}; {DEFAULT_DRIFT_PCT:g} % used")
+        limits[name] = threshold.value if threshold is not None else DEFAULT_DRIFT_PCT
+    return limits, notes
+
+
+def trends(view: FleetView, *, drift_pct: float | None = None, plot_nodes: int = 8
+           ) -> TrendView:
+    """The trends of ``view``'s nodes; ``drift_pct`` overrides every profile's margin;
+    ``plot_nodes``: at most this many listed nodes keep their series per metric, for plots."""
+    limits, notes = drift_limits(view, drift_pct)
+    series: dict[str, list[tuple[NodeView, list[tuple[float, float]]]]] = {}
+    shapes: dict[str, tuple[str, str]] = {}
+    with_history = 0
+    for node in view.nodes:
+        if len(node.history) >= MIN_REPORTS:
+            with_history += 1
+        for key, points in _node_metrics(view, node, shapes):
+            series.setdefault(key, []).append((node, points))
+    metrics: list[MetricTrend] = []
+    degrading: list[Degrading] = []
+    for key in sorted(series):
+        unit, direction = shapes[key]
+        kind = metric_kind(key) or "level"
+        trend = MetricTrend(key, f"{unit}/day" if kind == "counter" else unit, kind, direction)
+        found = _judge_metric(trend, series[key], limits)
+        degrading.extend(found)
+        listed = {d.node for d in found}
+        for node, points in series[key]:
+            if node.node in listed and len(trend.nodes) < plot_nodes:
+                trend.nodes[node.node] = points
+        metrics.append(trend)
+    degrading.sort(key=lambda d: (-d.change_pct, d.node, d.metric))
+    return TrendView(metrics, degrading, with_history, limits, notes)
+
+
+def _node_metrics(view: FleetView, node: NodeView, shapes: dict[str, tuple[str, str]]
+                  ) -> Iterable[tuple[str, list[tuple[float, float]]]]:
+    """Each trend metric's series for one node (rates for counters)."""
+    for key in view.points.get(node.node, {}):
+        points = node_series(view, node.node, key)
+        if metric_kind(key) == "counter":
+            points = counter_rates(points)
+        if points:
+            shapes.setdefault(key, view.metric_shapes.get(key, ("", "higher")))
+            yield key, points
+
+
+def _judge_metric(trend: MetricTrend,
+                  nodes: Sequence[tuple[NodeView, list[tuple[float, float]]]],
+                  limits: Mapping[str, float]) -> list[Degrading]:
+    """Fill the fleet line and recent median of ``trend``; the nodes that degrade in it."""
+    floor = COUNTER_FLOORS_PER_DAY.get(trend.key.split("[", 1)[0], 0.0)
+    windows = {}
+    for node, points in nodes:
+        if len(points) >= MIN_REPORTS:
+            windows[node.node] = _windows([v for _, v in points])
+    trend.fleet_line = _fleet_line(points for _, points in nodes)
+    if windows:
+        trend.fleet_recent = statistics.median(recent for _, recent in windows.values())
+    out = []
+    for node, _ in nodes:
+        if node.node not in windows:
+            continue
+        baseline, recent = windows[node.node]
+        limit = limits.get(node.latest["profile"], DEFAULT_DRIFT_PCT)
+        checks = [("own", baseline)]
+        if trend.fleet_recent is not None and len(windows) >= MIN_REPORTS:
+            checks.append(("fleet", trend.fleet_recent))
+        for against, reference in checks:
+            change = worse_pct(reference, recent, trend.direction, floor)
+            if trend.kind == "counter" and recent - reference <= floor:
+                continue  # within the counter's floor: background, not a trend
+            if change > limit:
+                out.append(Degrading(node.node, trend.key, trend.unit, against, reference,
+                                     recent, round(change, 2), limit))
+    return out
+
+
+def _fleet_line(all_points: Iterable[Sequence[tuple[float, float]]]
+                ) -> list[tuple[float, float]]:
+    """The fleet's median over time: the span cut into FLEET_BUCKETS, each bucket's median
+    at its middle (a bucket without reports is left out)."""
+    flat = [point for points in all_points for point in points]
+    if not flat:
+        return []
+    t0 = min(t for t, _ in flat)
+    t1 = max(t for t, _ in flat)
+    width = (t1 - t0) / FLEET_BUCKETS or 1.0
+    buckets: dict[int, list[float]] = {}
+    for t, value in flat:
+        buckets.setdefault(min(FLEET_BUCKETS - 1, int((t - t0) / width)), []).append(value)
+    return [(t0 + (index + 0.5) * width, statistics.median(values))
+            for index, values in sorted(buckets.items())]
+
+
+# --- renderings (text and JSON; the HTML section is in ``trends_html``) ---------------------
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def describe(item: Degrading) -> str:
+    """``gemm_tflops[gpu] 690 -> 601 TFLOPS, 12.9 % worse than its own baseline (limit 5 %)``."""
+    what = "its own baseline" if item.against == "own" else "the fleet median"
+    return (f"{item.metric} {_fmt(item.reference)} -> {_fmt(item.recent)} {item.unit}, "
+            f"{item.change_pct:.1f} % worse than {what} (limit {item.limit_pct:g} %)")
+
+
+def text_lines(view: TrendView, limit: int = 50) -> list[str]:
+    """The degrading list for a terminal (nothing without any node history)."""
+    if not view.nodes_with_history:
+        return []
+    lines = ["", f"Trends: {view.nodes_with_history} nodes with {MIN_REPORTS}+ reports, "
+             f"{len(view.metrics)} metrics; degrading: {len(view.degrading)}"]
+    lines += [f"  ({note})" for note in view.limit_notes]
+    lines += [f"  {item.node}: {describe(item)}" for item in view.degrading[:limit]]
+    if len(view.degrading) > limit:
+        lines.append(f"  ... {len(view.degrading) - limit} more (--json lists all)")
+    return lines
+
+
+def to_data(view: TrendView) -> dict[str, object]:
+    return {
+        "nodes_with_history": view.nodes_with_history,
+        "drift_limits_pct": view.limits,
+        "notes": view.limit_notes,
+        "degrading": [{"node": d.node, "metric": d.metric, "unit": d.unit,
+                       "against": d.against, "reference": d.reference, "recent": d.recent,
+                       "change_pct": d.change_pct, "limit_pct": d.limit_pct}
+                      for d in view.degrading],
+        "metrics": [{"metric": m.key, "unit": m.unit, "kind": m.kind,
+                     "direction": m.direction, "fleet_recent": m.fleet_recent,
+                     "fleet_line": m.fleet_line} for m in view.metrics],
+    }

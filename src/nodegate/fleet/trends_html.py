@@ -1,0 +1,57 @@
+"""The trends section of the fleet HTML: per metric, the fleet's median over time and the
+degrading nodes' own series (inline SVG through ``html.line_chart_svg``), then the list."""
+
+from __future__ import annotations
+
+from html import escape
+
+from nodegate.fleet.html import line_chart_svg
+from nodegate.fleet.trends import DAY_S, MetricTrend, TrendView, describe
+
+
+def _days(points: list[tuple[float, float]], t0: float) -> list[list[float]]:
+    return [[round((t - t0) / DAY_S, 3), value] for t, value in points]
+
+
+def trend_svg(metric: MetricTrend) -> str:
+    """One metric: the fleet median and each listed node, days since the first report."""
+    starts = [p[0][0] for p in (metric.fleet_line, *metric.nodes.values()) if p]
+    if not starts:
+        return ""
+    t0 = min(starts)
+    lines = {"fleet median": _days(metric.fleet_line, t0)}
+    lines.update((node, _days(points, t0)) for node, points in metric.nodes.items())
+    what = " growth" if metric.kind == "counter" else ""
+    return line_chart_svg(f"{metric.key}{what}", lines, metric.unit, time_unit="d")
+
+
+def section(view: TrendView) -> list[str]:
+    """The HTML section; nothing when no node has a history."""
+    if not view.nodes_with_history:
+        return []
+    out = [f"<h2>Trends</h2><p class=\"muted\">{view.nodes_with_history} nodes with a "
+           "history. Each node's worst entity per report; counters as growth per day. "
+           "Degrading: recent runs worse than the node's own first runs, or than the fleet "
+           "median, by more than the profile's trend_drift_pct_max.</p>"]
+    out += [f'<p class="muted">{escape(note)}</p>' for note in view.limit_notes]
+    out.append('<h3 id="degrading">Degrading</h3>')
+    if view.degrading:
+        out.append("<table><thead><tr><th>node</th><th>metric</th><th>against</th>"
+                   "<th>what</th></tr></thead><tbody>")
+        out += [f"<tr><td>{escape(d.node)}</td><td>{escape(d.metric)}</td>"
+                f"<td>{escape(d.against)}</td><td>{escape(describe(d))}</td></tr>"
+                for d in view.degrading[:500]]
+        out.append("</tbody></table>")
+    else:
+        out.append("<p>none</p>")
+    cards = [svg for svg in map(trend_svg, _plotted(view)) if svg]
+    if cards:
+        out.append('<div class="plots">')
+        out += [f'<div class="card">{svg}</div>' for svg in cards]
+        out.append("</div>")
+    return out
+
+
+def _plotted(view: TrendView) -> list[MetricTrend]:
+    """Metrics with degrading nodes first, then the rest."""
+    return sorted(view.metrics, key=lambda m: (not m.nodes, m.key))
