@@ -1,7 +1,7 @@
 """The bring-up: ``pyinfra inventory.py deploy.py``. Every role in order, then the gate.
 
 Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver, fabricmanager,
-nccl, dcgm, nvme, agent, pdu_monitor, slurm_node (off without a controller). Then the gate:
+network, nccl, dcgm, nvme, agent, pdu_monitor, slurm_node (off without a controller). Then the gate:
 deploy/validate.py runs the battery at ``gate_level`` on the node and fetches its JSON report to
 reports/<host>/ on this machine, and deploy/join.py resumes the node in Slurm on a fresh pass or
 drains it with the failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node
@@ -28,12 +28,14 @@ from roles.dcgm import dcgm
 from roles.defaults import DEFAULTS
 from roles.fabricmanager import fabricmanager
 from roles.nccl import nccl
+from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
 from roles.slurm_node import slurm_node
 
-ROLES = (base, nvidia_driver, fabricmanager, nccl, dcgm, nvme, agent, pdu_monitor, slurm_node)
+ROLES = (base, nvidia_driver, fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor,
+         slurm_node)
 
 
 def bring_up() -> None:

@@ -45,6 +45,20 @@ DEFAULTS: dict[str, Any] = {
     "nccl_socket_ifname": None,           # site nccl.socket_ifname
     "nccl_ib_hca": None,                  # site nccl.ib_hca; none: the node's discovered rails
     "nccl_ib_gid_index": None,            # site nccl.ib_gid_index (RoCE)
+    "nccl_ib_tc": None,                   # set by the network role: RoCE ToS (DSCP << 2)
+    # network (RDMA rails; before nccl, which renders what it hands over)
+    "network_enabled": None,              # None: when the profile declares network.rails
+    "network_stack": None,                # site network.stack: distro | doca-ofed | mlnx-ofed
+    "network_packages": None,             # None: chosen from the stack and OS family
+    "network_ofed_mirror_url": None,      # site network.ofed_mirror_url (DOCA/MLNX_OFED repo)
+    "network_ofed_keyring_url": None,     # site network.ofed_keyring_url; None: trusted (lab)
+    "network_gpudirect": None,            # profile host.gpudirect.mode: dmabuf | peermem | none
+    "network_mtu": None,                  # profile network.rails.mtu (RoCE netdevs)
+    "network_devices": None,              # profile network.rails.devices (HCA name globs)
+    "network_dscp": None,                 # site network.dscp: RoCE ToS = DSCP << 2, NCCL_IB_TC
+    "network_pfc_priority": None,         # site network.pfc_priority: PFC on it, DSCP trust
+    "network_ecn": None,                  # site network.ecn: ECN (mlx5 sysfs) on that priority
+    "network_nccl_ib": True,              # hand NCCL_IB_TC to the nccl role
     # dcgm
     "dcgm_enabled": None,                 # profile dcgm.enabled, else off
     "dcgm_version": None,                 # None: not pinned

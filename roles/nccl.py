@@ -27,7 +27,9 @@ from roles.defaults import role_defaults
 #: the only keys nccl.conf gets, and the knob each comes from
 SETTINGS = (("NCCL_SOCKET_IFNAME", "nccl_socket_ifname", "nccl.socket_ifname"),
             ("NCCL_IB_HCA", "nccl_ib_hca", "nccl.ib_hca"),
-            ("NCCL_IB_GID_INDEX", "nccl_ib_gid_index", "nccl.ib_gid_index"))
+            ("NCCL_IB_GID_INDEX", "nccl_ib_gid_index", "nccl.ib_gid_index"),
+            # the RoCE traffic class the network role set (DSCP << 2), handed over in host data
+            ("NCCL_IB_TC", "nccl_ib_tc", "nccl.ib_tc"))
 _VALUE = re.compile(r"^[A-Za-z0-9_.,:^=+-]+$")
 
 

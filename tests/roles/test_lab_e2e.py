@@ -176,7 +176,10 @@ def test_testinfra_checks_of_the_result(deployed: Any, ssh_config: Path, name: s
     assert h.service("nvidia-fabricmanager").is_running
     assert h.service("nvidia-fabricmanager").is_enabled
     conf = h.file("/etc/nccl.conf").content_string
-    assert re.findall(r"^NCCL_\w+=.*$", conf, re.M) == ["NCCL_SOCKET_IFNAME=eth0"]
+    # the lab board's sysfs shows the XE9680's eight rails: NCCL_IB_HCA from them, exact match
+    rails = ",".join(f"mlx5_{i}:1" for i in range(8))
+    assert re.findall(r"^NCCL_\w+=.*$", conf, re.M) == ["NCCL_SOCKET_IFNAME=eth0",
+                                                         f"NCCL_IB_HCA=={rails}"]
     assert not re.search(r"^NCCL_DEBUG", conf, re.M)
     mount = h.mount_point("/raid")
     assert mount.exists and mount.filesystem == "xfs"

@@ -25,6 +25,7 @@ from roles.base import base
 from roles.dcgm import dcgm
 from roles.fabricmanager import fabricmanager
 from roles.nccl import nccl
+from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
@@ -41,8 +42,8 @@ from tests.roles.scenarios import (
 )
 
 ROLES = {"base": base, "nvidia_driver": nvidia_driver, "fabricmanager": fabricmanager,
-         "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent, "pdu_monitor": pdu_monitor,
-         "slurm_node": slurm_node}
+         "network": network, "nccl": nccl, "dcgm": dcgm, "nvme": nvme, "agent": agent,
+         "pdu_monitor": pdu_monitor, "slurm_node": slurm_node}
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"IDRAC_PASSWORD": "s3cret", "PDU_COMMUNITY": "c0mm"}
@@ -220,8 +221,8 @@ def test_deploy_py_orders_the_roles() -> None:
     spec.loader.exec_module(bring_up)
 
     names = [getattr(r, "__name__", "") for r in bring_up.ROLES]
-    assert names == ["base", "nvidia_driver", "fabricmanager", "nccl", "dcgm", "nvme", "agent",
-                     "pdu_monitor", "slurm_node"]
+    assert names == ["base", "nvidia_driver", "fabricmanager", "network", "nccl", "dcgm", "nvme",
+                     "agent", "pdu_monitor", "slurm_node"]
 
 
 def test_deploy_is_the_package_beside_deploy_py() -> None:

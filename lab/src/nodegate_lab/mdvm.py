@@ -139,6 +139,7 @@ class VM:
     pid: int = 0
     disk_ids: list[str] = field(default_factory=list)
     boot_s: float = 0.0  # qemu start -> SSH answering, the last boot
+    extra_qemu: list[str] = field(default_factory=list)  # more devices (nodegate_lab.rxevm)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -321,7 +322,7 @@ def qemu_argv(vm: VM, kernel: Path, initrd: Path) -> list[str]:
     for n, serial in enumerate(DISK_SERIALS):
         argv += ["-drive", f"file={vm.dir / f'nvme{n}.img'},if=none,id=nvme{n},format=raw",
                  "-device", f"nvme,serial={serial},drive=nvme{n}"]
-    return argv
+    return argv + list(vm.extra_qemu)
 
 
 def running(vm: VM) -> bool:

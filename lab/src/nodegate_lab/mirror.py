@@ -23,7 +23,9 @@ from nodegate_lab.proc import run
 #: Real Debian packages the roles install (their dependencies are fetched too).
 DEBIAN_PACKAGES: tuple[str, ...] = ("mdadm", "xfsprogs", "nvme-cli", "fio", "cron", "e2fsprogs",
                                     "pciutils", "curl", "jq", "munge", "slurmd", "slurmctld",
-                                    "slurm-client")
+                                    "slurm-client",
+                                    # the network role, where the lab profile declares rails
+                                    "rdma-core", "ibverbs-utils", "infiniband-diags", "perftest")
 RECIPE_VERSION = "2"  # 2: torch in the wheelhouse
 URL = f"http://{config.HOST_ADDRESS}:{config.MIRROR_PORT}"
 

@@ -13,7 +13,13 @@ from typing import Any
 
 from nodegate.judge.common import against, make
 from nodegate.probes.rail_map import RailMap
-from nodegate.probes.rdma import COUNTER_BITS, RdmaDevice, RdmaPort, RdmaSnapshot
+from nodegate.probes.rdma import (
+    COUNTER_BITS,
+    SOFT_COUNTERS,
+    RdmaDevice,
+    RdmaPort,
+    RdmaSnapshot,
+)
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult, Severity, Verdict
 
@@ -57,8 +63,10 @@ def judge_network(snapshot: RdmaSnapshot, rail_map: RailMap | None, profile: Pro
     rails = rail_map.rails if rail_map is not None else select_rails(snapshot, spec)
     out = [_count(rails, spec, snapshot, rail_map)]
     out += _firmware(rails, spec.get("firmware"))
+    soft = bool(spec.get("soft_roce"))
     for dev in rails:
-        out.append(_hca_pcie(dev))
+        out.append(_soft_skip("ib_hca_pcie_link", dev.name, dev) if soft and dev.parent
+                   else _hca_pcie(dev))
         for port in dev.ports:
             out += _port(dev, port, spec, profile)
     out += _topology(rails, rail_map, spec, gpu_problem)
@@ -166,8 +174,20 @@ def _port(dev: RdmaDevice, port: RdmaPort, spec: dict[str, Any],
                         gids=[f"{g.index}:{g.type}" for g in port.gids if g.type] or None))
     if spec.get("mtu") is not None:
         out.append(_netdev(dev, port, spec["mtu"]))
-    out += [_counter(port, counter, check, profile) for counter, check in COUNTER_CHECKS.items()]
+    soft = bool(spec.get("soft_roce")) and dev.parent is not None
+    out += [_soft_skip(check, entity, dev, counter=counter)
+            if soft and counter not in port.counters and counter not in SOFT_COUNTERS
+            else _counter(port, counter, check, profile)
+            for counter, check in COUNTER_CHECKS.items()]
     return out
+
+
+def _soft_skip(check: str, entity: str, dev: RdmaDevice, **evidence: Any) -> CheckResult:
+    """What a software RDMA device (rdma_rxe) has no hardware for: no PCIe function, no PMA
+    PortCounters. SKIP only because the profile says its rails are Soft-RoCE."""
+    return make(check, entity, Verdict.SKIP, reason=f"{dev.name} is a software RDMA device over "
+                f"{dev.parent} (profile network.rails.soft_roce): no PCIe function or PMA "
+                "counters to read", **evidence)
 
 
 def _netdev(dev: RdmaDevice, port: RdmaPort, mtu: int) -> CheckResult:
@@ -206,6 +226,8 @@ def _topology(rails: list[RdmaDevice], rail_map: RailMap | None, spec: dict[str,
               gpu_problem: str | None) -> list[CheckResult]:
     pairing, numa_rule = spec["pairing"], spec.get("numa", "same-as-gpu")
     per_gpu = spec.get("nics_per_gpu", 1)
+    if pairing == "any" and numa_rule == "any":
+        return []  # the profile asks for no GPU-NIC relation: none is judged, none is needed
     if rail_map is None:
         return [make("ib_topology", "node", Verdict.ERROR, severity=CRIT,
                      threshold=f"{per_gpu} NIC(s) per GPU, {pairing}",

@@ -35,6 +35,9 @@ COUNTER_BITS: dict[str, int] = {
     "port_xmit_discards": 16, "local_link_integrity_errors": 4,
     "excessive_buffer_overrun_errors": 4,
 }
+#: Error counters a driver without a PMA (rdma_rxe: no ``ports/N/counters``) keeps under the
+#: same name in ``hw_counters``: rxe counts ``link_downed`` when its netdev goes down.
+SOFT_COUNTERS: tuple[str, ...] = ("link_downed",)
 #: GIDs that are unset read as all zeroes; they are not listed.
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 _STATE = re.compile(r"^(\d+):\s*(\S.*)$")
@@ -102,6 +105,8 @@ class RdmaDevice:
     netdevs: list[NetDev] = field(default_factory=list)
     ports: list[RdmaPort] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)
+    #: a software RDMA device's netdev (rdma_rxe, siw: no ``device`` link, a ``parent`` file)
+    parent: str | None = None
 
 
 @dataclass
@@ -182,11 +187,19 @@ def _device(root: Path, path: Path, name: str) -> RdmaDevice:
     dev = RdmaDevice(name)
     read = _Reader(path, dev.problems, "")
     dev.fw_ver = read.text("fw_ver")
-    dev.board_id = read.text("board_id")
+    software = not os.path.lexists(path / "device") and (path / "parent").is_file()
+    if software:  # rxe/siw live under devices/virtual and name their netdev in ``parent``
+        dev.parent = read.text("parent")
+        dev.problems["device"] = f"a software RDMA device over {dev.parent}: no PCIe function"
+        if dev.parent:
+            dev.netdevs = _netdevs(root / "class" / "net", dev.problems, only=dev.parent)
+    dev.board_id = read.text("board_id", optional=software)
     dev.node_guid = read.text("node_guid")
     dev.hca_type = read.text("hca_type", optional=True)
     pci = pci_path_of(root, path / "device")
-    if isinstance(pci, str):
+    if software:
+        pass
+    elif isinstance(pci, str):
         dev.problems["device"] = pci
     else:
         dev.pci = pci
@@ -215,10 +228,11 @@ def _speed(read: _Reader, rel: str) -> float | None:
     return speed
 
 
-def _netdevs(net: Path, problems: dict[str, str]) -> list[NetDev]:
-    """The HCA's network interfaces (IPoIB for InfiniBand, the Ethernet port for RoCE)."""
+def _netdevs(net: Path, problems: dict[str, str], only: str | None = None) -> list[NetDev]:
+    """The HCA's network interfaces (IPoIB for InfiniBand, the Ethernet port for RoCE);
+    ``only``: the one a software device runs over, in ``class/net``."""
     try:
-        names = sorted(p.name for p in net.iterdir())
+        names = sorted(p.name for p in net.iterdir() if only is None or p.name == only)
     except FileNotFoundError:
         return []  # an IB port without IPoIB has no netdev: nothing to judge, not a fault
     except OSError as exc:
@@ -248,17 +262,28 @@ def _port(path: Path, device: str, number: int) -> RdmaPort:
     port.link_layer = read.text("link_layer")
     port.lid = read.text("lid", optional=True)
     port.gids = _gids(path)
+    port.hw_counters = _hw_counters(path, read)
+    pma = (path / "counters").is_dir()
     for counter in ERROR_COUNTERS:
+        if not pma and counter in SOFT_COUNTERS and counter in port.hw_counters:
+            port.counters[counter] = port.hw_counters[counter]
+            continue
         value = read.integer(f"counters/{counter}")
         if value is not None:
             port.counters[counter] = value
+    return port
+
+
+def _hw_counters(path: Path, read: _Reader) -> dict[str, int]:
+    """Driver-specific counters (mlx5: out_of_buffer, rnr_nak_retry_err; rxe: link_downed)."""
+    out: dict[str, int] = {}
     hw = path / "hw_counters"
-    if hw.is_dir():  # driver-specific (mlx5: out_of_buffer, rnr_nak_retry_err, ...)
+    if hw.is_dir():
         for item in sorted(hw.iterdir()):
             value = read.integer(f"hw_counters/{item.name}", optional=True)
             if value is not None:
-                port.hw_counters[item.name] = value
-    return port
+                out[item.name] = value
+    return out
 
 
 def _gids(path: Path) -> list[Gid]:

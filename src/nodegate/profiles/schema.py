@@ -83,6 +83,9 @@ _RAILS = {
         "mtu": {"type": "integer", "minimum": 1280, "maximum": 9216},  # RoCE netdev MTU
         "devices": {"type": "array", "items": _STR, "minItems": 1},  # rail HCA name globs
         "firmware": _FIRMWARE_PIN,
+        # the rails are software RDMA devices (rdma_rxe: the Soft-RoCE testbed, never a
+        # production node): no PCIe function, no PMA counters; those checks SKIP
+        "soft_roce": {"type": "boolean"},
         "source": {"type": "string", "pattern": SOURCE_PATTERN},
     },
     "x-required": ["count", "link_layer", "rate_gbps", "pairing", "source"],

@@ -81,6 +81,15 @@ HOST_PROPERTIES: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {"socket_ifname": _STR, "ib_hca": _STR, "ib_gid_index": {"type": "integer"}},
     },
+    "network": {  # roles/network.py: where the RDMA stack comes from, RoCE QoS
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"stack": {"enum": ["distro", "doca-ofed", "mlnx-ofed"]},
+                       "ofed_mirror_url": _STR, "ofed_keyring_url": _STR,
+                       "dscp": {"type": "integer", "minimum": 0, "maximum": 63},
+                       "pfc_priority": {"type": "integer", "minimum": 0, "maximum": 7},
+                       "ecn": {"type": "boolean"}},
+    },
     "profile_overrides": {"type": "object"},
     "data": {"type": "object"},
 }
