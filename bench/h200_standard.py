@@ -8,8 +8,10 @@ Run on a GPU machine (about 5-7 minutes on one H200; P2P and all-reduce SKIP: no
 It prints one table: each of our figures, the same card's figure measured without the harness
 (a plain large bf16 ``torch.matmul``, a plain fp8 ``torch._scaled_mm``, a plain
 device-to-device copy, a plain pinned copy) and the ratio (goal >= 0.95). Then issue 20's
-whole-HBM pattern test, run alone on the card (the acceptance level's phase, through the same
-worker gang), with the rate it reached: it has no plain-torch counterpart. Commit the
+whole-HBM pattern test and the FSDP burn-in (model sized from the card's memory, a DCP
+checkpoint written and read back verified), each run alone on the card (the acceptance level's
+phases, through the same worker gang), with the rates they reached: they have no plain-torch
+counterpart. Commit the
 printed table to docs/hardware-runs/ with the date, GPU, driver, torch version and command
 (all printed in the header). ``--api`` names another module
 that provides ``run(profile, level, ...)`` (default ``nodegate.battery.load_levels``).
@@ -32,15 +34,18 @@ H200_LOAD = {  # ~4 minutes of load on one H200 (standard level, bf16 and fp8 GE
     "copy_bytes": 1 << 30, "p2p_bytes": 1 << 30, "allreduce_max_bytes": 1 << 30,
     "sample_hz": 2, "collective_timeout_s": 120, "copy_iters": 20,
     "hbm_test_fraction": 0.90, "hbm_test_seconds": 30,
+    "fsdp_seconds": 40,  # the sized model (0.2 of HBM, ~1.8 B parameters on one H200)
 }
 DRY_LOAD = {
     "dtypes": ["bf16", "fp8"], "gemm_size": 128, "gemm_seconds": 1, "hbm_bytes": 8 << 20,
     "copy_bytes": 4 << 20, "p2p_bytes": 1 << 20, "allreduce_max_bytes": 1 << 20,
     "sample_hz": 2, "collective_timeout_s": 30, "copy_iters": 5,
     "hbm_test_fraction": 0.90, "hbm_test_seconds": 1, "hbm_test_cpu_bytes": 1 << 20,
+    "fsdp_seconds": 2,
 }
 #: Our figures with no plain-torch counterpart: printed with n/a in the reference columns.
-OURS_ONLY = ("hbm_patterns_gbps",)
+OURS_ONLY = ("hbm_patterns_gbps", "fsdp_tflops", "fsdp_tokens_per_s",
+             "fsdp_checkpoint_write", "fsdp_checkpoint_read")
 
 
 def _profile(dry: bool) -> dict[str, Any]:
@@ -149,6 +154,42 @@ def hbm_patterns(profile: dict[str, Any], dry: bool) -> tuple[list[Any], float]:
     return results, outcome.duration_s
 
 
+def fsdp_step(profile: dict[str, Any], dry: bool) -> tuple[list[Any], float]:
+    """The acceptance level's FSDP burn-in on this one card (sized from its memory, sharded
+    over one rank: the step, the DCP checkpoint write and the verified read), through a
+    worker gang as the level runs it; its judged results and the phase's wall time. The
+    checkpoint goes to the profile's ``fsdp_checkpoint_dir`` and is removed afterwards."""
+    import os
+    import shutil
+
+    from nodegate.judge import fsdp as fsdp_verdicts
+    from nodegate.judge import load as verdicts
+    from nodegate.load import config, devices, fsdp, fsdp_size
+    from nodegate.load.workers import Gang
+
+    cfg = config.from_profile(profile, "acceptance")
+    backend = devices.for_world(devices.choose("cpu" if dry else "cuda"), 1)
+    settings = fsdp_size.resolve(cfg.fsdp, cuda=backend.cuda, world=1)
+    where = fsdp_size.preflight(settings)
+    settings = {**settings, "checkpoint_dir": os.path.join(
+        settings["checkpoint_dir"], f"bench-{os.getpid()}")}
+    gang = Gang(1, backend, collective_timeout_s=cfg.collective_timeout_s)
+    try:
+        started = gang.start()
+        if not started.ok:
+            return verdicts.phase_completed(started, 1), started.duration_s
+        outcome = gang.run("fsdp", fsdp.train, float(settings["seconds"]) + 600,
+                           kwargs={"fsdp": settings})
+    finally:
+        gang.close()
+        shutil.rmtree(settings["checkpoint_dir"], ignore_errors=True)
+    results = verdicts.phase_completed(outcome, 1)
+    if outcome.ok:
+        results += fsdp_verdicts.fsdp(outcome.values, verdicts.thresholds_of(profile),
+                                      {**settings, **where})
+    return results, outcome.duration_s
+
+
 def references(load: dict[str, Any], cuda: bool, seconds: float) -> dict[str, float]:
     """The same card without our harness: plain matmul, plain D2D copy, plain pinned copies."""
     figures = _plain(load, cuda, seconds)
@@ -203,18 +244,19 @@ def main(argv: list[str] | None = None) -> int:
                       device=device, progress=lambda line: print(line, file=sys.stderr))
     harness_s = time.monotonic() - started
     hbm_results, hbm_s = hbm_patterns(profile, args.dry_run)
+    fsdp_results, fsdp_s = fsdp_step(profile, args.dry_run)
     after = references(profile["load"], not args.dry_run, ref_s)
     refs = {name: max(before[name], after[name]) for name in before}
-    results = [*outcome.results, *hbm_results]
+    results = [*outcome.results, *hbm_results, *fsdp_results]
     ours: dict[str, float] = {}
     for r in results:
-        if (r.entity == "gpu0" and (r.check in refs or r.check in OURS_ONLY)
+        if (r.entity in ("gpu0", "node") and (r.check in refs or r.check in OURS_ONLY)
                 and isinstance(r.measured, int | float)):
             ours[r.check] = float(r.measured)
     print("\n".join(header(not args.dry_run, " ".join(sys.argv))))
     print(f"level: {args.level}, duration scale {args.duration_scale}")
     print(f"backend: {outcome.backend}   harness wall time: {harness_s:.1f} s   "
-          f"hbm_patterns phase: {hbm_s:.1f} s\n")
+          f"hbm_patterns phase: {hbm_s:.1f} s   fsdp phase: {fsdp_s:.1f} s\n")
     print(f"| {'figure':<17} | {'nodegate':>10} | {'plain before':>12} | {'plain after':>12} "
           f"| {'ratio':>6} | unit |")
     print(f"|{'-' * 19}|{'-' * 12}|{'-' * 14}|{'-' * 14}|{'-' * 8}|------|")
@@ -228,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in OURS_ONLY:
         mine = ours.get(name)
         shown = f"{mine:10.2f}" if mine is not None else f"{'n/a':>10}"
-        print(f"| {name:<17} | {shown} | {'n/a':>12} | {'n/a':>12} | {'n/a':>6} | GB/s |")
+        unit = {"fsdp_tflops": "TFLOPS", "fsdp_tokens_per_s": "tok/s"}.get(name, "GB/s")
+        print(f"| {name:<17} | {shown} | {'n/a':>12} | {'n/a':>12} | {'n/a':>6} | {unit} |")
     print("\nratio: nodegate's figure / the better plain-torch figure (goal >= 0.95); "
           "hbm_patterns_gbps: bytes written + verified per second over "
           f"{profile['load']['hbm_test_fraction']:.0%} of the free memory")
