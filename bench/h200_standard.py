@@ -44,8 +44,7 @@ DRY_LOAD = {
     "fsdp_seconds": 2,
 }
 #: Our figures with no plain-torch counterpart: printed with n/a in the reference columns.
-OURS_ONLY = ("hbm_patterns_gbps", "fsdp_tflops", "fsdp_tokens_per_s",
-             "fsdp_checkpoint_write", "fsdp_checkpoint_read")
+OURS_ONLY = ("hbm_patterns_gbps", "fsdp_tflops", "fsdp_tokens_per_s")
 
 
 def _profile(dry: bool) -> dict[str, Any]:
