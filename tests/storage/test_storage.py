@@ -236,7 +236,9 @@ def test_nvme_health_off_unless_the_profile_asks() -> None:
     def never(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
         raise AssertionError("nvme-cli must not be called")
 
-    assert storage.run_nvme_health(profile({"smart": False}), run=never) == []
+    skipped = storage.run_nvme_health(profile({"smart": False}), run=never)
+    assert {r.verdict.value for r in skipped} == {"SKIP"} and len(skipped) == 8
+    assert all("nvme.smart is not true" in r.evidence["reason"] for r in skipped)
 
 
 # --- fio ------------------------------------------------------------------------------------
@@ -337,7 +339,9 @@ def test_dcgm_unknown_word_runtime_error_and_empty_are_error() -> None:
 
 def test_dcgm_missing_is_skip_with_reason_and_levels_come_from_the_profile() -> None:
     prof = profile(dcgm_levels={"standard": 0, "acceptance": 3})
-    assert storage.run_dcgm(prof, "standard", which="") == []
+    [not_asked] = storage.run_dcgm(prof, "standard", which="")
+    assert not_asked.verdict.value == "SKIP"
+    assert "names no diagnostic at standard" in not_asked.evidence["reason"]
     skipped = storage.run_dcgm(prof, "acceptance", which="")
     assert [r.verdict for r in skipped] == [Verdict.SKIP]
     assert "dcgmi not installed" in skipped[0].evidence["reason"]

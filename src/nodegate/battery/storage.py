@@ -39,7 +39,7 @@ def run_nvme_health(profile: Profile, *, report_dir: Path | None = None,
     from nodegate.probes.nvme import ToolFailed, read_devices
 
     if not profile.section("nvme").get("smart"):
-        return []
+        return not_asked(ALL_CHECKS, "nvme.smart is not true: no SMART health read")
     try:
         devices = read_devices(run)
     except ToolFailed as exc:
@@ -51,6 +51,18 @@ def run_nvme_health(profile: Profile, *, report_dir: Path | None = None,
 
     history = recent_reports(report_dir or default_report_dir(), HISTORY_REPORTS)
     return judge_devices(devices, profile, previous_unsafe_shutdowns(history))
+
+
+FIO_CHECKS = ("nvme_seq_read", "nvme_seq_write", "nvme_rand_read")
+
+
+def not_asked(checks: tuple[str, ...], reason: str) -> list[CheckResult]:
+    """A SKIP per check the profile does not ask for, saying which declaration: the
+    documented SKIP (never silence: the report shows the check was considered)."""
+    from nodegate.judge.common import make
+    from nodegate.results import Verdict
+
+    return [make(check, "node", Verdict.SKIP, reason=reason) for check in checks]
 
 
 def fio_settings(profile: Profile) -> tuple[int, int] | None:
@@ -87,7 +99,7 @@ def run_fio(profile: Profile, *, run: Runner = local_runner,
 
     settings = fio_settings(profile)
     if settings is None:
-        return []
+        return not_asked(FIO_CHECKS, "the profile has no nvme.fio block: fio not run")
     nvme = profile.section("nvme")
     target = directory or str(nvme.get("mountpoint", "/raid"))
     runtime_s, size_mib = settings
@@ -111,7 +123,7 @@ def run_dcgm(profile: Profile, level: str, *, run: Runner = local_runner,
 
     diag_level = dcgm_level(profile, level)
     if diag_level <= 0:
-        return []
+        return not_asked(("dcgm_diag",), f"dcgm.diag_level names no diagnostic at {level}")
     found = which if which is not None else shutil.which("dcgmi", path=os.environ.get("PATH"))
     if not found:
         return judge_absent("dcgmi not installed (the dcgm role installs DCGM; "
