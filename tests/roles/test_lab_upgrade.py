@@ -47,13 +47,14 @@ pytestmark = [
 ]
 
 
-def _nodegate(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "nodegate"), *args], cwd=ROOT, text=True,
+def _lab(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """``nodegate-lab ARGS`` (the lab harness's own command)."""
+    return subprocess.run([str(VENV_BIN / "nodegate-lab"), *args], cwd=ROOT, text=True,
                           capture_output=True, timeout=timeout, check=False)
 
 
 def sh(node: str, command: str) -> str:
-    result = _nodegate("lab", "shell", node, "--", command, timeout=120)
+    result = _lab("shell", node, "--", command, timeout=120)
     assert result.returncode == 0, (node, command, result.stdout, result.stderr)
     return result.stdout.strip()
 
@@ -79,7 +80,7 @@ def running_driver(node: str) -> str:
 
 
 def _ready() -> bool:
-    status = _nodegate("lab", "status", timeout=60).stdout
+    status = _lab("status", timeout=60).stdout
     return all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M) for n in NODES) \
         and "foreign-process@gpu0" in status
 
@@ -89,7 +90,7 @@ def lab() -> Iterator[None]:
     ours = not _ready()
     try:
         if ours:
-            up = _nodegate("lab", "up", "--nodes", "4", "--fault", "node2:foreign-process@gpu0",
+            up = _lab("up", "--nodes", "4", "--fault", "node2:foreign-process@gpu0",
                            timeout=1800)
             assert up.returncode == 0, up.stdout + up.stderr
         first = pyinfra("deploy.py", timeout=1200)
@@ -99,7 +100,7 @@ def lab() -> Iterator[None]:
         yield
     finally:
         if ours:
-            _nodegate("lab", "down", timeout=600)
+            _lab("down", timeout=600)
 
 
 def test_a_reboot_skips_the_busy_node_and_brings_the_drained_idle_node_back(lab: None) -> None:
