@@ -127,8 +127,15 @@ def pinned_packages(packages: list[str], version: str, label: str,
         host.noop(f"{label} {version} installed and held")
         return
     if os_.is_debian:
-        if replaces:
-            yield cmd("apt-mark", "unhold", *[q(p) for p in replaces])
+        # the whole driver set is held (hold_matching): a version change must release the
+        # held dependencies too, or apt keeps libnvidia-ml1 & co. at the old version and
+        # refuses the new metapackages' exact-version Depends; they are held again after
+        released = sorted(
+            n for n in (host.get_fact(HeldPackages) or {})
+            if guard and wrong and any(fnmatchcase(n, p) for p in guard))
+        unhold = sorted(set(released) | set(replaces or []))
+        if unhold:
+            yield cmd("apt-mark", "unhold", *[q(p) for p in unhold])
         if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
             specs += [q(f"{p}-") for p in replaces or []]
