@@ -149,3 +149,21 @@ def test_gpu_placements_give_each_gpu_its_sockets_core_indexes() -> None:
         (0, "0000:2a:00.0", 0, "0-3"), (1, "0000:18:00.0", 0, "0-3"),
         (2, "0000:9a:00.0", 1, "4-7"), (3, "0000:ab:00.0", None, None)]
     assert GpuPlacements().process([]) == []
+
+
+def test_a_driver_change_releases_the_held_set_first_and_holds_it_after() -> None:
+    """The lab's upgrade test found it: with the whole set held, apt kept libnvidia-ml1 at
+    the old version and refused the new nvidia-driver's exact-version Depends."""
+    from roles.nvidia_driver import nvidia_driver
+    from tests.roles.harness import run
+    from tests.roles.scenarios import host_data
+
+    held = {"libnvidia-ml1": None, "nvidia-driver": None, "libnccl2": None}
+    result = run(nvidia_driver, os="debian12", data=host_data(),
+                 facts={"packages.HeldPackages": held})
+    assert result.error is None, result.error
+    text = "\n".join(result.commands)
+    unhold = next(c for c in result.commands if c.startswith("apt-mark unhold"))
+    assert "libnvidia-ml1" in unhold and "nvidia-driver" in unhold and "libnccl2" not in unhold
+    assert text.index("apt-mark unhold") < text.index("--allow-downgrades")
+    assert "xargs -r apt-mark hold" in text  # the whole set held again after the install
