@@ -3,6 +3,7 @@ result with a value, and the HBM and copy seams FAIL their own check on their ow
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ def profile() -> dict[str, Any]:
             "burnin_seconds": 0.3, "soak_seconds": 0.2, "soak_min_seconds": 0.2,
             "min_phase_seconds": 0.2, "sample_hz": 2, "collective_timeout_s": 20,
             "copy_iters": 1, "burnin_model": TINY_MODEL, "hbm_test_seconds": 0.2,
+            "fsdp_seconds": 0.3, "fsdp_checkpoint_dir": tempfile.gettempdir(),
             "hbm_test_cpu_bytes": 1 << 16, "hbm_test_chunk_bytes": 1 << 14}
     tiny = {f"gemm_{d}_tflops_min": _floor(1e-9, "TFLOPS") for d in ("bf16", "fp16", "tf32",
                                                                       "fp8")}

@@ -76,10 +76,18 @@ class PairOutcome:
     output_tail: str
     rank_errors: dict[str, str] = field(default_factory=dict)
 
+    def _silence(self) -> str:
+        """What an empty output means: torchrun waiting for a rendezvous that never forms
+        prints nothing (the joining side retries the store for its read timeout)."""
+        if self.timed_out:
+            return (f"(torchrun printed nothing; killed at the deadline after "
+                    f"{self.duration_s:.0f} s: no peer at the rendezvous)")
+        return f"(torchrun printed nothing; exit code {self.exit_code})"
+
     def evidence(self) -> dict[str, Any]:
         out: dict[str, Any] = {"exit_code": self.exit_code, "timed_out": self.timed_out,
                                "duration_s": round(self.duration_s, 3),
-                               "output": self.output_tail[-2000:]}
+                               "output": self.output_tail[-2000:] or self._silence()}
         if self.rank_errors:
             rank = sorted(self.rank_errors, key=lambda r: int(r) if r.isdigit() else 1 << 30)[0]
             out["first_rank_error"] = {"rank": rank, "traceback": self.rank_errors[rank]}
