@@ -108,7 +108,8 @@ def stale_packages(os_: TargetOS, pattern: str, wanted: list[str]) -> list[str]:
 @operation()
 def pinned_packages(packages: list[str], version: str, label: str,
                     guard: list[str] | None = None,
-                    replaces: list[str] | None = None) -> Generator[Any, None, None]:
+                    replaces: list[str] | None = None, *,
+                    locked_set: list[str] | None = None) -> Generator[Any, None, None]:
     """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
     versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
     ``replaces`` (apt): installed packages the new ones take over from (another branch's
@@ -119,7 +120,9 @@ def pinned_packages(packages: list[str], version: str, label: str,
     Not pyinfra's ``apt.packages``/``dnf.packages``: they neither hold a version nor allow the
     downgrade the profile may ask for. ``guard`` (apt globs of the set the pin covers): the
     install is simulated first and the host stops, naming them, when any package of the set
-    would land at another version (roles/driver_pins.py).
+    would land at another version (roles/driver_pins.py). ``locked_set`` (dnf globs,
+    ``driver_pins.RPM_PIN_PATTERNS``): the whole set is version-locked after the install
+    (``lock_matching``), so a version change releases every lock of it first.
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
@@ -153,7 +156,13 @@ def pinned_packages(packages: list[str], version: str, label: str,
         return
     installed = host.get_fact(RpmPackages)
     held = host.get_fact(HeldPackages)
-    relock = sorted(p for p in set(wrong) | set(unheld) if p in held)
+    # the whole driver set is locked (lock_matching): a version change must release the
+    # locked dependencies too, or dnf's versionlock hides every other build of
+    # libnvidia-ml & co. and the new nvidia-driver's "= 3:V" Requires cannot resolve;
+    # they are locked again after
+    set_locks = {n for n in held
+                 if locked_set and wrong and any(fnmatchcase(n, p) for p in locked_set)}
+    relock = sorted(set_locks | {p for p in set(wrong) | set(unheld) if p in held})
     if relock:
         yield cmd("dnf", "-q", "versionlock", "delete", *[q(p) for p in relock])
     downgrade = [p for p in wrong
@@ -678,6 +687,24 @@ def hold_matching(patterns: list[str], version: str) -> Generator[Any, None, Non
         host.noop(f"{len(at_version)} package(s) at {version} held")
         return
     yield StringCommand(driver_pins.hold_script(patterns, version))
+
+
+@operation()
+def lock_matching(patterns: list[str], version: str) -> Generator[Any, None, None]:
+    """Version-lock every installed package matching ``patterns`` at ``version`` (dnf): the
+    driver's whole set, as ``hold_matching`` holds it on apt, not only the packages the
+    role names (tests/roles/data/driver-packages/RHEL9.md). Read on the node after the
+    install (``driver_pins.lock_script``); no change when all of them are locked there."""
+    installed = host.get_fact(RpmPackages)
+    held = host.get_fact(HeldPackages)
+    at_version = [n for n, versions in installed.items()
+                  if any(fnmatchcase(n, p) for p in patterns)
+                  and any(rpm_compare(str(v), version) == 0 for v in versions or ())]
+    if at_version and all(held.get(n) is not None and rpm_compare(str(held.get(n)), version) == 0
+                          for n in at_version):
+        host.noop(f"{len(at_version)} package(s) at {version} version-locked")
+        return
+    yield StringCommand(driver_pins.lock_script(patterns, version))
 
 
 @operation()

@@ -1,4 +1,5 @@
-"""The NVIDIA driver's pin set on apt, and the node-side shell that holds and guards it.
+"""The NVIDIA driver's pin set on apt and dnf, and the node-side shell that holds, locks and
+guards it.
 
 ``APT_PIN_PATTERNS`` are apt preferences globs for every package NVIDIA's driver brings on
 Debian 12 and Ubuntu 22.04/24.04. They were checked against the closures of the role's
@@ -29,6 +30,20 @@ APT_PIN_PATTERNS = [
     "libcuda1", "libcudadebugger1", "libnvcuvid1", "libnvoptix1", "libegl-nvidia*",
     "libgl1-nvidia-*", "libgles-nvidia*", "libglx-nvidia*", "firmware-nvidia-*",
 ]
+
+
+#: dnf versionlock name globs for every package NVIDIA's driver brings on RHEL 9, from
+#: NVIDIA's own RPM spec files (tests/roles/data/driver-packages/rhel9.json and RHEL9.md,
+#: made by scripts/driver_metadata_rpm.py; NVIDIA's repodata was not reachable): the
+#: role's four packages pull ``nvidia-driver-libs``, ``nvidia-driver-cuda-libs``,
+#: ``libnvidia-ml``, ``libnvidia-cfg``, ``nvidia-kmod-common`` and ``nvidia-modprobe``,
+#: which the old lock of the four named packages left free. ``xorg-x11-nvidia`` (pulled in
+#: beside an X server) and ``cuda-drivers`` (NVIDIA's metapackage) are in the same set. Only
+#: installed packages at the driver's version are locked (``lock_script``), so a glob that
+#: also matches another NVIDIA package (``nvidia-fabric-manager``) locks it only at that
+#: version, as the apt holds do.
+RPM_PIN_PATTERNS = ["nvidia-*", "libnvidia-*", "kmod-nvidia-*", "xorg-x11-nvidia",
+                    "cuda-drivers*"]
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9.+~:_*?-]+")
@@ -68,6 +83,25 @@ def hold_filter(patterns: Iterable[str], version: str) -> str:
     awk = "$1 ~ /^ii/ && $2 ~ re && $3 ~ ver {print $2}"
     return (f"awk -v re={shlex.quote(glob_ere(patterns))}"
             f" -v ver={shlex.quote(version_ere(version))} {shlex.quote(awk)}")
+
+
+RPM_FORMAT = "%{NAME} %{VERSION} %{NAME}-%{VERSION}-%{RELEASE}\\n"  # rpm expands \\n
+
+
+def lock_filter(patterns: Iterable[str], version: str) -> str:
+    """The awk that picks installed packages of the set at exactly ``version`` from
+    ``rpm -qa`` lines ``NAME VERSION NAME-VERSION-RELEASE`` and prints the NVR to lock."""
+    awk = "$1 ~ re && $2 ~ ver {print $3}"
+    return (f"awk -v re={shlex.quote(glob_ere(patterns))}"
+            f" -v ver={shlex.quote('^' + _ere(version) + '$')} {shlex.quote(awk)}")
+
+
+def lock_script(patterns: Iterable[str], version: str) -> str:
+    """Version-lock every installed package of the driver's set at ``version`` (dnf), run
+    after the install so it sees what dnf really brought; a package already locked in the
+    same form is skipped by dnf itself, so the script is idempotent."""
+    return (f"rpm -qa --qf {shlex.quote(RPM_FORMAT)} | {lock_filter(patterns, version)}"
+            " | sort | xargs -r dnf -q versionlock add")
 
 
 GUARD_AWK = (

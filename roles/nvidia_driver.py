@@ -38,7 +38,7 @@ from roles._common import (
     template,
 )
 from roles.defaults import role_defaults
-from roles.driver_pins import APT_PIN_PATTERNS
+from roles.driver_pins import APT_PIN_PATTERNS, RPM_PIN_PATTERNS
 
 SOURCES = ("cuda-repo", "distro", "mirror")
 #: Ubuntu's branch metapackages (nvidia-driver-570-server-open...): another branch's are
@@ -60,9 +60,11 @@ def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> li
     if source == "distro":
         raise DeployError(f"{host.name}: RHEL has no distribution NVIDIA packages; use "
                           "nvidia_driver_source=cuda-repo or mirror")
+    # nvidia-modprobe by name: nvidia-kmod-common requires it without a version, so dnf
+    # would take the stream's newest build, outside the version lock (RHEL9.md)
     return ["nvidia-driver", "nvidia-driver-cuda",
             "kmod-nvidia-open-dkms" if open_ else "kmod-nvidia-latest-dkms",
-            "nvidia-persistenced"]
+            "nvidia-persistenced", "nvidia-modprobe"]
 
 
 def desired() -> tuple[str, str, str]:
@@ -151,10 +153,15 @@ def nvidia_driver() -> None:
     _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
                          packages=packages, version=version, label="NVIDIA driver",
                          guard=APT_PIN_PATTERNS if os_.is_debian else None,
-                         replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages))
+                         replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages),
+                         locked_set=None if os_.is_debian else RPM_PIN_PATTERNS)
     if os_.is_debian:
         _ops.hold_matching(name=f"nvidia_driver: every driver package at {version} held",
                            patterns=APT_PIN_PATTERNS, version=version)
+    else:
+        _ops.lock_matching(name=f"nvidia_driver: every driver package at {version} "
+                                "version-locked",
+                           patterns=RPM_PIN_PATTERNS, version=version)
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
         _ops.driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
                             unit="nvidia-persistenced.service")
