@@ -84,7 +84,18 @@ STREAM_RULE = {
         "latest, latest-dkms, open-dkms": "real `dnf module list nvidia-driver`, "
                                           "cuda-rhel8-x86_64, 2024-08-07 (https://github.com/"
                                           "NVIDIA/yum-packaging-precompiled-kmod/issues/52)",
+        "560-open": "enabled on Rocky 9 from cuda-rhel9-x86_64, 2024-11-08 "
+                    "(https://github.com/stackhpc/ansible-slurm-appliance/pull/471)",
+        "565-open": "a depsolve on Rocky 9, 2024-12-13 "
+                    "(https://github.com/stackhpc/ansible-slurm-appliance/pull/496)",
+        "570-open": "`dnf module info nvidia-driver:570-open` on Rocky 9, grepped there for the "
+                    "pinned build; artifacts include nvidia-imex-570-0:570.124.06-1.x86_64, "
+                    "2025-05-28 (https://github.com/stackhpc/ansible-slurm-appliance/pull/691)",
     },
+    "later_branches": "kmod-nvidia-open-dkms-3:575.57.08-1.el9.noarch requires dkms >= 3.1.8 "
+                      "(https://github.com/stackhpc/ansible-slurm-appliance/pull/703, "
+                      "2025-06-10): from 575 the kmod is noarch, packaged from a spec not on "
+                      "GitHub, so this graph covers the 570 branch only",
 }
 
 RELATION_TAGS = {"requires": "requires", "provides": "provides", "conflicts": "conflicts",
