@@ -46,8 +46,10 @@ class AllInstalled(dict[str, Any]):
 
     def items(self) -> Any:  # type: ignore[override]
         """A sample of what a converged node lists: the driver's set at its version."""
-        names = ("nvidia-driver-570-open", "libnvidia-compute-570", "libcuda1",
-                 "firmware-nvidia-gsp", "libnccl2")
+        names = (("nvidia-driver", "libnvidia-ml", "nvidia-kmod-common", "nvidia-modprobe",
+                  "libnccl") if self.rhel else
+                 ("nvidia-driver-570-open", "libnvidia-compute-570", "libcuda1",
+                  "firmware-nvidia-gsp", "libnccl2"))
         return [(name, self.get(name)) for name in names]
 
     def get(self, key: str, default: Any = None) -> Any:
