@@ -65,9 +65,12 @@ class Index:
         if real:
             at_pin = [e for e in real if pinned and fnmatchcase(e.version, pinned)]
             return (at_pin or real)[:1]
-        providers = list({e.name: e for e in self.providers.get(name, [])}.values())
+        providers = self.providers.get(name, [])
         at_pin = [e for e in providers if pinned and fnmatchcase(e.version, pinned)]
-        return at_pin or providers
+        newest: dict[str, Entry] = {}  # one version per provider: the pinned, else the newest
+        for e in sorted(at_pin or providers, key=lambda e: Version(e.version)):
+            newest[e.name] = e
+        return list(newest.values())
 
     def pick(self, name: str, pinned: str | None) -> Entry | None:
         """The version apt would take under a pin ``pinned`` (``570.133.20-*``), or newest."""
