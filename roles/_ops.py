@@ -119,7 +119,8 @@ def pinned_packages(packages: list[str], version: str, label: str,
     Not pyinfra's ``apt.packages``/``dnf.packages``: they neither hold a version nor allow the
     downgrade the profile may ask for. ``guard`` (apt globs of the set the pin covers): the
     install is simulated first and the host stops, naming them, when any package of the set
-    would land at another version (roles/driver_pins.py).
+    would land at another version (roles/driver_pins.py); on a version change every installed
+    package of the set is named too, so none stays behind at the old build.
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
@@ -136,12 +137,19 @@ def pinned_packages(packages: list[str], version: str, label: str,
         unhold = sorted(set(released) | set(replaces or []))
         if unhold:
             yield cmd("apt-mark", "unhold", *[q(p) for p in unhold])
+        # the set's packages no exact-version Depends reaches (nvidia-egl-common,
+        # nvidia-legacy-check) would stay at the old build: they move with the rest
+        behind = ([p for p in driver_pins.behind(host.get_fact(DebPackages) or {}, guard,
+                                                 version, packages)
+                   if p not in (replaces or [])] if guard and wrong else [])
         if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
+            specs += [q(p) for p in behind]
             specs += [q(f"{p}-") for p in replaces or []]
             yield cmd("apt-get", "update", "-q")
             if guard:
                 plain = [f"{p}={version}" if "-" in version else p for p in wrong]
+                plain += behind
                 plain += [f"{p}-" for p in replaces or []]
                 yield StringCommand(driver_pins.guard_script(plain, guard, version))
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
