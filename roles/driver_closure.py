@@ -60,7 +60,8 @@ class Index:
                    pinned: str | None = None) -> list[Entry]:
         """Real packages first (the pinned version when one satisfies, as a priority-1001 pin
         makes apt take it, else the newest that satisfies), else every provider of a virtual
-        name: pinning all of them is the safe reading of an alternative."""
+        name, each at the pinned version where it has one, else its newest: pinning all of
+        them is the safe reading of an alternative."""
         real = [e for e in self.by_name.get(name, []) if _satisfies(e.version, constraint)]
         if real:
             at_pin = [e for e in real if pinned and fnmatchcase(e.version, pinned)]
