@@ -120,9 +120,10 @@ def pinned_packages(packages: list[str], version: str, label: str,
     Not pyinfra's ``apt.packages``/``dnf.packages``: they neither hold a version nor allow the
     downgrade the profile may ask for. ``guard`` (apt globs of the set the pin covers): the
     install is simulated first and the host stops, naming them, when any package of the set
-    would land at another version (roles/driver_pins.py). ``locked_set`` (dnf globs,
-    ``driver_pins.RPM_PIN_PATTERNS``): the whole set is version-locked after the install
-    (``lock_matching``), so a version change releases every lock of it first.
+    would land at another version (roles/driver_pins.py); on a version change every installed
+    package of the set is named too, so none stays behind at the old build. ``locked_set``
+    (dnf globs, ``driver_pins.RPM_PIN_PATTERNS``): the whole set is version-locked after the
+    install (``lock_matching``), so a version change releases every lock of it first.
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
@@ -139,12 +140,19 @@ def pinned_packages(packages: list[str], version: str, label: str,
         unhold = sorted(set(released) | set(replaces or []))
         if unhold:
             yield cmd("apt-mark", "unhold", *[q(p) for p in unhold])
+        # the set's packages no exact-version Depends reaches (nvidia-egl-common,
+        # nvidia-legacy-check) would stay at the old build: they move with the rest
+        behind = ([p for p in driver_pins.behind(host.get_fact(DebPackages) or {}, guard,
+                                                 version, packages)
+                   if p not in (replaces or [])] if guard and wrong else [])
         if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
+            specs += [q(p) for p in behind]
             specs += [q(f"{p}-") for p in replaces or []]
             yield cmd("apt-get", "update", "-q")
             if guard:
                 plain = [f"{p}={version}" if "-" in version else p for p in wrong]
+                plain += behind
                 plain += [f"{p}-" for p in replaces or []]
                 yield StringCommand(driver_pins.guard_script(plain, guard, version))
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",

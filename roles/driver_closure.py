@@ -60,14 +60,18 @@ class Index:
                    pinned: str | None = None) -> list[Entry]:
         """Real packages first (the pinned version when one satisfies, as a priority-1001 pin
         makes apt take it, else the newest that satisfies), else every provider of a virtual
-        name: pinning all of them is the safe reading of an alternative."""
+        name, each at the pinned version where it has one, else its newest: pinning all of
+        them is the safe reading of an alternative."""
         real = [e for e in self.by_name.get(name, []) if _satisfies(e.version, constraint)]
         if real:
             at_pin = [e for e in real if pinned and fnmatchcase(e.version, pinned)]
             return (at_pin or real)[:1]
-        providers = list({e.name: e for e in self.providers.get(name, [])}.values())
+        providers = self.providers.get(name, [])
         at_pin = [e for e in providers if pinned and fnmatchcase(e.version, pinned)]
-        return at_pin or providers
+        newest: dict[str, Entry] = {}  # one version per provider: the pinned, else the newest
+        for e in sorted(at_pin or providers, key=lambda e: Version(e.version)):
+            newest[e.name] = e
+        return list(newest.values())
 
     def pick(self, name: str, pinned: str | None) -> Entry | None:
         """The version apt would take under a pin ``pinned`` (``570.133.20-*``), or newest."""

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 
 APT_PIN_PATTERNS = [
     "nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia*", "cuda-drivers*", "libxnvctrl*",
@@ -65,6 +66,27 @@ def glob_ere(patterns: Iterable[str]) -> str:
 def version_ere(version: str) -> str:
     """The pin ``VERSION-*`` as an anchored ERE on a Debian version."""
     return "^" + _ere(version) + "-"
+
+
+def behind(installed: Mapping[str, Iterable[str]], patterns: Iterable[str], version: str,
+           roots: Iterable[str]) -> list[str]:
+    """Installed packages of the set (``patterns``) still at the build the ``roots``
+    (the role's metapackages) are installed at, when that is not ``version``.
+
+    A driver change names them on the install line with the metapackages: apt moves a package
+    only when a dependency forces it, and on Debian 12 four packages of the set are reached
+    by unversioned or ``>=`` relations only (``nvidia-legacy-check``, ``nvidia-egl-common``,
+    ``nvidia-vulkan-common``, ``nvidia-suspend-common``); without this they stayed at the old
+    build beside the new one (the lab's Debian 12 graph, tests/roles/test_lab_driver_graph).
+    Only the old build's packages: another package the globs match (nvidia-cuda-toolkit at
+    its own version) is left alone."""
+    names = list(roots)
+    old = {f"{str(v).split('-', 1)[0].split(':')[-1]}-*" for r in names
+           for v in installed.get(r) or ()} - {f"{version}-*"}
+    pats = list(patterns)
+    return sorted(n for n, versions in installed.items()
+                  if n not in names and any(fnmatchcase(n, p) for p in pats)
+                  and any(fnmatchcase(str(v), o) for v in versions or () for o in old))
 
 
 DPKG_FORMAT = "${db:Status-Abbrev} ${Package} ${Version}\\n"  # dpkg-query expands \\n

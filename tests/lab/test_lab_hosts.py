@@ -83,13 +83,16 @@ def test_mirror_serves_pinnable_nvidia_packages_and_fabric_manager(lab_up: objec
     apt = "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq"
     state = "grep -m1 fabric_state $NODEGATE_SIM_DIR/state"
     sh("node2", "apt-get update -qq")
-    assert "570.124.06-1" in sh("node2", "apt-cache madison nvidia-driver-570-server")
+    assert "570.124.06-1" in sh("node2", "apt-cache madison nvidia-driver")
     assert sh("node2", state) == "fabric_state=1"  # no fabric manager yet: fabric not started
-    sh("node2", f"{apt} nvidia-driver-570-server=570.124.06-1 libnvidia-ml1=570.124.06-1 "
+    # libnvidia-ml1 needs nvidia-alternative at its exact version (Debian 12's graph)
+    sh("node2", f"{apt} libnvidia-ml1=570.124.06-1 nvidia-alternative=570.124.06-1 "
+                "nvidia-legacy-check=570.124.06-1 "
                 "nvidia-fabricmanager-570=570.133.20-1 mdadm xfsprogs >/dev/null")
     assert sh("node2", "systemctl start nvidia-fabricmanager || echo refused") == "refused"
-    sh("node2", f"{apt} nvidia-driver-570-server=570.133.20-1 libnvidia-ml1=570.133.20-1 "
-                ">/dev/null && apt-mark hold libnvidia-ml1 >/dev/null")
+    sh("node2", f"{apt} libnvidia-ml1=570.133.20-1 nvidia-alternative=570.133.20-1 "
+                "nvidia-legacy-check=570.133.20-1 >/dev/null && apt-mark hold libnvidia-ml1 "
+                ">/dev/null")
     sh("node2", "systemctl start nvidia-fabricmanager")
     assert sh("node2", f"sleep 1.5; {state}") == "fabric_state=3"
     sh("node2", "systemctl stop nvidia-fabricmanager")

@@ -167,3 +167,18 @@ def test_a_driver_change_releases_the_held_set_first_and_holds_it_after() -> Non
     assert "libnvidia-ml1" in unhold and "nvidia-driver" in unhold and "libnccl2" not in unhold
     assert text.index("apt-mark unhold") < text.index("--allow-downgrades")
     assert "xargs -r apt-mark hold" in text  # the whole set held again after the install
+
+
+def test_a_driver_change_names_the_old_builds_packages_only() -> None:
+    """driver_pins.behind: the set's packages still at the metapackages' old build move with
+    them; another package the globs match, at its own version, is left alone."""
+    from roles.driver_pins import behind
+
+    installed = {"nvidia-driver": ["570.133.20-1"], "nvidia-egl-common": ["570.133.20-1"],
+                 "nvidia-legacy-check": ["570.133.20-1"], "libcuda1": ["580.65.06-1"],
+                 "nvidia-cuda-toolkit": ["11.8.89~11.8.0-5~deb12u1"], "libc6": ["2.36-9"],
+                 "nvidia-persistenced": ["570.133.20-1"]}
+    roots = ["nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
+    assert behind(installed, APT_PIN_PATTERNS, "580.65.06", roots) == [
+        "nvidia-egl-common", "nvidia-legacy-check"]
+    assert behind(installed, APT_PIN_PATTERNS, "570.133.20", roots) == []

@@ -79,6 +79,41 @@ def running_driver(node: str) -> str:
                     "print(n.nvmlSystemGetDriverVersion())'")
 
 
+#: The lab's driver set is the recorded Debian 12 graph (nodegate_lab.driver_graph): these are
+#: some of the packages the old pin globs missed, installed only through exact-version Depends.
+SET_SAMPLE = ("libcuda1", "nvidia-alternative", "xserver-xorg-video-nvidia", "libglx-nvidia0",
+              "nvidia-legacy-check", "nvidia-egl-common")
+
+
+def driver_set(node: str) -> dict[str, str]:
+    """name -> version of the node's installed packages the role pins (APT_PIN_PATTERNS);
+    ``ii`` and ``hi`` (held) both say installed."""
+    from fnmatch import fnmatchcase
+
+    from roles.driver_pins import APT_PIN_PATTERNS
+
+    lines = sh(node, "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'")
+    return {f[1]: f[2] for f in (line.split() for line in lines.splitlines())
+            if f[0][1:2] == "i" and any(fnmatchcase(f[1], p) for p in APT_PIN_PATTERNS)}
+
+
+def apt_transaction(node: str, package: str) -> tuple[float, int]:
+    """(seconds, packages) of the last apt transaction that named ``package`` on its command
+    line, from the node's /var/log/apt/history.log (apt's own Start-Date/End-Date)."""
+    from datetime import datetime
+
+    text = sh(node, "cat /var/log/apt/history.log")
+    blocks = [b for b in text.split("\n\n") if re.search(
+        rf"^Commandline: .*apt-get install .*\b{re.escape(package)}\b", b, re.M)]
+    block = blocks[-1]
+    start, end = (datetime.strptime(re.search(rf"^{k}: (.*)$", block, re.M).group(1).strip(),
+                                    "%Y-%m-%d  %H:%M:%S")  # type: ignore[union-attr]
+                  for k in ("Start-Date", "End-Date"))
+    changed = len(re.findall(r"\(\d[^)]*\)", "".join(
+        line for line in block.splitlines() if line.startswith(("Install:", "Upgrade:")))))
+    return (end - start).total_seconds(), changed
+
+
 def _ready() -> bool:
     status = _lab("status", timeout=60).stdout
     return all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M) for n in NODES) \
@@ -97,6 +132,13 @@ def lab() -> Iterator[None]:
         assert first.returncode == 0, first.stdout[-4000:]
         for node in NODES:
             assert package(node, "nvidia-driver").startswith(f"{A}-"), node
+            installed = driver_set(node)
+            assert set(SET_SAMPLE) <= set(installed), (node, sorted(installed))
+            assert set(installed.values()) == {f"{A}-1"}, (node, installed)
+            assert set(SET_SAMPLE) <= set(sh(node, "apt-mark showhold").split()), node
+        took, count = apt_transaction("node1", "nvidia-driver")
+        print(f"\nnode1: the driver's apt install at {A}: {count} packages in {took:.0f}s "
+              f"({len(driver_set('node1'))} of the pinned set installed)")
         yield
     finally:
         if ours:
@@ -188,6 +230,13 @@ def test_an_upgrade_completes_drain_upgrade_reboot_validate_resume(lab: None) ->
     for name in ("nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-fabricmanager",
                  "libnvidia-nscq"):
         assert package("node3", name).startswith(f"{B}-"), name
+    # the whole set moved: none of the old build left beside the new one, all held at B
+    installed = driver_set("node3")
+    assert set(SET_SAMPLE) <= set(installed)
+    assert set(installed.values()) == {f"{B}-1"}, installed
+    assert set(installed) <= set(sh("node3", "apt-mark showhold").split())
+    took, count = apt_transaction("node3", "nvidia-driver")
+    print(f"\nnode3: the driver's apt upgrade to {B}: {count} packages in {took:.0f}s")
     assert sh("node3", "systemctl is-active nvidia-fabricmanager") == "active"
     profile = json.loads(sh("node3", "cat /etc/nodegate/profile.json"))
     assert (profile["driver"]["branch"], profile["driver"]["version"]) == ("580", B)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from nodegate.errors import CannotRunError, ConfigError
-from nodegate_lab import config, packages, wheel
+from nodegate_lab import config, driver_graph, packages, wheel
 from nodegate_lab.proc import run
 
 #: Real Debian packages the roles install (their dependencies are fetched too).
@@ -33,7 +33,8 @@ URL = f"http://{config.HOST_ADDRESS}:{config.MIRROR_PORT}"
 def mirror_key() -> str:
     text = "\n".join([RECIPE_VERSION, *DEBIAN_PACKAGES, *packages.DRIVER_VERSIONS,
                       *packages.NCCL_VERSIONS, *packages.DCGM_VERSIONS,
-                      Path(packages.__file__).read_text(), _source_digest()])
+                      Path(packages.__file__).read_text(), Path(driver_graph.__file__).read_text(),
+                      _snapshot().read_text(), _source_digest()])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -45,6 +46,13 @@ def _source_digest() -> str:
 
     root = paths.project_root()
     return "" if root is None else wheel.source_digest(root)
+
+
+def _snapshot() -> Path:
+    """The recorded Debian 12 driver graph the lab's driver packages are derived from."""
+    from nodegate import paths
+
+    return driver_graph.snapshot_path(paths.project_root())
 
 
 def mirror_dir() -> Path:
@@ -146,12 +154,12 @@ def build(*, wheels: bool = True) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="mirror-", dir=target.parent))
     try:
         _fetch_debian(tmp / "debian")
+        served = driver_graph.served_packages(_scan(tmp, "debian"))
         lab_dir = tmp / "lab"
         lab_dir.mkdir()
-        for deb in packages.catalogue(ensure_built() / LIBRARY_NAME):
+        for deb in packages.catalogue(ensure_built() / LIBRARY_NAME, _snapshot(), served):
             packages.build(deb, lab_dir)
-        index = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=tmp,
-                               capture_output=True, text=True, check=True).stdout
+        index = _scan(tmp, ".")
         (tmp / "Packages").write_text(index)
         with gzip.open(tmp / "Packages.gz", "wt") as fh:
             fh.write(index)
@@ -165,6 +173,12 @@ def build(*, wheels: bool = True) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _scan(root: Path, directory: str) -> str:
+    """The Packages index of ``directory`` under ``root``, paths relative to ``root``."""
+    return subprocess.run(["dpkg-scanpackages", "--multiversion", directory], cwd=root,
+                          capture_output=True, text=True, check=True).stdout
 
 
 def apt_source() -> str:

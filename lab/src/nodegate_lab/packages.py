@@ -1,19 +1,40 @@
 """Lab packages built with dpkg-deb under the real NVIDIA names and version relations.
 
-They carry no NVIDIA code. The driver packages depend on ``libnvidia-ml1`` at their exact
-version, which installs the simulated NVML library as the driver's ``libnvidia-ml.so.1``;
-the fabric-manager packages ship ``nv-fabricmanager`` and the ``nvidia-fabricmanager`` unit,
-which marks the simulated fabric completed only while it runs and only when its version
-equals the installed driver's (the real one refuses to start on a mismatch).
+They carry no NVIDIA code. What they model, per lab driver version (``DRIVER_VERSIONS``, two
+branches served at once so a pin gap can reach the other one):
+
+- The Debian 12 driver package set the role installs on the lab's Debian 12 nodes
+  (``nvidia-driver``, ``nvidia-kernel-open-dkms``/``nvidia-kernel-dkms``,
+  ``nvidia-persistenced``) with the names, Pre-Depends, Depends, Recommends and Provides of
+  Debian's real index, derived at mirror build from the recorded snapshot
+  (nodegate_lab.driver_graph; 32 recorded packages per version, with ``nvidia-alternative``,
+  ``libcuda1``, plain ``xserver-xorg-video-nvidia`` and their exact-version Depends).
+- The payload: ``libnvidia-ml1`` installs the simulated NVML library as the driver's
+  ``libnvidia-ml.so.1``; the fabric-manager packages ship ``nv-fabricmanager`` and the
+  ``nvidia-fabricmanager`` unit, which marks the simulated fabric completed only while it runs
+  and only when its version equals the installed driver's (the real one refuses to start on a
+  mismatch); the kernel module packages of ``BROKEN_DRIVER_VERSIONS`` fail their DKMS build;
+  ``nvidia-persistenced`` has a no-op unit.
+
+What they do not model: Ubuntu's and RHEL's package names (the lab has no such nodes; RHEL 9
+repodata was never recorded); the contrib and non-free-firmware packages the snapshot lacks
+(``firmware-nvidia-gsp``, ``nvidia-support``, ``nvidia-modprobe``...), relations to them and
+to a display stack the mirror does not serve (dropped, with reasons, by driver_graph);
+Conflicts/Breaks/Replaces (not recorded; only the kernel flavours conflict here); the open
+module, persistence daemon, fabric manager and NSCQ relations of NVIDIA's own repository
+(not recorded: those packages have no relations here).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodegate_lab import driver_graph
+from nodegate_lab.driver_graph import Graph
 from nodegate_lab.proc import run
 
 DRIVER_VERSIONS = ("570.124.06", "570.133.20", "580.65.06", "580.76.05")
@@ -102,53 +123,56 @@ class Deb:
     files: dict[str, bytes | Path] = field(default_factory=dict)  # path in package -> content
     postinst: str | None = None
     prerm: str | None = None
+    pre_depends: list[str] = field(default_factory=list)
+    recommends: list[str] = field(default_factory=list)
+    provides: list[str] = field(default_factory=list)
 
 
 def _plain(version: str) -> str:
     return version.rsplit(":", maxsplit=1)[-1].split("-", maxsplit=1)[0]
 
 
-def catalogue(nvml_lib: Path) -> list[Deb]:
-    """Every lab package at every version the mirror offers."""
+#: The virtual name the recorded ``nvidia-driver`` accepts for an open kernel module
+#: (``nvidia-kernel-dkms (= V) | nvidia-kernel-U | nvidia-open-kernel-U``; Debian's
+#: nvidia-open-kernel-dkms provides it). The lab's open module package, under the CUDA
+#: repository's name the role installs, provides it too.
+OPEN_KERNEL_VIRTUAL = "nvidia-open-kernel-{version}"
+PERSISTENCED_UNIT = (b"[Unit]\nDescription=NVIDIA persistence daemon (lab)\n"
+                     b"[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+                     b"ExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n")
+
+
+def _extras(dv: str) -> dict[str, list[str]]:
+    """The lab's driver packages outside the recorded graph (name -> provides): the CUDA
+    repository's open module and persistence daemon names the role installs on Debian 12, and
+    the fabric manager and NSCQ (NVIDIA's repository only; not recorded)."""
+    branch = dv.split(".", maxsplit=1)[0]
+    return {"nvidia-kernel-open-dkms": [OPEN_KERNEL_VIRTUAL.format(version=dv)],
+            "nvidia-persistenced": [], _nscq(branch): [], _fabric_manager(branch): []}
+
+
+def _nscq(branch: str) -> str:
+    return "libnvidia-nscq" if int(branch) >= 580 else f"libnvidia-nscq-{branch}"
+
+
+def _fabric_manager(branch: str) -> str:
+    return "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}"
+
+
+def driver_graphs(snapshot: Path, served: Mapping[str, list[str]]) -> dict[str, Graph]:
+    """Each lab driver version's packages as the recorded Debian 12 graph relates them."""
+    template = driver_graph.load(snapshot)
+    return {dv: driver_graph.derive(template, dv, extra=_extras(dv), served=served)
+            for dv in DRIVER_VERSIONS}
+
+
+def catalogue(nvml_lib: Path, snapshot: Path, served: Mapping[str, list[str]]) -> list[Deb]:
+    """Every lab package at every version the mirror offers; ``served``: the Debian packages
+    beside them (name -> versions), which the driver graph's outside relations must resolve
+    from (nodegate_lab.driver_graph)."""
     debs: list[Deb] = []
-    for dv in DRIVER_VERSIONS:
-        v = f"{dv}-1"
-        branch = dv.split(".")[0]
-        debs.append(Deb("libnvidia-ml1", v, "NVIDIA Management Library (simulated by nodegate)",
-                        files={f"{LIB_DIR}/libnvidia-ml.so.1": nvml_lib,
-                               "usr/share/nodegate-lab/driver-version": f"{dv}\n".encode()}))
-        flavours = {"": "proprietary kernel modules", "-open": "open kernel modules"}
-        for suffix, what in flavours.items():
-            sibling = "" if suffix else "-open"
-            debs.append(Deb(f"nvidia-driver-{branch}-server{suffix}", v,
-                            f"NVIDIA driver metapackage ({what}, lab)",
-                            depends=[f"libnvidia-ml1 (= {v})"],
-                            conflicts=[f"nvidia-driver-{branch}-server{sibling}"]))
-        debs.append(Deb("nvidia-driver", v, "NVIDIA driver metapackage (lab)",
-                        depends=[f"libnvidia-ml1 (= {v})"]))
-        broken = BROKEN_DKMS.replace("@VERSION@", dv) if dv in BROKEN_DRIVER_VERSIONS else None
-        debs.append(Deb("nvidia-kernel-open-dkms", v, "NVIDIA open kernel module (lab: no module)",
-                        conflicts=["nvidia-kernel-dkms"], postinst=broken))
-        debs.append(Deb("nvidia-kernel-dkms", v, "NVIDIA kernel module (lab: no module)",
-                        conflicts=["nvidia-kernel-open-dkms"], postinst=broken))
-        debs.append(Deb("nvidia-persistenced", v, "NVIDIA persistence daemon (lab: no-op unit)",
-                        files={"usr/bin/nvidia-persistenced": b"#!/bin/sh\nexit 0\n",
-                               "lib/systemd/system/nvidia-persistenced.service":
-                               b"[Unit]\nDescription=NVIDIA persistence daemon (lab)\n"
-                               b"[Service]\nType=oneshot\nRemainAfterExit=yes\n"
-                               b"ExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}))
-        fm_files: dict[str, bytes | Path] = {
-            "usr/bin/nv-fabricmanager": FM_DAEMON.replace("@VERSION@", dv).encode(),
-            "lib/systemd/system/nvidia-fabricmanager.service": FM_UNIT.encode()}
-        nscq = "libnvidia-nscq" if int(branch) >= 580 else f"libnvidia-nscq-{branch}"
-        fm = "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}"
-        debs.append(Deb(nscq, v, "NVSwitch configuration and query library (lab)",
-                        files={f"{LIB_DIR}/libnvidia-nscq.so.{dv}": b""}))
-        debs.append(Deb(fm, v, "NVIDIA fabric manager (lab)", files=fm_files,
-                        conflicts=["nvidia-fabricmanager"] if fm != "nvidia-fabricmanager"
-                        else [f"nvidia-fabricmanager-{b}" for b in ("570",)],
-                        prerm="#!/bin/sh\nsystemctl stop nvidia-fabricmanager 2>/dev/null || "
-                              "true\n"))
+    for dv, graph in driver_graphs(snapshot, served).items():
+        debs.extend(_driver_debs(dv, graph, nvml_lib))
     for nv in NCCL_VERSIONS:
         debs.append(Deb("libnccl2", nv, "NVIDIA Collective Communication Library (lab stub)",
                         files={f"{LIB_DIR}/libnccl.so.{_plain(nv)}": b""}))
@@ -164,20 +188,64 @@ def catalogue(nvml_lib: Path) -> list[Deb]:
     return debs
 
 
+def _driver_debs(dv: str, graph: Graph, nvml_lib: Path) -> list[Deb]:
+    """The recorded packages with their relations, then the lab's extras; the functional
+    payload goes to the package that carries it on a real node."""
+    v = f"{dv}-1"
+    branch = dv.split(".", maxsplit=1)[0]
+    debs = [Deb(s.name, s.version, f"{s.name} (nodegate lab: Debian 12's relations, no NVIDIA "
+                                   "code)",
+                depends=s.relations.get("depends", []),
+                pre_depends=s.relations.get("pre_depends", []),
+                recommends=s.relations.get("recommends", []), provides=s.provides)
+            for s in graph.stanzas]
+    extras = _extras(dv)
+    debs += [Deb(name, v, f"{name} (nodegate lab)", provides=provides)
+             for name, provides in extras.items()]
+    by_name = {d.name: d for d in debs}
+    ml = by_name["libnvidia-ml1"]
+    ml.description = "NVIDIA Management Library (simulated by nodegate)"
+    ml.files = {f"{LIB_DIR}/libnvidia-ml.so.1": nvml_lib,
+                "usr/share/nodegate-lab/driver-version": f"{dv}\n".encode()}
+    broken = BROKEN_DKMS.replace("@VERSION@", dv) if dv in BROKEN_DRIVER_VERSIONS else None
+    for name, other in (("nvidia-kernel-open-dkms", "nvidia-kernel-dkms"),
+                        ("nvidia-kernel-dkms", "nvidia-kernel-open-dkms")):
+        by_name[name].description = f"{name} (nodegate lab: no module)"
+        by_name[name].conflicts = [other]
+        by_name[name].postinst = broken
+    by_name["nvidia-persistenced"].files = {
+        "usr/bin/nvidia-persistenced": b"#!/bin/sh\nexit 0\n",
+        "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT}
+    fm = by_name[_fabric_manager(branch)]
+    fm.files = {"usr/bin/nv-fabricmanager": FM_DAEMON.replace("@VERSION@", dv).encode(),
+                "lib/systemd/system/nvidia-fabricmanager.service": FM_UNIT.encode()}
+    fm.conflicts = (["nvidia-fabricmanager"] if fm.name != "nvidia-fabricmanager"
+                    else [f"nvidia-fabricmanager-{b}" for b in ("570",)])
+    fm.prerm = "#!/bin/sh\nsystemctl stop nvidia-fabricmanager 2>/dev/null || true\n"
+    by_name[_nscq(branch)].files = {f"{LIB_DIR}/libnvidia-nscq.so.{dv}": b""}
+    return debs
+
+
+def control(deb: Deb) -> str:
+    """The package's control file (dpkg-scanpackages copies it into the index)."""
+    lines = [f"Package: {deb.name}", f"Version: {deb.version}", "Architecture: amd64",
+             "Maintainer: nodegate lab <lab@nodegate.invalid>", "Section: non-free/libs",
+             "Priority: optional"]
+    for key, values in (("Pre-Depends", deb.pre_depends), ("Depends", deb.depends),
+                        ("Recommends", deb.recommends), ("Conflicts", deb.conflicts),
+                        ("Provides", deb.provides)):
+        if values:
+            lines.append(f"{key}: " + ", ".join(values))
+    lines.append(f"Description: {deb.description}")
+    return "\n".join(lines) + "\n"
+
+
 def build(deb: Deb, out_dir: Path) -> Path:
     """dpkg-deb one package into ``out_dir`` (root-owned files, proper modes)."""
     with tempfile.TemporaryDirectory(prefix="deb-") as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
-        control = [f"Package: {deb.name}", f"Version: {deb.version}", "Architecture: amd64",
-                   "Maintainer: nodegate lab <lab@nodegate.invalid>", "Section: non-free/libs",
-                   "Priority: optional"]
-        if deb.depends:
-            control.append("Depends: " + ", ".join(deb.depends))
-        if deb.conflicts:
-            control.append("Conflicts: " + ", ".join(deb.conflicts))
-        control.append(f"Description: {deb.description}")
-        (root / "DEBIAN/control").write_text("\n".join(control) + "\n")
+        (root / "DEBIAN/control").write_text(control(deb))
         for name, script in (("postinst", deb.postinst), ("prerm", deb.prerm)):
             if script:
                 (root / "DEBIAN" / name).write_text(script)
