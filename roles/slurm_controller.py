@@ -19,10 +19,14 @@ Opt-in: off unless ``slurm_controller_enabled`` is set on the controller host (s
   nodes only on a restart) and ``scontrol reconfigure`` in any case, which also pushes the
   new files to every configless slurmd.
 - **A node new to slurm.conf is drained** ``nodegate: not validated`` right after slurmctld
-  knows it, before its slurmd registers (slurm_node runs later in the same deploy). "New" is
-  read from the controller's current slurm.conf (its ``NodeName=`` lines), so a rerun drains
-  nothing and a node the gate resumed stays in service; the reason starts ``nodegate:``, so
-  the gate's resume lifts it (docs/gate.md).
+  knows it, before its slurmd registers. "New" is read from the controller's current
+  slurm.conf (its ``NodeName=`` lines), so a rerun drains nothing and a node the gate resumed
+  stays in service; the reason starts ``nodegate:``, so the gate's resume lifts it
+  (docs/gate.md). pyinfra 3 orders operations across hosts in waves (the k-th operation of
+  every host, ``State.get_op_order``), not controller first: the drain is one operation and
+  at most the 12th of this role, and slurm_node starts slurmd at its 14th or later, so in
+  deploy/slurm.py and deploy.py the drain always runs before a new node's first slurmd start
+  (tests/roles/test_slurm_controller.py holds that count).
 """
 
 from __future__ import annotations
@@ -211,10 +215,10 @@ def slurm_controller() -> None:
         server.shell(name="slurm_controller: scontrol reconfigure (the nodes fetch the new files)",
                      commands=[_when_answering("scontrol", "reconfigure")],
                      _if=lambda: conf.did_change() or gres.did_change())
-    for name in new:
-        server.shell(name=f"slurm_controller: {name} drained until validated (new to Slurm)",
+    if new:  # one operation, whatever the count: see the module docstring on the order
+        server.shell(name="slurm_controller: nodes new to Slurm drained until validated",
                      commands=[_when_answering(
-                         "scontrol", "update", f"NodeName={name}", "State=DRAIN",
+                         "scontrol", "update", f"NodeName={','.join(new)}", "State=DRAIN",
                          f"Reason={INITIAL_REASON}")])
 
 

@@ -71,8 +71,8 @@ def test_fresh_controller_serves_every_nodes_gpus_and_drains_them() -> None:
     text = "\n".join(result.commands)
     assert "install -m 0400 -o munge -g munge /dev/null /etc/munge/munge.key" in text
     assert MUNGE_KEY.read_text().strip() not in text  # by reference, never on a command line
-    drains = [c for c in result.commands if "State=DRAIN" in c]
-    assert len(drains) == 2 and all("'Reason=nodegate: not validated'" in c for c in drains)
+    [drain] = [c for c in result.commands if "State=DRAIN" in c]
+    assert "NodeName=gpu-b01,gpu-b02 State=DRAIN 'Reason=nodegate: not validated'" in drain
     assert not any("restart" in c or "reconfigure" in c for c in result.commands)  # a start
 
 
@@ -98,8 +98,26 @@ def test_a_new_node_is_drained_alone_and_the_controller_restarts() -> None:
     names = [op.name for op in result.ops]
     restart = next(i for i, n in enumerate(names) if "restarted (the node set changed)" in n)
     reconfigure = next(i for i, n in enumerate(names) if "scontrol reconfigure" in n)
-    drain = next(i for i, n in enumerate(names) if "gpu-b03 drained" in n)
+    drain = next(i for i, n in enumerate(names) if "drained until validated" in n)
     assert restart < reconfigure < drain
+
+
+def test_the_drain_runs_before_any_new_nodes_slurmd_starts() -> None:
+    """pyinfra runs the k-th operation of every host together (State.get_op_order): the
+    controller's drain must be an earlier operation than slurm_node's first slurmd start,
+    in the longest controller plan (running, node set changed) with many new nodes."""
+    from roles.slurm_node import slurm_node
+    from tests.roles.scenarios import host_data as node_data
+
+    first = _ctl(_nodes(1))
+    files = {"/etc/slurm/slurm.conf": first.uploads["/etc/slurm/slurm.conf"]}
+    running = {"systemd.SystemdStatus": {"slurmctld.service": True}}
+    ctl = _ctl(_nodes(8), files=files, facts=running)
+    drain = next(i for i, op in enumerate(ctl.ops) if "drained until validated" in op.name)
+    node = run(slurm_node, data=node_data(slurm_node_controller="slurmctl",
+                                          slurm_node_munge_key_file=str(MUNGE_KEY)))
+    start = next(i for i, op in enumerate(node.ops) if "slurmd enabled and running" in op.name)
+    assert drain < start, (drain, start)
 
 
 def test_only_gres_changed_reconfigures_without_a_restart() -> None:
