@@ -28,6 +28,12 @@ With ``NodeName=node2 Name=gpu File=/dev/nvidia[0-7] Cores=0`` in the controller
 and ``scontrol reconfigure``, the node's conf-cache held that file, ``slurmd -G`` printed
 ``Gres Name=gpu ... Count=8 ... File=/dev/nvidia[0-7] Cores=0`` and ``scontrol -d show node``
 ``Gres=gpu:8(S:0)``. A gres.conf this role wrote before is removed (it never took effect).
+A configless slurmd started while slurmctld is stopped stays active and registers once it is
+back (seen in the lab). One crash was seen: on a node new to a running lab, slurmd started by
+this role and restarted right after (its options had just changed) died with SIGSEGV during
+its startup (slurmd.log: "Slurmd shutdown completing", then the new one started and
+systemd: "status=11/SEGV"). So a slurmd this run starts is not restarted again, and the
+drop-in adds ``Restart=on-failure`` so a crash is retried, not left dead.
 NIC affinity has no gres.conf field; jobs take it from the rail map (``rail-map.json``,
 docs/network.md).
 """
@@ -41,6 +47,7 @@ from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 from pyinfra.facts.files import FindInFile
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, systemd
 
 from nodegate.facts.gpu import GpuPlacement
@@ -140,11 +147,15 @@ def slurm_node() -> None:
         files.template(name=f"slurm_node: {kind.lower()} runs the quick check",
                        src=template("slurm_node", "prolog.sh.j2"), dest=path, mode="755",
                        kind=kind, path=path, nodegate=nodegate, checks=checks)
+    # a slurmd this run starts reads the new options anyway: restart only one already running
+    # (a start and an immediate restart on a new node crashed slurmd once in the lab)
+    running = bool((host.get_fact(SystemdStatus) or {}).get("slurmd.service"))
     systemd.service(name="slurm_node: slurmd enabled and running", service="slurmd.service",
                     running=True, enabled=True)
-    systemd.service(name="slurm_node: slurmd restarted (its options changed)",
-                    service="slurmd.service", restarted=True,
-                    _if=lambda: conf_server.did_change() or dropin.did_change())
+    if running:
+        systemd.service(name="slurm_node: slurmd restarted (its options changed)",
+                        service="slurmd.service", restarted=True,
+                        _if=lambda: conf_server.did_change() or dropin.did_change())
 
 
 def _stale_gres() -> None:
