@@ -47,7 +47,7 @@ from pyinfra.facts.server import Hostname
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, server, systemd
 
-from nodegate.facts.gpu import GpuPlacements
+from nodegate.facts.gpu import CpuTopology, GpuPlacements
 from nodegate.facts.virt import Container
 from roles import _ops
 from roles._common import is_deploy_file, knob, refuse, target_os
@@ -77,8 +77,10 @@ class SlurmNode:
     name: str
     address: str
     cpus: int | None
+    topology: str          # " Sockets=2 CoresPerSocket=56 ThreadsPerCore=2", or ""
     real_memory: int | None
     gpus: int
+    gpu_type: str | None  # slurm.conf's Gres=gpu:TYPE:N must match gres.conf's Type=
     gres: list[str]  # gres.conf lines, NodeName= included
     how: str         # where the gres lines came from (a comment in gres.conf)
 
@@ -103,7 +105,15 @@ def node_entry(node: Host) -> SlurmNode:
     with ctx_host.use(node):
         in_container = node.get_fact(Container)
         placements = [] if in_container else node.get_fact(GpuPlacements)
-        cpus = _node_knob(node, "slurm_node_cpus") or node.get_fact(Cpus)
+        cpus = _node_knob(node, "slurm_node_cpus")
+        topology = ""
+        if not cpus:  # the node's own count and layout, as slurmd will find them
+            layout = node.get_fact(CpuTopology)
+            cpus = layout["cpus"] if layout else node.get_fact(Cpus)
+            if layout:
+                topology = (f" Sockets={layout['sockets']} CoresPerSocket="
+                            f"{layout['cores_per_socket']} ThreadsPerCore="
+                            f"{layout['threads_per_core']}")
         memory = _node_knob(node, "slurm_node_real_memory")
         if memory is None:  # under what slurmd will count, or the node registers INVALID
             total = node.get_fact(Memory)
@@ -120,8 +130,9 @@ def node_entry(node: Host) -> SlurmNode:
         why = f"a container ({in_container})" if in_container else "no driver loaded"
         how = f"no GPU topology readable ({why}): device files only, no core binding."
         lines = gres_lines([], count, gpu_type)
-    return SlurmNode(name, address, int(cpus) if cpus else None,
+    return SlurmNode(name, address, int(cpus) if cpus else None, topology,
                      int(memory) if memory else None, count,
+                     str(gpu_type) if gpu_type else None,
                      [f"NodeName={name} {line}" for line in lines], how)
 
 

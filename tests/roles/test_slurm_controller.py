@@ -19,6 +19,7 @@ from tests.roles.scenarios import converged_facts, host_data
 MUNGE_KEY = Path(__file__).parent / "data" / "munge-test.key"  # test data, not a cluster's
 PLACEMENTS = [{"minor": i, "bdf": f"0000:{0x18 + 0x20 * i:02x}:00.0", "socket": i // 4,
                "cores": "0-55" if i < 4 else "56-111"} for i in range(8)]
+TOPOLOGY = {"cpus": 224, "sockets": 2, "cores_per_socket": 56, "threads_per_core": 2}
 SITE = {"controller": "slurmctl", "partition": "gpu", "cluster_name": "b-hall"}
 
 
@@ -33,7 +34,8 @@ def _node(name: str, index: int, facts: dict[str, Any] | None = None,
     data = host_data(nodegate_slurm={"node_name": f"gpu-{name}"},
                      ssh_hostname=f"10.20.1.{index}", **extra)
     return Other(data=data, facts={"virt.Container": None, "gpu.GpuPlacements": PLACEMENTS,
-                                   "hardware.Cpus": 224, "hardware.Memory": 2_063_000,
+                                   "gpu.CpuTopology": TOPOLOGY, "hardware.Cpus": 224,
+                                   "hardware.Memory": 2_063_000,
                                    **(facts or {})})
 
 
@@ -60,8 +62,8 @@ def test_fresh_controller_serves_every_nodes_gpus_and_drains_them() -> None:
                  "HealthCheckProgram=/usr/local/sbin/nodegate-slurm-healthcheck",
                  "HealthCheckNodeState=ANY,CYCLE", "Prolog=/usr/local/sbin/nodegate-slurm-prolog",
                  "Epilog=/usr/local/sbin/nodegate-slurm-epilog", "ReturnToService=2",
-                 "NodeName=gpu-b01 NodeAddr=10.20.1.1 CPUs=224 RealMemory=1959850 Gres=gpu:8 "
-                 "State=UNKNOWN",
+                 "NodeName=gpu-b01 NodeAddr=10.20.1.1 CPUs=224 Sockets=2 CoresPerSocket=56 "
+                 "ThreadsPerCore=2 RealMemory=1959850 Gres=gpu:8 State=UNKNOWN",
                  "PartitionName=gpu Nodes=gpu-b01,gpu-b02 Default=YES"):
         assert line in conf.splitlines() or any(x.startswith(line) for x in conf.splitlines()), line
     gres = result.uploads["/etc/slurm/gres.conf"].splitlines()
@@ -150,6 +152,17 @@ def test_a_container_node_gets_device_files_and_the_sites_sizes() -> None:
     assert "a container (systemd-nspawn)" in gres
 
 
+def test_a_typed_gpu_is_typed_in_both_files() -> None:
+    """Slurm 22.05's ``slurmd -G`` warns "A line in gres.conf for GRES gpu:h100 has 1 more
+    configured than expected in slurm.conf" and ignores them when slurm.conf says an untyped
+    ``Gres=gpu:N`` (tried on this host's slurmd): the type goes in both."""
+    result = _ctl({"b01": _node("b01", 1, slurm_node_gpu_type="h100")})
+    assert " Gres=gpu:h100:8 " in result.uploads["/etc/slurm/slurm.conf"]
+    gres = result.uploads["/etc/slurm/gres.conf"].splitlines()
+    assert "NodeName=gpu-b01 Name=gpu Type=h100 File=/dev/nvidia3 Cores=0-55  # 0000:78:00.0" \
+        in gres
+
+
 def test_autodetect_is_the_nodes_choice() -> None:
     node = _node("b01", 1, slurm_node_gres_autodetect=True)
     gres = _ctl({"b01": node}).uploads["/etc/slurm/gres.conf"]
@@ -175,6 +188,16 @@ def test_off_without_the_knob() -> None:
     result = run(slurm_controller, data={}, others=_nodes())
     assert result.error is None and not result.commands
     assert any("slurm_controller_enabled" in n for n in result.noops)
+
+
+def test_cpu_topology_counts_sockets_cores_and_threads() -> None:
+    from nodegate.facts.gpu import CpuTopology
+
+    # 2 sockets x 2 cores x 2 threads, as sysfs numbers them (core ids restart per socket)
+    lines = [f"{s} {c}" for s in (0, 1) for c in (0, 1)] * 2
+    assert CpuTopology().process(lines) == {"cpus": 8, "sockets": 2, "cores_per_socket": 2,
+                                            "threads_per_core": 2}
+    assert CpuTopology().process(["garbage"]) is None
 
 
 def test_known_nodes_reads_the_current_slurm_conf() -> None:
