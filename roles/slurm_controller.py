@@ -15,6 +15,10 @@ Opt-in: off unless ``slurm_controller_enabled`` is set on the controller host (s
   File=/dev/nvidiaN Cores=...``) from that node's own ``GpuPlacements`` fact. It must live
   here: a configless slurmd reads gres.conf only from what slurmctld serves, never a
   node-local file (observed with Slurm 22.05 in the lab: roles/slurm_node.py says how).
+  A node's ``slurm_node_gres_autodetect`` gives ``NodeName=<node> AutoDetect=nvml`` instead;
+  Debian 12's build cannot do it (its plugins hold ``gpu_generic.so``, no ``gpu_nvml.so``;
+  ``slurmd -G`` on a lab node with ``AutoDetect=nvml``: "We were configured with nvml
+  functionality, but that lib wasn't found on the system", then the explicit lines).
 - slurmctld started; on a change, restarted when the node set changed (22.05 adds or removes
   nodes only on a restart) and ``scontrol reconfigure`` in any case, which also pushes the
   new files to every configless slurmd.
