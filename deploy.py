@@ -1,7 +1,8 @@
 """The bring-up: ``pyinfra inventory.py deploy.py``. Every role in order, then the gate.
 
 Roles (roles/*.py, knobs and defaults in roles/defaults.py): base, nvidia_driver, fabricmanager,
-network, nccl, dcgm, nvme, agent, pdu_monitor, slurm_node (off without a controller). Then the gate:
+network, nccl, dcgm, nvme, agent, pdu_monitor, slurm_node (off without a controller); the Slurm
+controller (a host without a profile) gets slurm_controller (off unless enabled). Then the gate:
 deploy/validate.py runs the battery at ``gate_level`` on the node and fetches its JSON report to
 reports/<host>/ on this machine, and deploy/join.py resumes the node in Slurm on a fresh pass or
 drains it with the failing check as the reason. With ``--data gate_multinode_peer=NODE`` (a node
@@ -32,6 +33,7 @@ from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
 from roles.pdu_monitor import pdu_monitor
+from roles.slurm_controller import slurm_controller
 from roles.slurm_node import slurm_node
 
 ROLES = (base, nvidia_driver, fabricmanager, network, nccl, dcgm, nvme, agent, pdu_monitor,
@@ -41,10 +43,11 @@ ROLES = (base, nvidia_driver, fabricmanager, network, nccl, dcgm, nvme, agent, p
 def bring_up() -> None:
     """The roles in order, then the gate; a host refused by a role gets nothing after it.
 
-    Hosts without a hardware profile (the Slurm controller, a mirror) are not GPU nodes and
-    get nothing."""
+    Hosts without a hardware profile (the Slurm controller, a mirror) are not GPU nodes: they
+    get slurm_controller only, which acts where ``slurm_controller_enabled`` is set (its drain
+    of new nodes is an earlier operation than their slurmd start: roles/slurm_controller.py)."""
     if not host.data.get("nodegate_profile_data"):
-        host.noop("not a GPU node (no hardware profile): no roles")
+        slurm_controller()
         return
     for role in ROLES:
         if host.data.get("nodegate_refused"):

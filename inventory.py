@@ -50,7 +50,9 @@ except NodegateError as _exc:
 
 
 def _group(members: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    return [(name, _site.hosts[name].pyinfra_data(_site.name)) for name in members]
+    # the site's slurm: section too: slurm_controller names the cluster and partition from it
+    return [(name, {**_site.hosts[name].pyinfra_data(_site.name),
+                    "nodegate_site_slurm": dict(_site.slurm)}) for name in members]
 
 
 # Every GPU node (a host with a hardware profile), then one list per site group.

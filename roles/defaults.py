@@ -104,11 +104,29 @@ DEFAULTS: dict[str, Any] = {
     "slurm_node_controller": None,        # slurmctld's host; None: the role does nothing
     "slurm_node_controller_port": 6817,   # slurmctld's port (configless --conf-server)
     "slurm_node_munge_key_file": None,    # path on the pyinfra machine; never the key itself
-    "slurm_node_gres_autodetect": False,  # AutoDetect=nvml (slurmd built with NVML) instead
+    # read by slurm_controller from each node's data for slurm.conf/gres.conf:
+    "slurm_node_gres_autodetect": False,  # AutoDetect=nvml (slurmd built with NVML; Debian
+                                          # 12's is not: it has gpu_generic only)
     "slurm_node_gpu_count": None,         # profile gpu.count (gres.conf without a driver)
     "slurm_node_gpu_type": None,          # gres Type= (e.g. h100); None: untyped
+    "slurm_node_cpus": None,              # slurm.conf CPUs=; None: the node's CPU count
+    "slurm_node_real_memory": None,       # slurm.conf RealMemory= (MiB); None: 95 % of its RAM
     "slurm_node_nodegate": "/opt/nodegate/venv/bin/nodegate",
     "slurm_node_prolog_checks": "gpu,log",  # `nodegate health --checks` in prolog/epilog
+    # slurm_controller
+    "slurm_controller_enabled": False,    # opt-in on the slurmctld host (site host data)
+    "slurm_controller_munge_key_file": None,  # path on the pyinfra machine; never the key
+    "slurm_controller_nodes_group": "gpu_nodes",  # inventory group: one NodeName line each
+    "slurm_controller_cluster_name": None,  # None: the site's slurm.cluster_name, else "nodegate"
+    "slurm_controller_partition": None,   # None: the site's slurm.partition, else "gpu"
+    "slurm_controller_port": 6817,        # SlurmctldPort (the nodes' --conf-server port)
+    "slurm_controller_proctrack": "proctrack/cgroup",
+    "slurm_controller_task_plugin": "task/cgroup,task/affinity",
+    "slurm_controller_health_check": True,  # HealthCheckProgram = slurm_node's gate wrapper
+    "slurm_controller_health_check_interval": 300,
+    "slurm_controller_prolog_epilog": True,  # Prolog/Epilog = slurm_node's quick check
+    "slurm_controller_return_to_service": 2,
+    "slurm_controller_extra_lines": [],   # more slurm.conf lines, verbatim (site policy)
     # the rolling upgrade (deploy/rolling_upgrade.py)
     "rolling_batch": 1,                   # nodes upgraded at once
     "rolling_max_unavailable": None,      # per partition: an int, or {partition: n, default: n};

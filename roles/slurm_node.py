@@ -1,40 +1,58 @@
-"""slurm_node: slurmd on a GPU node, configless, with its GPUs' gres.conf and nodegate's hooks.
+"""slurm_node: slurmd on a GPU node, configless, with nodegate's health hooks.
 
-Opt-in: off unless ``slurm_node_controller`` is set (the site's ``data:`` or ``--data``). The
-site's own ``slurm.controller`` does not turn it on yet: the lab's nodes get slurmd from the lab
-(nodegate_lab.controller), and a deploy there would otherwise need a munge key file. What it
-sets up:
+Opt-in: off unless ``slurm_node_controller`` is set (the site's ``data:`` or ``--data``); the
+controller's side is roles/slurm_controller.py, and the lab turns both on (docs/lab.md). What
+it sets up:
 
 - ``slurmd`` and ``munge`` from the distribution (EPEL's ``slurm-slurmd`` on EL9).
 - The munge key by reference only: ``slurm_node_munge_key_file`` is a path on the machine
   running pyinfra (never a value in the inventory or in git); uploaded 0400 to the munge user,
   compared by checksum, never printed.
 - Configless slurmd (``--conf-server``): slurm.conf lives on the controller alone
-  (``SlurmctldParameters=enable_configless``), so the node cannot drift from it.
-- ``gres.conf`` from the node's own GPUs: device minors from the driver and each GPU's socket
-  cores as Slurm core indexes (``GpuPlacements``), or ``AutoDetect=nvml`` where the site's
-  slurmd is built with NVML (``slurm_node_gres_autodetect``). Without a readable topology (no
-  driver loaded yet) the lines name the device files only, and say so.
-- ``HealthCheckProgram`` and prolog/epilog scripts that run nodegate: the controller's
-  slurm.conf points at them (docs/gate.md has the lines). NIC affinity has no gres.conf field;
-  jobs take it from the rail map (``rail-map.json``, docs/network.md).
+  (``SlurmctldParameters=enable_configless``), so the node cannot drift from it. The
+  distribution's unit starts only with ``ConditionPathExists=/etc/slurm/slurm.conf``, which a
+  configless node has not got: a drop-in clears it (without it ``systemctl start slurmd``
+  exits 0 and slurmd never runs: "start condition failed", seen in the lab).
+- ``HealthCheckProgram`` and prolog/epilog scripts that run nodegate: the controller role's
+  slurm.conf points at them (docs/gate.md has the lines).
+
+gres.conf is **not** written here: the controller's gres.conf carries each node's lines
+(``NodeName=<node> Name=gpu File=/dev/nvidiaN Cores=...``, built by slurm_controller from
+this node's ``GpuPlacements``). Observed with Debian 12's Slurm 22.05.8 in the lab: a
+configless slurmd fetches slurm.conf and gres.conf into ``/run/slurm/conf`` (a link to
+``/var/lib/slurm/slurmd/conf-cache``) and reads gres.conf only there. With a node-local
+``/etc/slurm/gres.conf`` naming 4 GPUs and none on the controller, slurmd.log said "Can not
+stat gres.conf file (/var/lib/slurm/slurmd/conf-cache/gres.conf), using slurm.conf data"
+and ``scontrol show node`` kept ``Gres=gpu:8`` from slurm.conf: the local file was ignored.
+With ``NodeName=node2 Name=gpu File=/dev/nvidia[0-7] Cores=0`` in the controller's gres.conf
+and ``scontrol reconfigure``, the node's conf-cache held that file, ``slurmd -G`` printed
+``Gres Name=gpu ... Count=8 ... File=/dev/nvidia[0-7] Cores=0`` and ``scontrol -d show node``
+``Gres=gpu:8(S:0)``. A gres.conf this role wrote before is removed (it never took effect).
+A configless slurmd started while slurmctld is stopped stays active and registers once it is
+back (seen in the lab). Debian's 22.05.8 slurmd on a node new to a running lab twice died
+with SIGSEGV about 0.5 s after its first start (journal: "Main process exited,
+code=dumped, status=11/SEGV"; slurmctld had been restarted for the new node list a moment
+before), once with a start followed by a restart, once with the single start this role now
+does; the next start ran. So the drop-in adds ``Restart=on-failure`` (``RestartSec=5``):
+seen in the lab, the crashed slurmd came back 5 s later and registered, already drained.
+The nodes of a fresh lab (slurmctld started, not restarted) did not crash in the runs seen.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from shlex import quote
-from typing import Any
 
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
+from pyinfra.facts.files import FindInFile
+from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, systemd
 
-from nodegate.facts.gpu import GpuPlacement, GpuPlacements
+from nodegate.facts.gpu import GpuPlacement
 from roles import _ops
 from roles._common import (
-    container,
     drain_budget_args,
     is_deploy_file,
     knob,
@@ -48,11 +66,17 @@ HEALTHCHECK = "/usr/local/sbin/nodegate-slurm-healthcheck"
 PROLOG = "/usr/local/sbin/nodegate-slurm-prolog"
 EPILOG = "/usr/local/sbin/nodegate-slurm-epilog"
 MUNGE_KEY = "/etc/munge/munge.key"
+DROPIN = "/etc/systemd/system/slurmd.service.d/nodegate-configless.conf"
+LOCAL_GRES = "/etc/slurm/gres.conf"
+#: slurm.conf's SlurmdSpoolDir and the log dir (the controller role writes both paths).
+SLURMD_SPOOL = "/var/lib/slurm/slurmd"
+SLURM_LOG_DIR = "/var/log/slurm"
 
 
 def gres_lines(placements: list[GpuPlacement], count: int, gpu_type: str | None) -> list[str]:
     """One ``Name=gpu`` line per GPU with its socket's cores; without placements, the device
-    files of ``count`` GPUs and no binding."""
+    files of ``count`` GPUs and no binding. The controller's gres.conf prefixes each with
+    ``NodeName=`` (slurm_controller)."""
     kind = f" Type={gpu_type}" if gpu_type else ""
     if not placements:
         return [f"Name=gpu{kind} File=/dev/nvidia[0-{count - 1}]"] if count > 0 else []
@@ -77,7 +101,7 @@ def _munge_key() -> bytes:
     return data
 
 
-@deploy("nodegate slurm_node: slurmd with nodegate's gres.conf and health hooks",
+@deploy("nodegate slurm_node: configless slurmd with nodegate's health hooks",
         data_defaults=role_defaults("slurm_node"))
 def slurm_node() -> None:
     controller = knob("slurm_node_controller")
@@ -105,7 +129,14 @@ def slurm_node() -> None:
                                  src=template("slurm_node", "slurmd.default.j2"),
                                  dest=defaults_file, mode="644",
                                  conf_server=f"{controller}:{port}")
-    gres = _gres()
+    dropin = files.template(name="slurm_node: slurmd starts without a local slurm.conf",
+                            src=template("slurm_node", "configless.conf.j2"), dest=DROPIN,
+                            mode="644")
+    systemd.daemon_reload(name="slurm_node: systemd rereads slurmd's unit",
+                          _if=dropin.did_change)
+    for path in (SLURMD_SPOOL, SLURM_LOG_DIR):  # slurm.conf's paths; slurmd runs as root
+        files.directory(name=f"slurm_node: {path}", path=path, mode="755")
+    _stale_gres()
     nodegate = str(knob("slurm_node_nodegate"))
     files.template(name="slurm_node: HealthCheckProgram wrapper",
                    src=template("slurm_node", "healthcheck.sh.j2"), dest=HEALTHCHECK,
@@ -116,30 +147,24 @@ def slurm_node() -> None:
         files.template(name=f"slurm_node: {kind.lower()} runs the quick check",
                        src=template("slurm_node", "prolog.sh.j2"), dest=path, mode="755",
                        kind=kind, path=path, nodegate=nodegate, checks=checks)
+    # a slurmd this run starts reads the new options anyway: restart only one already running
+    running = bool((host.get_fact(SystemdStatus) or {}).get("slurmd.service"))
     systemd.service(name="slurm_node: slurmd enabled and running", service="slurmd.service",
                     running=True, enabled=True)
-    systemd.service(name="slurm_node: slurmd restarted (its options or gres.conf changed)",
-                    service="slurmd.service", restarted=True,
-                    _if=lambda: conf_server.did_change() or gres.did_change())
+    if running:
+        systemd.service(name="slurm_node: slurmd restarted (its options changed)",
+                        service="slurmd.service", restarted=True,
+                        _if=lambda: conf_server.did_change() or dropin.did_change())
 
 
-def _gres() -> Any:
-    autodetect = bool(knob("slurm_node_gres_autodetect"))
-    placements = [] if container() else host.get_fact(GpuPlacements)
-    count = int(knob("slurm_node_gpu_count", "gpu.count") or 0)
-    gpu_type = knob("slurm_node_gpu_type")
-    if autodetect:
-        how = "AutoDetect=nvml: slurmd reads files, cores and links from NVML."
-    elif placements:
-        how = ("Cores from each GPU's socket (GpuPlacements: the driver's device minors, "
-               "the slot's local_cpulist).")
-    else:
-        how = "No GPU topology readable (no driver loaded): device files only, no core binding."
-    return files.template(name="slurm_node: gres.conf from this node's GPUs",
-                          src=template("slurm_node", "gres.conf.j2"),
-                          dest="/etc/slurm/gres.conf", mode="644", how=how,
-                          autodetect=autodetect,
-                          lines=[] if autodetect else gres_lines(placements, count, gpu_type))
+def _stale_gres() -> None:
+    """Remove the node-local gres.conf an earlier slurm_node wrote: configless slurmd never
+    reads it (module docstring), so it could only mislead whoever reads the node."""
+    ours = host.get_fact(FindInFile, path=LOCAL_GRES, pattern=r"^# Managed by nodegate "
+                         r"\(slurm_node role\)")
+    if ours:
+        files.file(name="slurm_node: the ignored node-local gres.conf removed",
+                   path=LOCAL_GRES, present=False)
 
 
 if is_deploy_file(globals()):

@@ -145,8 +145,9 @@ def test_scontrol_on_a_node_reads_and_resumes_it(lab_up: object) -> None:
     assert "State=IDLE+DRAIN" in line and "Reason=nodegate: not validated" in line
     sh("node1", "scontrol update NodeName=node1 State=RESUME")
     assert _wait_sinfo("node1", "idle|gpu:8|none") == "idle|gpu:8|none"
-    # a re-run `lab up` drains only nodes the controller has not seen: node1 stays resumed
-    lab._join_slurm([config.node(1), config.node(2)])
+    # a re-run of the Slurm roles (as `lab up` runs them) drains only nodes new to slurm.conf:
+    # node1 stays resumed
+    lab._deploy_slurm(sitefile.site_path(), [config.node(1), config.node(2)])
     assert _sinfo("node1") == "idle|gpu:8|none"
     sh("node1", "scontrol update NodeName=node1 State=DRAIN 'Reason=nodegate: not validated'")
     assert _sinfo("node1").startswith("drained|")

@@ -120,19 +120,28 @@ def test_site_file_pins_the_build_the_mirror_serves(tmp_path: Path,
     assert "agent_package" not in sitefile.site_data(*args)["defaults"]["data"]
 
 
-def test_slurm_conf_uses_the_recipe_that_works_in_a_container() -> None:
+def test_the_site_file_turns_the_slurm_roles_on_with_the_container_recipe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lab's Slurm is the roles' (deploy/slurm.py): the site file carries their knobs."""
     from nodegate_lab import controller
 
-    conf = controller.slurm_conf([config.node(1), config.node(2)])
-    for line in ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-                 "SelectType=select/cons_tres", "GresTypes=gpu",
-                 f"SlurmctldHost=slurmctl({config.CONTROLLER_ADDRESS})",
-                 f"NodeName=node2 NodeAddr={config.node(2).address} CPUs=1 RealMemory=500 "
-                 "Gres=gpu:8 "
-                 "State=UNKNOWN",
-                 "PartitionName=gpu Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP"):
-        assert line in conf.splitlines()
-    assert controller.gres_conf() == "Name=gpu File=/dev/nvidia[0-7]\n"
+    monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path / "lab"))
+    data = sitefile.site_data([config.node(1), config.node(2)], {"node1": "x", "node2": "x"},
+                              {"node1": [], "node2": []}, tmp_path / "k", tmp_path / "kh")
+    ctl = data["hosts"]["slurmctl"]["data"]
+    assert ctl["slurm_controller_enabled"] is True
+    assert ctl["slurm_controller_munge_key_file"] == str(controller.munge_key_path())
+    assert (ctl["slurm_controller_proctrack"], ctl["slurm_controller_task_plugin"]) == (
+        "proctrack/linuxproc", "task/none")  # no cgroup delegation in the containers
+    assert ctl["slurm_controller_health_check"] is False  # the tests run the gate themselves
+    nodes = data["defaults"]["data"]
+    assert nodes["slurm_node_controller"] == "slurmctl"
+    assert nodes["slurm_node_munge_key_file"] == str(controller.munge_key_path())
+    assert (nodes["slurm_node_cpus"], nodes["slurm_node_real_memory"]) == (1, 500)
+    sitefile.write(data)  # knobs the site loader accepts
+    bare = sitefile.site_data([config.node(1)], {"node1": "x"}, {"node1": []},
+                              tmp_path / "k", tmp_path / "kh", with_mirror=False)
+    assert "data" not in bare["hosts"]["slurmctl"]  # --no-mirror: no Slurm packages
 
 
 def test_site_file_names_secrets_by_variable_only(tmp_path: Path,
@@ -153,18 +162,14 @@ def test_site_file_names_secrets_by_variable_only(tmp_path: Path,
     assert "pdu" not in nopdu["hosts"]["node1"]
 
 
-def test_nodes_start_drained_by_nodegate_only_once(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_munge_key_is_made_once_per_lab_dir(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from nodegate_lab import controller
 
     monkeypatch.setenv("NODEGATE_LAB_DIR", str(tmp_path))
-    assert controller.drain_argv("node1") == [
-        "scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=nodegate: not validated"]
-    assert controller.INITIAL_REASON.startswith("nodegate:")  # the gate may lift it
-    config.CONTROLLER.dir.mkdir(parents=True)
-    assert controller.joined() == set()
-    controller.mark_joined({"node2", "node1"})
-    assert controller.joined() == {"node1", "node2"}
+    key = controller.munge_key()
+    assert len(key) == 1024 and controller.munge_key() == key
+    assert controller.munge_key_path().stat().st_mode & 0o777 == 0o400
     assert set(controller.PACKAGES["node"]) == {"slurmd", "slurm-client", "munge"}
 
 

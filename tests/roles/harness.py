@@ -84,6 +84,7 @@ class FakeFacts:
                       **facts}
         self.files: dict[str, dict[str, Any]] = {}
         self.dirs: set[str] = {"/", "/etc", "/usr", "/usr/local", "/var", "/var/lib", "/run"}
+        self.dir_owners: dict[str, dict[str, str]] = {}  # chown'ed directories
         for path, entry in files.items():
             self.add_file(path, entry if isinstance(entry, dict) else {"content": entry})
 
@@ -117,7 +118,8 @@ class FakeFacts:
         path = kwargs.get("path", "")
         entry = self.files.get(path)
         if name == "files.Directory":
-            return {"mode": 755, "user": "root", "group": "root"} if path in self.dirs else None
+            return {"mode": 755, "user": "root", "group": "root",
+                    **self.dir_owners.get(path, {})} if path in self.dirs else None
         if name == "files.Link":
             return None
         if entry is None:
@@ -163,17 +165,34 @@ def _execute(command: Any, state: State, host: Any, remote: dict[str, str]) -> b
     return True
 
 
+@dataclass
+class Other:
+    """Another inventory host the role reads (the controller reads its nodes): its data,
+    facts and groups; it runs nothing."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] = ("gpu_nodes",)
+
+
 def run(role: Any, *, os: str = "ubuntu22", data: dict[str, Any] | None = None,
         facts: dict[str, Any] | None = None, files: dict[str, Any] | None = None,
         converged: bool = False, executing: bool = False,
-        remote: dict[str, str] | None = None) -> Result:
+        remote: dict[str, str] | None = None, others: dict[str, Other] | None = None) -> Result:
     fake = FakeFacts(os, facts or {}, files or {})
     if converged:
-        first = _run_once(role, data or {}, fake)
+        first = _run_once(role, data or {}, fake, others=others)
         if first.error:
             return first
         _apply(fake, first)
-    return _run_once(role, data or {}, fake, executing=executing, remote=remote or {})
+    return _run_once(role, data or {}, fake, executing=executing, remote=remote or {},
+                     others=others)
+
+
+def os_of(fake: FakeFacts) -> str:
+    """The OS name a FakeFacts answers for (its LinuxDistribution)."""
+    release = fake.facts["server.LinuxDistribution"]
+    return next(k for k, v in OS_RELEASES.items() if v is release)
 
 
 def _apply(fake: FakeFacts, result: Result) -> None:
@@ -181,20 +200,34 @@ def _apply(fake: FakeFacts, result: Result) -> None:
     for dest, text in result.uploads.items():
         fake.add_file(dest, {"content": text})
     for command in result.commands:
+        for match in re.finditer(r"mkdir -p '?([^' ;]+)'?", command):
+            fake.dirs.add(match.group(1))
         for match in re.finditer(r"chmod (\d+) '?([^' ;]+)'?", command):
             if match.group(2) in fake.files:
                 fake.files[match.group(2)]["mode"] = int(match.group(1))
         for match in re.finditer(r"chown ([a-z_]+):([a-z_]+) '?([^' ;]+)'?", command):
             if match.group(3) in fake.files:
                 fake.files[match.group(3)].update(user=match.group(1), group=match.group(2))
-        for match in re.finditer(r"mkdir -p '?([^' ;]+)'?", command):
-            fake.dirs.add(match.group(1))
+            elif match.group(3) in fake.dirs:
+                fake.dir_owners[match.group(3)] = {"user": match.group(1),
+                                                   "group": match.group(2)}
 
 
 def _run_once(role: Any, data: dict[str, Any], fake: FakeFacts, *, executing: bool = False,
-              remote: dict[str, str] | None = None) -> Result:
-    inventory = Inventory(([("testhost", dict(data))], {}))  # type: ignore[no-untyped-call]
+              remote: dict[str, str] | None = None,
+              others: dict[str, Other] | None = None) -> Result:
+    others = others or {}
+    names = [("testhost", dict(data)), *((n, dict(o.data)) for n, o in others.items())]
+    groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for name, other in others.items():
+        for group in other.groups:
+            groups.setdefault(group, ([], {}))[0].append(name)
+    inventory = Inventory((names, {}), **groups)  # type: ignore[no-untyped-call]
     state = State(inventory, Config())  # type: ignore[no-untyped-call]
+    for name, other in others.items():
+        peer = inventory.get_host(name)
+        peer.get_fact = FakeFacts(os_of(fake), other.facts, {})  # type: ignore[method-assign,assignment]
+        peer.connected = True
     host = inventory.get_host("testhost")
     host.get_fact = fake  # type: ignore[method-assign,assignment]
     host.connected = True

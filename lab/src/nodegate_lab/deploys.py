@@ -105,12 +105,12 @@ def pyinfra_bin() -> str:
 
 
 def run_deploy(env: dict[str, str], *args: str, timeout_s: float = 1800,
-               root: Path = ROOT) -> DeployRun:
-    """``pyinfra -y inventory.py deploy.py ARGS`` in the checkout, measured."""
+               root: Path = ROOT, deploy: str = "deploy.py") -> DeployRun:
+    """``pyinfra -y inventory.py DEPLOY ARGS`` in the checkout, measured."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     try:
-        proc = subprocess.run([pyinfra_bin(), "-y", "inventory.py", "deploy.py", *args],
+        proc = subprocess.run([pyinfra_bin(), "-y", "inventory.py", deploy, *args],
                               cwd=root, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout_s,
                               check=False)

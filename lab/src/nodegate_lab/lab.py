@@ -128,8 +128,6 @@ class _Boot:
     specs: dict[str, str] = field(default_factory=dict)
     disk_ids: dict[str, list[str]] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
-    restart_ctld: bool = False
-    restart_slurmd: list[Member] = field(default_factory=list)
 
 
 def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bool,
@@ -157,10 +155,16 @@ def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bo
     _wait_ready(boot)
     if pdu_started:
         services.wait_pdu()
+    if mirror_dir is not None:
+        from nodegate_lab import controller
+
+        controller.munge_key()  # made once per lab dir; the Slurm roles read it by path
     site = sitefile.write(sitefile.site_data(
         nodes, boot.specs, boot.disk_ids, key_path(), known_hosts_path(),
         with_pdu=pdu_started, with_mirror=with_mirror,
         nodegate_version=mirror.nodegate_version(mirror_dir) if mirror_dir else None))
+    if mirror_dir is not None:
+        _deploy_slurm(site, nodes)
     return UpResult(site, members, boot.started, time.monotonic() - t0)
 
 
@@ -179,8 +183,6 @@ def _bring_up(member: Member, boot: _Boot) -> None:
     env: dict[str, str] | None = None
     if member.kind == "node":
         board, env = _prepare_node(member, root, boot, binds, binds_ro)
-    if boot.mirror_dir is not None:
-        _configure_slurm(member, root, boot)
     hosts.write_identity(member, root, boot.pub, boot.hosts_lines, env)
     source = root / "etc/apt/sources.list.d/nodegate-lab.list"
     if boot.with_mirror:
@@ -221,65 +223,32 @@ def _prepare_node(member: Member, root: Path, boot: _Boot, binds: list[str],
     return board, env
 
 
-def _configure_slurm(member: Member, root: Path, boot: _Boot) -> None:
-    """Write the host's Slurm config; a running host whose config changed gets its daemon
-    restarted once every host answers SSH."""
-    from nodegate_lab import controller
-
-    changed = controller.configure(root, boot.nodes, member.kind)
-    if changed and hosts.supervisor_pid(member) is not None:
-        if member.kind == "controller":
-            boot.restart_ctld = True
-        else:
-            boot.restart_slurmd.append(member)
-
-
 def _wait_ready(boot: _Boot) -> None:
-    """Pin the host keys, wait for SSH, restart what a config change needs, join the nodes
-    to Slurm and wait for their BMCs."""
+    """Pin the host keys, wait for SSH and for the nodes' BMCs."""
     from nodegate_lab import services
 
     members = boot.members
     known = "".join(f"{m.address},{m.name} {hosts.host_key(m)}\n" for m in members)
     known_hosts_path().write_text(known)
     _wait_ssh(members)
-    if boot.restart_ctld:  # --nodes changed under a running controller: slurmctld rereads nodes
-        _ssh(CONTROLLER, "systemctl", "restart", "slurmctld")
-    for member in boot.restart_slurmd:  # and the nodes' slurmd the new slurm.conf
-        _ssh(member, "systemctl", "restart", "slurmd")
-    if boot.mirror_dir is not None:
-        _wait_unit(CONTROLLER, "slurmctld")
-        _join_slurm(boot.nodes)
     services.wait_bmcs(boot.nodes)
 
 
-def _join_slurm(nodes: list[Member], timeout_s: float = 30.0) -> None:
-    """Drain each node the controller has not seen before (``nodegate: not validated``).
+def _deploy_slurm(site: Path, nodes: list[Member], timeout_s: float = 600) -> None:
+    """Configure the lab's Slurm with nodegate's own roles: ``pyinfra inventory.py
+    deploy/slurm.py`` over the lab's SSH (slurm_controller on slurmctl, slurm_node on every
+    node; the site file turns them on). A converged lab changes nothing; a node new to
+    slurm.conf is drained ``nodegate: not validated`` by the controller role, so a node the
+    gate resumed stays in service across re-runs. Then every node's slurmd must be running."""
+    from nodegate_lab import deploys
 
-    Only new nodes: a node the gate has resumed stays in service across ``lab up`` re-runs.
-    Then wait until every node's slurmd runs (it registers with slurmctld on start).
-    """
-    from nodegate_lab import controller
-
-    known = controller.joined()
-    deadline = time.monotonic() + timeout_s
+    done = deploys.run_deploy(deploys.lab_env(site), timeout_s=timeout_s,
+                              deploy="deploy/slurm.py")
+    if done.failure:
+        raise CannotRunError(f"the Slurm roles (deploy/slurm.py) failed: {done.failure}:\n"
+                             f"{done.tail(15)}", host=CONTROLLER.name)
     for member in nodes:
-        if member.name in known:
-            continue
-        while True:  # slurmctld's unit is active a moment before it answers RPCs
-            proc = _ssh(CONTROLLER, *controller.drain_argv(member.name), timeout=20)
-            if proc.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise CannotRunError(f"initial drain of {member.name} failed: "
-                                     f"{(proc.stderr or proc.stdout).strip()[-200:]}",
-                                     host=CONTROLLER.name)
-            time.sleep(0.5)
-        known.add(member.name)
-        controller.mark_joined(known & {m.name for m in nodes})
-    controller.mark_joined(known & {m.name for m in nodes})
-    for member in nodes:
-        _wait_unit(member, "slurmd", timeout_s)
+        _wait_unit(member, "slurmd", 30)
 
 
 def _ssh(member: Member, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate import paths
-from nodegate_lab import config
+from nodegate_lab import config, controller
 from nodegate_lab.config import Member
 
 PROFILE = "sim-h100-hgx"
@@ -57,6 +57,8 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "community_env": services.PDU_COMMUNITY_ENV}
         hosts[member.name] = entry
     hosts[config.CONTROLLER.name] = {"address": config.CONTROLLER.address}
+    if with_mirror:  # the Slurm packages come from the mirror's layers (controller.py)
+        hosts[config.CONTROLLER.name]["data"] = controller.controller_data()
     defaults: dict[str, Any] = {
         "ssh_user": "root", "ssh_key": str(key), "profile": PROFILE,
         "ssh_known_hosts_file": str(known_hosts), "ssh_strict_host_key_checking": "yes"}
@@ -78,7 +80,8 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "agent_health_args": ["--checks", "gpu,log,host,network"],
                             "agent_schedule_health_args": ["--checks",
                                                            "gpu,log,host,network,power"],
-                            "gate_join": True}
+                            "gate_join": True,
+                            **controller.node_data()}
         if nodegate_version:
             defaults["data"]["agent_package"] = f"nodegate=={nodegate_version}"
         # this kernel has no md (CONFIG_BLK_DEV_MD): xfs on one disk, not RAID0

@@ -146,6 +146,40 @@ class GpuPlacements(FactBase[list[GpuPlacement]]):
         return out
 
 
+class CpuTopology(FactBase[dict[str, int] | None]):
+    """Sockets, cores per socket and threads per core from sysfs (each CPU's
+    ``physical_package_id`` and ``core_id``), as slurm.conf's ``NodeName`` wants them next to
+    ``CPUs=``: without them Slurm counts every CPU as a core of one socket, and gres.conf's
+    ``Cores=`` (socket-major core indexes, as ``GpuPlacements`` numbers them) would not line
+    up with what slurmd finds. None where sysfs shows no topology."""
+
+    @override
+    def command(self) -> str:
+        return ("for c in /sys/devices/system/cpu/cpu[0-9]*; do [ -r $c/topology/core_id ] && "
+                "echo \"$(cat $c/topology/physical_package_id) $(cat $c/topology/core_id)\"; "
+                "done; true")
+
+    @override
+    @staticmethod
+    def default() -> dict[str, int] | None:
+        return None
+
+    @override
+    def process(self, output: list[str]) -> dict[str, int] | None:
+        threads: dict[tuple[int, int], int] = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                key = (int(parts[0]), int(parts[1]))
+                threads[key] = threads.get(key, 0) + 1
+        if not threads:
+            return None
+        sockets = {s for s, _ in threads}
+        per_socket = max(sum(1 for s, _ in threads if s == sock) for sock in sockets)
+        return {"cpus": sum(threads.values()), "sockets": len(sockets),
+                "cores_per_socket": per_socket, "threads_per_core": max(threads.values())}
+
+
 class SlurmNode(FactBase[dict[str, str | None] | None]):
     """This node's Slurm state token and drain reason (``scontrol show node -o``), None
     without Slurm or when the cluster does not know the node. Read fresh: an upgrade drains,
