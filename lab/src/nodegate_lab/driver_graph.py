@@ -1,7 +1,8 @@
 """The lab driver packages' names and relations, derived from the recorded real Debian 12 graph.
 
-The lab nodes are Debian 12, so the nvidia_driver role installs ``nvidia-driver``,
-``nvidia-kernel-open-dkms`` (or ``nvidia-kernel-dkms``) and ``nvidia-persistenced`` there.
+The lab nodes are Debian 12 with the lab's mirror, so the nvidia_driver role installs
+NVIDIA-repository names there: ``nvidia-driver``, ``nvidia-kernel-open-dkms`` (or
+``nvidia-kernel-dkms``) and ``nvidia-persistenced``.
 apt then brings the whole ``nvidia-graphics-drivers`` package set with exact-version
 dependencies among it. That set is read at mirror build from the snapshot of Debian's own index
 (tests/roles/data/driver-packages/debian12.json, made by scripts/driver_metadata.py): the
