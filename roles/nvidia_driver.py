@@ -24,6 +24,7 @@ from pyinfra.operations import files, server
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
+from nodegate.facts.packages import AptSuiteComponents
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
 from roles import _ops
@@ -309,7 +310,8 @@ def _debian_components(os_: TargetOS) -> None:
     nvidia-open-kernel-dkms), non-free (nvidia-graphics-drivers) and non-free-firmware
     (firmware-nvidia-gsp, which both kernel module packages depend on); a Debian 12 install
     enables main and non-free-firmware only, so apt would find no ``nvidia-driver``. The
-    release and its security updates (the newest 535 build is in -security) get them."""
+    release, its updates and its security suite (the newest 535 build is in -security) get
+    the components the node's own sources lack, in the role's file; none lacking, no file."""
     components = knob("nvidia_driver_debian_components")
     if not components:
         host.noop("Debian components for the driver: the node's own apt sources")
@@ -326,14 +328,23 @@ def _debian_components(os_: TargetOS) -> None:
     if not os_.codename:
         raise DeployError(f"{host.name}: no VERSION_CODENAME in /etc/os-release: cannot name "
                           "the Debian suites for nvidia_driver_source=distro")
+    have = host.get_fact(AptSuiteComponents, exclude=DEBIAN_SOURCES)
+    suites = [(urls["nvidia_driver_debian_url"], os_.codename),
+              (urls["nvidia_driver_debian_url"], f"{os_.codename}-updates"),
+              (urls["nvidia_driver_debian_security_url"], f"{os_.codename}-security")]
+    stanzas = [(url, suite, [c for c in names if c not in have.get(suite, [])])
+               for url, suite in suites]
+    stanzas = [s for s in stanzas if s[2]]
+    if not stanzas:
+        files.file(name="nvidia_driver: Debian components already in the node's apt sources",
+                   path=DEBIAN_SOURCES, present=False)
+        return
     keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    stanzas = [(urls["nvidia_driver_debian_url"], f"{os_.codename} {os_.codename}-updates"),
-               (urls["nvidia_driver_debian_security_url"], f"{os_.codename}-security")]
     text = "# Managed by nodegate (roles/nvidia_driver.py): Debian's NVIDIA driver packages\n"
-    text += "\n".join(f"Types: deb\nURIs: {url}\nSuites: {suites}\n"
-                      f"Components: {' '.join(names)}\nSigned-By: {keyring}\n"
-                      for url, suites in stanzas)
-    _ops.put_text(name=f"nvidia_driver: Debian {' '.join(names)} apt sources",
+    text += "\n".join(f"Types: deb\nURIs: {url}\nSuites: {suite}\n"
+                      f"Components: {' '.join(missing)}\nSigned-By: {keyring}\n"
+                      for url, suite, missing in stanzas)
+    _ops.put_text(name="nvidia_driver: Debian apt components for the driver",
                   dest=DEBIAN_SOURCES, text=text)
 
 

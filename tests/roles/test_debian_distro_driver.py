@@ -247,3 +247,49 @@ def test_without_the_availability_check_apt_cannot_say_which_package(apt: Debian
     assert out.returncode == 100
     assert "Unable to correct problems, you have held broken packages" in out.stderr
     assert inst(out.stdout) == {}
+
+
+# --- the archive components ------------------------------------------------------------------
+
+
+def test_the_components_fact_reads_both_formats_but_skips_the_roles_own_file() -> None:
+    from nodegate.facts.packages import AptSuiteComponents
+    from roles.nvidia_driver import DEBIAN_SOURCES
+
+    fact = AptSuiteComponents()
+    assert f'[ "$f" = {DEBIAN_SOURCES} ] && continue' in fact.command(DEBIAN_SOURCES)
+    output = ["##PYINFRA_FILE /etc/apt/sources.list",
+              "deb http://deb.debian.org/debian bookworm main non-free-firmware",
+              "deb-src http://deb.debian.org/debian bookworm main contrib",
+              "##PYINFRA_FILE /etc/apt/sources.list.d/debian.sources",
+              "Types: deb", "URIs: http://deb.debian.org/debian-security",
+              "Suites: bookworm-security", "Components: main contrib", ""]
+    assert fact.process(output) == {"bookworm": ["main", "non-free-firmware"],
+                                    "bookworm-security": ["contrib", "main"]}
+    with pytest.raises(ValueError, match="not a plain path"):
+        fact.command("/etc/apt/x y")
+
+
+def _components(have: dict[str, list[str]], present: bool = True
+                ) -> tuple[list[str], str | None]:
+    from roles.nvidia_driver import DEBIAN_SOURCES
+
+    files = {DEBIAN_SOURCES: "# Managed by nodegate\n"} if present else {}
+    result = run(nvidia_driver, os="debian12", facts={"packages.AptSuiteComponents": have},
+                 files=files, data=host_data(nvidia_driver_source="distro",
+                                             nvidia_driver_version="535.261.03"))
+    assert result.error is None, result.error
+    return ([c for c in result.commands if "nodegate-debian-nvidia" in c],
+            result.uploads.get(DEBIAN_SOURCES))
+
+
+def test_components_the_node_has_are_not_added_again() -> None:
+    every = ["contrib", "main", "non-free", "non-free-firmware"]
+    full = {s: every for s in ("bookworm", "bookworm-updates", "bookworm-security")}
+    assert _components(full) == (
+        ["rm -f /etc/apt/sources.list.d/nodegate-debian-nvidia.sources"], None)
+    assert _components(full, present=False) == ([], None)
+    commands, text = _components({**full, "bookworm-security": ["main"]}, present=False)
+    assert commands[0] == "upload /etc/apt/sources.list.d/nodegate-debian-nvidia.sources"
+    assert text is not None and text.count("Types: deb") == 1
+    assert "Suites: bookworm-security\nComponents: contrib non-free non-free-firmware\n" in text
