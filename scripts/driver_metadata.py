@@ -4,16 +4,18 @@ For each OS the nvidia_driver role supports on apt, this downloads the archive's
 (Debian 12 contrib, non-free and non-free-firmware and their security updates: Debian splits
 the driver's packages over the three; Ubuntu 22.04/24.04 restricted and -updates),
 computes the closure of the role's metapackages at each recorded driver version
-(roles/driver_closure.py), and writes only those packages (name, version, source, relations)
-to tests/roles/data/driver-packages/<os>.json with the URLs and the date. The tests then prove
-the role's pins and holds cover every package of every closure, offline.
+(roles/driver_closure.py), and writes only those packages (name, version, source, component,
+relations) to tests/roles/data/driver-packages/<os>.json with the URLs and the date. The tests
+then prove the role's pins and holds cover every package of every closure, offline.
 
-    .venv/bin/python scripts/driver_metadata.py [--out DIR] [OS ...]
+    .venv/bin/python -m scripts.driver_metadata [--out DIR] [OS ...]   (from the checkout)
 
 NVIDIA's own CUDA repositories (developer.download.nvidia.com) were not reachable from the
-machine that made the snapshots, so the Debian snapshot is Debian's packaging of the driver
-(the CUDA repository's Debian 12 packages carry the same names), and the RHEL 9 repodata (DNF
-module streams) is not recorded. Exit codes: 0 written; 1 a download or parse failed.
+machine that made the snapshots, so the Debian snapshot is Debian's packaging of the driver,
+the role's ``nvidia_driver_source=distro`` on Debian (its names differ from NVIDIA's
+repository where it matters: Debian's open module is ``nvidia-open-kernel-dkms``, NVIDIA's
+``nvidia-kernel-open-dkms``), and the RHEL 9 repodata (DNF module streams) is not recorded.
+Exit codes: 0 written; 1 a download or parse failed.
 """
 
 from __future__ import annotations
