@@ -109,7 +109,8 @@ def stale_packages(os_: TargetOS, pattern: str, wanted: list[str]) -> list[str]:
 def pinned_packages(packages: list[str], version: str, label: str,
                     guard: list[str] | None = None,
                     replaces: list[str] | None = None, *,
-                    locked_set: list[str] | None = None) -> Generator[Any, None, None]:
+                    locked_set: list[str] | None = None,
+                    own_versions: list[str] | None = None) -> Generator[Any, None, None]:
     """Install ``packages`` at exactly ``version`` and hold them there (apt-mark hold / dnf
     versionlock), so no routine upgrade moves them. Downgrades are allowed: the profile wins.
     ``replaces`` (apt): installed packages the new ones take over from (another branch's
@@ -124,6 +125,9 @@ def pinned_packages(packages: list[str], version: str, label: str,
     package of the set is named too, so none stays behind at the old build. ``locked_set``
     (dnf globs, ``driver_pins.RPM_PIN_PATTERNS``): the whole set is version-locked after the
     install (``lock_matching``), so a version change releases every lock of it first.
+    ``own_versions`` (apt): names the globs match that the repository versions on their own
+    line (``driver_pins.DEBIAN_OWN_VERSIONS``): the guard does not count them. The guard also
+    stops the host when one of ``packages`` has no build at ``version`` at all.
     """
     os_ = target_os()
     wrong, unheld = package_plan(os_, packages, version)
@@ -144,7 +148,8 @@ def pinned_packages(packages: list[str], version: str, label: str,
         # nvidia-legacy-check) would stay at the old build: they move with the rest
         behind = ([p for p in driver_pins.behind(host.get_fact(DebPackages) or {}, guard,
                                                  version, packages)
-                   if p not in (replaces or [])] if guard and wrong else [])
+                   if p not in (replaces or []) and p not in (own_versions or [])]
+                  if guard and wrong else [])
         if wrong or replaces:
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
             specs += [q(p) for p in behind]
@@ -154,7 +159,9 @@ def pinned_packages(packages: list[str], version: str, label: str,
                 plain = [f"{p}={version}" if "-" in version else p for p in wrong]
                 plain += behind
                 plain += [f"{p}-" for p in replaces or []]
-                yield StringCommand(driver_pins.guard_script(plain, guard, version))
+                yield StringCommand(driver_pins.guard_script(
+                    plain, guard, version, required=[] if "-" in version else wrong,
+                    own=own_versions or ()))
             yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
                       "--allow-downgrades", "--allow-change-held-packages",
                       "-o", "Dpkg::Options::=--force-confdef",

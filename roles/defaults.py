@@ -29,6 +29,11 @@ DEFAULTS: dict[str, Any] = {
     "nvidia_driver_cuda_keyring_version": "1.1-1",
     "nvidia_driver_mirror_url": None,     # air-gapped: an apt/dnf repository URL
     "nvidia_driver_mirror_keyring_url": None,  # None: the mirror is trusted (lab only)
+    # source=distro on Debian: the archive components the driver needs (contrib, non-free,
+    # non-free-firmware) from these; components None: the node's own sources already have them
+    "nvidia_driver_debian_url": "http://deb.debian.org/debian",
+    "nvidia_driver_debian_security_url": "http://deb.debian.org/debian-security",
+    "nvidia_driver_debian_components": ["contrib", "non-free", "non-free-firmware"],
     "nvidia_driver_allow_reboot": False,  # reboot when the loaded module is not the installed one
     "nvidia_driver_reboot_timeout": 900,  # seconds for the node to come back with a new boot id
     "nvidia_driver_drained": False,       # the operator (deploy/drain.py) says the node is drained

@@ -16,7 +16,9 @@ metapackage for the pinned version can itself pull another version in. Ubuntu's 
 ``nvidia-driver-570-server`` 570.211.01 into a transitional package to 580 (see the snapshot),
 so ``apt-get install nvidia-driver-570-server=570.211.01-*`` installs 580. The guard simulates
 the install (``apt-get -s``) and stops the host when any driver package would land outside the
-pin, naming them.
+pin, naming them. Before it, ``available_awk`` stops the host when a package the role names has
+no build at the driver's version at all (Debian 12's open module at 535.309.01), naming the
+package and the versions the repositories do carry.
 """
 
 from __future__ import annotations
@@ -32,6 +34,20 @@ APT_PIN_PATTERNS = [
     "libgl1-nvidia-*", "libgles-nvidia*", "libglx-nvidia*", "firmware-nvidia-*",
 ]
 
+#: Packages the globs match that Debian 12's own archive versions on their own line, not the
+#: driver's: other source packages than ``nvidia-graphics-drivers``
+#: (tests/roles/data/driver-packages/debian12.json, bookworm and bookworm-security contrib):
+#: ``nvidia-persistenced`` 535.171.04-1~deb12u1, ``nvidia-settings`` 535.247.01-1~deb12u1 and
+#: ``nvidia-modprobe`` 535.161.07-1~deb12u1 in bookworm beside the driver's 535.261.03-1 (both
+#: 535.309.01-0+deb12u1 in -security), ``nvidia-support``/``nvidia-installer-cleanup``/
+#: ``nvidia-kernel-common`` 20220217+3~deb12u1, ``libnvidia-egl-gbm1`` 1.1.0-2. With
+#: ``nvidia_driver_source=distro`` on Debian they are installed from the distribution
+#: unpinned, the guard does not count them (a pin at the driver's version can never reach
+#: them) and the hold takes them only when they happen to be at that version. NVIDIA's CUDA
+#: repository builds them at the driver's version, so there they stay in the guard.
+DEBIAN_OWN_VERSIONS = ["nvidia-persistenced", "nvidia-settings", "nvidia-modprobe",
+                       "nvidia-support", "nvidia-installer-cleanup", "nvidia-kernel-common",
+                       "libnvidia-egl-gbm1"]
 
 #: dnf versionlock name globs for every package NVIDIA's driver brings on RHEL 9, from
 #: NVIDIA's own RPM spec files (tests/roles/data/driver-packages/rhel9.json and RHEL9.md,
@@ -128,24 +144,55 @@ def lock_script(patterns: Iterable[str], version: str) -> str:
 
 GUARD_AWK = (
     '$1 == "Inst" { v = $3; if (v ~ /^\\[/) v = $4; sub(/^\\(/, "", v);'
-    ' if ($2 ~ re && v !~ ver) bad = bad " " $2 "=" v }'
+    ' if ($2 ~ re && $2 !~ own && v !~ ver) bad = bad " " $2 "=" v }'
     ' END { if (bad != "") { print "nodegate: installing the NVIDIA driver at " want'
     ' " would bring driver packages at another version:" bad "; the repository metapackage'
     ' for " want " is transitional to another branch, or a dependency escapes the pin:'
     ' choose another driver.version" > "/dev/stderr"; exit 1 } }')
 
 
-def guard_awk(patterns: Iterable[str], version: str) -> str:
+def guard_awk(patterns: Iterable[str], version: str, own: Iterable[str] = ()) -> str:
     """The awk that reads ``apt-get -s install`` output and fails on an off-pin driver
-    package (``Inst NAME [OLD] (NEW ARCHIVE [ARCH])`` is apt's simulate format)."""
+    package (``Inst NAME [OLD] (NEW ARCHIVE [ARCH])`` is apt's simulate format); names in
+    ``own`` (``DEBIAN_OWN_VERSIONS``) have their own version line and are not counted."""
+    skip = list(own)
     return (f"awk -v re={shlex.quote(glob_ere(patterns))}"
+            f" -v own={shlex.quote(glob_ere(skip) if skip else '^$')}"
             f" -v ver={shlex.quote(version_ere(version))}"
             f" -v want={shlex.quote(version)} {shlex.quote(GUARD_AWK)}")
 
 
-def guard_script(specs: Iterable[str], patterns: Iterable[str], version: str) -> str:
-    """Simulate the install of ``specs`` and stop before anything changes when a driver
-    package would land outside ``version``."""
+AVAILABLE_AWK = (
+    '{ n = $1; v = $2; gsub(/ /, "", n); gsub(/ /, "", v) }'
+    ' $3 ~ / Sources *$/ { next }'
+    ' { seen[n] = seen[n] " " v; if (v ~ ver) ok[n] = 1 }'
+    ' END { k = split(names, list, " "); for (i = 1; i <= k; i++) { p = list[i];'
+    ' if (p in ok) continue; if (p in seen) bad = bad "; " p " (the repositories carry"'
+    ' seen[p] ")"; else bad = bad "; " p " (in no configured repository)" }'
+    ' if (bad != "") { print "nodegate: no build at " want " of " substr(bad, 3)'
+    ' ": choose a driver.version and kernel module flavour the repositories carry"'
+    ' > "/dev/stderr"; exit 1 } }')
+
+
+def available_awk(names: Iterable[str], version: str) -> str:
+    """The awk that reads ``apt-cache madison`` lines (``NAME | VERSION | ARCHIVE``) and
+    fails, naming them with the versions there are, when a package has no ``VERSION-*``."""
+    return (f"awk -F'|' -v names={shlex.quote(' '.join(names))}"
+            f" -v ver={shlex.quote(version_ere(version))}"
+            f" -v want={shlex.quote(version)} {shlex.quote(AVAILABLE_AWK)}")
+
+
+def guard_script(specs: Iterable[str], patterns: Iterable[str], version: str, *,
+                 required: Iterable[str] = (), own: Iterable[str] = ()) -> str:
+    """Stop before anything changes when a package of ``required`` (the role's own, which
+    the preferences pin) has no build at ``version`` in the repositories, or when the
+    simulated install of ``specs`` would bring a driver package at another version (names in
+    ``own`` excepted)."""
     quoted = " ".join(shlex.quote(s) for s in specs)
-    return (f"apt-get -s -q install --allow-downgrades --allow-change-held-packages {quoted}"
-            f" | {guard_awk(patterns, version)}")
+    simulate = (f"apt-get -s -q install --allow-downgrades --allow-change-held-packages {quoted}"
+                f" | {guard_awk(patterns, version, own)}")
+    names = list(required)
+    if not names:
+        return simulate
+    return (f"apt-cache madison {' '.join(shlex.quote(n) for n in names)}"
+            f" | {available_awk(names, version)} && {simulate}")

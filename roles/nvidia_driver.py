@@ -1,8 +1,10 @@
 """nvidia_driver: the NVIDIA driver at the profile's exact version, pinned and held.
 
-Package source: NVIDIA's CUDA repository (with its keyring), the distribution's server
-packages, or an air-gapped mirror. Open or proprietary kernel modules per the profile;
-nvidia-persistenced enabled. Any driver change is refused while GPU processes run, unless the
+Package source: NVIDIA's CUDA repository (with its keyring), the distribution's packages
+(Ubuntu's server packages; Debian 12's own packaging from contrib, non-free and
+non-free-firmware, which names and versions some packages differently: ``debian_distro``), or
+an air-gapped mirror. Open or proprietary kernel modules per the profile; nvidia-persistenced
+enabled. Any driver change is refused while GPU processes run, unless the
 node is drained; a reboot happens only when the loaded module is not the installed one and the
 run allows reboots (``--data nvidia_driver_allow_reboot=true``). GPUDirect RDMA per the
 profile's ``host.gpudirect.mode``: ``peermem`` loads nvidia-peermem now and at every boot
@@ -22,6 +24,7 @@ from pyinfra.operations import files, server
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
+from nodegate.facts.packages import AptSuiteComponents
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
 from roles import _ops
@@ -38,13 +41,21 @@ from roles._common import (
     template,
 )
 from roles.defaults import role_defaults
-from roles.driver_pins import APT_PIN_PATTERNS, RPM_PIN_PATTERNS
+from roles.driver_pins import APT_PIN_PATTERNS, DEBIAN_OWN_VERSIONS, RPM_PIN_PATTERNS
 
 SOURCES = ("cuda-repo", "distro", "mirror")
 #: Ubuntu's branch metapackages (nvidia-driver-570-server-open...): another branch's are
 #: replaced, not left held beside the new one.
 STALE_METAPACKAGES = r"nvidia-driver-[0-9]+(-server)?(-open)?"
 PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf"
+DEBIAN_SOURCES = "/etc/apt/sources.list.d/nodegate-debian-nvidia.sources"
+
+
+def debian_distro(os_: TargetOS, source: str) -> bool:
+    """Debian's own packaging of the driver (not Ubuntu's, not NVIDIA's repository): the open
+    module is ``nvidia-open-kernel-dkms`` there, and nvidia-persistenced & co. are versioned
+    on their own line (``driver_pins.DEBIAN_OWN_VERSIONS``)."""
+    return os_.is_debian and os_.distro == "debian" and source == "distro"
 
 
 def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> list[str]:
@@ -54,7 +65,12 @@ def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> li
         if source == "distro":
             return [f"nvidia-driver-{branch}-server" + ("-open" if open_ else "")]
         return [f"nvidia-driver-{branch}" + ("-open" if open_ else "")]
-    if os_.is_debian:  # Debian: one branch per suite, the flavour is the kernel package
+    if debian_distro(os_, source):
+        # Debian's names (tests/roles/data/driver-packages/debian12.json): the open module is
+        # contrib's nvidia-open-kernel-dkms; nvidia-persistenced has its own version line, so
+        # it is installed unpinned beside them (distro_companions)
+        return ["nvidia-driver", "nvidia-open-kernel-dkms" if open_ else "nvidia-kernel-dkms"]
+    if os_.is_debian:  # NVIDIA's CUDA repository: the flavour is the kernel package
         return ["nvidia-driver", "nvidia-kernel-open-dkms" if open_ else "nvidia-kernel-dkms",
                 "nvidia-persistenced"]
     if source == "distro":
@@ -65,6 +81,13 @@ def driver_packages(os_: TargetOS, source: str, branch: str, modules: str) -> li
     return ["nvidia-driver", "nvidia-driver-cuda",
             "kmod-nvidia-open-dkms" if open_ else "kmod-nvidia-latest-dkms",
             "nvidia-persistenced", "nvidia-modprobe"]
+
+
+def distro_companions(os_: TargetOS, source: str) -> list[str]:
+    """Packages installed from the distribution without the driver's pin: Debian 12's
+    nvidia-persistenced is 535.171.04-1~deb12u1 beside the driver's 535.261.03/535.309.01,
+    so pinning it at the driver's version could never succeed."""
+    return ["nvidia-persistenced"] if debian_distro(os_, source) else []
 
 
 def desired() -> tuple[str, str, str]:
@@ -116,8 +139,10 @@ def nvidia_driver() -> None:
     source = knob("nvidia_driver_source")
     if source not in SOURCES:
         raise DeployError(f"{host.name}: nvidia_driver_source must be one of {SOURCES}")
-    packages = list(knob("nvidia_driver_packages") or driver_packages(os_, source, branch,
-                                                                      modules))
+    chosen = knob("nvidia_driver_packages")
+    packages = list(chosen or driver_packages(os_, source, branch, modules))
+    companions = [] if chosen else distro_companions(os_, source)
+    own = DEBIAN_OWN_VERSIONS if debian_distro(os_, source) else None
     wrong, _unheld = _ops.package_plan(os_, packages, version)
     if wrong:
         busy = gpu_busy_reason(str(knob("nvidia_driver_python")))
@@ -154,7 +179,11 @@ def nvidia_driver() -> None:
                          packages=packages, version=version, label="NVIDIA driver",
                          guard=APT_PIN_PATTERNS if os_.is_debian else None,
                          replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages),
-                         locked_set=None if os_.is_debian else RPM_PIN_PATTERNS)
+                         locked_set=None if os_.is_debian else RPM_PIN_PATTERNS,
+                         own_versions=own)
+    if companions:
+        _ops.os_packages(name=f"nvidia_driver: {', '.join(companions)} from the distribution "
+                              "(its own version line)", packages=companions)
     if os_.is_debian:
         _ops.hold_matching(name=f"nvidia_driver: every driver package at {version} held",
                            patterns=APT_PIN_PATTERNS, version=version)
@@ -232,6 +261,9 @@ def _gpudirect(mode: str, virt: str | None, *, replacing: bool) -> None:
 
 def _repository(os_: TargetOS, source: str) -> None:
     """Where the packages come from: CUDA repo + keyring, a mirror, or the distribution."""
+    if debian_distro(os_, source):
+        _debian_components(os_)
+        return
     if source == "distro":
         host.noop("driver from the distribution's repositories")
         return
@@ -271,6 +303,49 @@ def _repository(os_: TargetOS, source: str) -> None:
                   dest="/etc/yum.repos.d/nodegate-nvidia.repo",
                   text=f"# Managed by nodegate (roles/nvidia_driver.py)\n[nodegate-nvidia]\n"
                        f"name=NVIDIA (nodegate mirror)\nbaseurl={mirror}\nenabled=1\n{gpg}")
+
+
+def _debian_components(os_: TargetOS) -> None:
+    """Debian's driver spans contrib (nvidia-support, nvidia-persistenced,
+    nvidia-open-kernel-dkms), non-free (nvidia-graphics-drivers) and non-free-firmware
+    (firmware-nvidia-gsp, which both kernel module packages depend on); a Debian 12 install
+    enables main and non-free-firmware only, so apt would find no ``nvidia-driver``. The
+    release, its updates and its security suite (the newest 535 build is in -security) get
+    the components the node's own sources lack, in the role's file; none lacking, no file."""
+    components = knob("nvidia_driver_debian_components")
+    if not components:
+        host.noop("Debian components for the driver: the node's own apt sources")
+        return
+    names = ([str(c) for c in components] if isinstance(components, list | tuple)
+             else re.split(r"[,\s]+", str(components).strip()))
+    urls = {k: str(knob(k)).rstrip("/") for k in ("nvidia_driver_debian_url",
+                                                   "nvidia_driver_debian_security_url")}
+    bad = [f"{k}={v!r}" for k, v in urls.items() if not v or any(c in v for c in " \n\"'\\")]
+    bad += [f"nvidia_driver_debian_components={c!r}" for c in names
+            if not re.fullmatch(r"[a-z0-9-]+", c)]
+    if bad:
+        raise DeployError(f"{host.name}: {', '.join(bad)}: not a plain URL or component name")
+    if not os_.codename:
+        raise DeployError(f"{host.name}: no VERSION_CODENAME in /etc/os-release: cannot name "
+                          "the Debian suites for nvidia_driver_source=distro")
+    have = host.get_fact(AptSuiteComponents, exclude=DEBIAN_SOURCES)
+    suites = [(urls["nvidia_driver_debian_url"], os_.codename),
+              (urls["nvidia_driver_debian_url"], f"{os_.codename}-updates"),
+              (urls["nvidia_driver_debian_security_url"], f"{os_.codename}-security")]
+    stanzas = [(url, suite, [c for c in names if c not in have.get(suite, [])])
+               for url, suite in suites]
+    stanzas = [s for s in stanzas if s[2]]
+    if not stanzas:
+        files.file(name="nvidia_driver: Debian components already in the node's apt sources",
+                   path=DEBIAN_SOURCES, present=False)
+        return
+    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+    text = "# Managed by nodegate (roles/nvidia_driver.py): Debian's NVIDIA driver packages\n"
+    text += "\n".join(f"Types: deb\nURIs: {url}\nSuites: {suite}\n"
+                      f"Components: {' '.join(missing)}\nSigned-By: {keyring}\n"
+                      for url, suite, missing in stanzas)
+    _ops.put_text(name="nvidia_driver: Debian apt components for the driver",
+                  dest=DEBIAN_SOURCES, text=text)
 
 
 def _mirror_url() -> str:

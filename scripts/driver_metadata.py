@@ -1,18 +1,21 @@
 """Record the NVIDIA driver's package graph from the real repositories' Packages indexes.
 
 For each OS the nvidia_driver role supports on apt, this downloads the archive's own index
-(Debian 12 non-free and its security updates; Ubuntu 22.04/24.04 restricted and -updates),
+(Debian 12 contrib, non-free and non-free-firmware and their security updates: Debian splits
+the driver's packages over the three; Ubuntu 22.04/24.04 restricted and -updates),
 computes the closure of the role's metapackages at each recorded driver version
-(roles/driver_closure.py), and writes only those packages (name, version, source, relations)
-to tests/roles/data/driver-packages/<os>.json with the URLs and the date. The tests then prove
-the role's pins and holds cover every package of every closure, offline.
+(roles/driver_closure.py), and writes only those packages (name, version, source, component,
+relations) to tests/roles/data/driver-packages/<os>.json with the URLs and the date. The tests
+then prove the role's pins and holds cover every package of every closure, offline.
 
-    .venv/bin/python scripts/driver_metadata.py [--out DIR]
+    .venv/bin/python -m scripts.driver_metadata [--out DIR] [OS ...]   (from the checkout)
 
 NVIDIA's own CUDA repositories (developer.download.nvidia.com) were not reachable from the
-machine that made the snapshots, so the Debian snapshot is Debian's packaging of the driver
-(the CUDA repository's Debian 12 packages carry the same names), and the RHEL 9 repodata (DNF
-module streams) is not recorded. Exit codes: 0 written; 1 a download or parse failed.
+machine that made the snapshots, so the Debian snapshot is Debian's packaging of the driver,
+the role's ``nvidia_driver_source=distro`` on Debian (its names differ from NVIDIA's
+repository where it matters: Debian's open module is ``nvidia-open-kernel-dkms``, NVIDIA's
+``nvidia-kernel-open-dkms``), and the RHEL 9 repodata (DNF module streams) is not recorded.
+Exit codes: 0 written; 1 a download or parse failed.
 """
 
 from __future__ import annotations
@@ -32,16 +35,23 @@ from roles.driver_closure import Entry, Index, closure
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "roles" / "data" / "driver-packages"
-DEBIAN = "http://deb.debian.org/debian/dists/{suite}/non-free/binary-amd64/Packages.xz"
-DEBIAN_SECURITY = ("http://deb.debian.org/debian-security/dists/{suite}/non-free/"
+DEBIAN = "http://deb.debian.org/debian/dists/{suite}/{component}/binary-amd64/Packages.xz"
+DEBIAN_SECURITY = ("http://deb.debian.org/debian-security/dists/{suite}/{component}/"
                    "binary-amd64/Packages.xz")
+#: Debian 12 splits the driver: nvidia-graphics-drivers in non-free, its helpers
+#: (nvidia-support, nvidia-persistenced, nvidia-settings, nvidia-modprobe) and the open kernel
+#: module (nvidia-open-kernel-dkms, source nvidia-open-gpu-kernel-modules) in contrib, the GSP
+#: firmware (firmware-nvidia-gsp) in non-free-firmware.
+DEBIAN_COMPONENTS = ("contrib", "non-free", "non-free-firmware")
 UBUNTU = "http://archive.ubuntu.com/ubuntu/dists/{suite}/restricted/binary-amd64/Packages.xz"
 
-#: os -> (index URLs, root sets). Roots follow roles/nvidia_driver.driver_packages().
+#: os -> (index URLs, root sets). Roots follow roles/nvidia_driver.driver_packages() for
+#: nvidia_driver_source=distro (Debian's own names: nvidia-open-kernel-dkms).
 TARGETS: dict[str, tuple[list[str], list[list[str]]]] = {
-    "debian12": ([DEBIAN.format(suite="bookworm"),
-                  DEBIAN_SECURITY.format(suite="bookworm-security")],
-                 [["nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-persistenced"],
+    "debian12": ([url.format(suite=suite, component=c)
+                  for url, suite in ((DEBIAN, "bookworm"), (DEBIAN_SECURITY, "bookworm-security"))
+                  for c in DEBIAN_COMPONENTS],
+                 [["nvidia-driver", "nvidia-open-kernel-dkms", "nvidia-persistenced"],
                   ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced"]]),
     "ubuntu2204": ([UBUNTU.format(suite="jammy"), UBUNTU.format(suite="jammy-updates")],
                    [[f"nvidia-driver-{b}{s}{o}"] for b in ("535", "570")
@@ -51,6 +61,11 @@ TARGETS: dict[str, tuple[list[str], list[list[str]]]] = {
                     for s in ("", "-server") for o in ("", "-open")]),
 }
 VERSIONS_PER_ROOT = 3  # the newest upstream versions of each root set
+
+
+def component(url: str) -> str:
+    """The archive component an index URL names (``.../non-free/binary-amd64/...``)."""
+    return url.split("/binary-", maxsplit=1)[0].rsplit("/", 1)[-1]
 
 
 def _entries(url: str) -> list[Entry]:
@@ -75,7 +90,9 @@ def _upstreams(index: Index, roots: list[str]) -> list[str]:
 
 def snapshot(os_name: str) -> dict[str, object]:
     urls, root_sets = TARGETS[os_name]
-    index = Index(e for url in urls for e in _entries(url))
+    entries = {url: _entries(url) for url in urls}
+    where = {(e.name, e.version): component(url) for url, es in entries.items() for e in es}
+    index = Index(e for es in entries.values() for e in es)
     cases, kept = [], {}
     for roots in root_sets:
         for upstream in _upstreams(index, roots):
@@ -84,6 +101,7 @@ def snapshot(os_name: str) -> dict[str, object]:
             cases.append({"roots": roots, "pinned": pinned})
             kept.update({(e.name, e.version): e for e in found.values()})
     packages = [{"name": e.name, "version": e.version, "source": e.source,
+                 "component": where[(e.name, e.version)],
                  **dict(e.relations), "provides": list(e.provides)}
                 for e in sorted(kept.values(), key=lambda e: (e.name, Version(e.version)))]
     return {"os": os_name, "origin": urls, "fetched": time.strftime("%Y-%m-%d"),
@@ -95,9 +113,14 @@ def snapshot(os_name: str) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("os", nargs="*", metavar="OS",
+                        help=f"which snapshots to record ({', '.join(TARGETS)}; default all)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.os) - set(TARGETS))
+    if unknown:
+        parser.error(f"unknown OS {', '.join(unknown)} (known: {', '.join(TARGETS)})")
     args.out.mkdir(parents=True, exist_ok=True)
-    for os_name in TARGETS:
+    for os_name in args.os or TARGETS:
         try:
             data = snapshot(os_name)
         except (OSError, ValueError, KeyError, lzma.LZMAError) as exc:

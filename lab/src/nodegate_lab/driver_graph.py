@@ -1,7 +1,8 @@
 """The lab driver packages' names and relations, derived from the recorded real Debian 12 graph.
 
-The lab nodes are Debian 12, so the nvidia_driver role installs ``nvidia-driver``,
-``nvidia-kernel-open-dkms`` (or ``nvidia-kernel-dkms``) and ``nvidia-persistenced`` there.
+The lab nodes are Debian 12 with the lab's mirror, so the nvidia_driver role installs
+NVIDIA-repository names there: ``nvidia-driver``, ``nvidia-kernel-open-dkms`` (or
+``nvidia-kernel-dkms``) and ``nvidia-persistenced``.
 apt then brings the whole ``nvidia-graphics-drivers`` package set with exact-version
 dependencies among it. That set is read at mirror build from the snapshot of Debian's own index
 (tests/roles/data/driver-packages/debian12.json, made by scripts/driver_metadata.py): the
@@ -36,11 +37,17 @@ SNAPSHOT = Path("tests/roles/data/driver-packages/debian12.json")  # from the ch
 #: The driver's own source package; the snapshot also holds other sources' providers of
 #: ``libnvidia-ml.so.1`` (tesla-470/535), which apt never picks while libnvidia-ml1 resolves.
 SOURCE = "nvidia-graphics-drivers"
+#: The component the lab models: the driver's own packages. The snapshot also records Debian's
+#: contrib helpers and non-free-firmware's firmware-nvidia-gsp (what Debian's own packaging
+#: installs); the lab serves NVIDIA-repository names and leaves them out, as before they were
+#: recorded. Snapshots without components are non-free only.
+COMPONENT = "non-free"
 FIELDS = ("pre_depends", "depends", "recommends")
-#: Why an alternative is dropped. The snapshot holds Debian's non-free component only: the
+#: Why an alternative is dropped. The lab models Debian's non-free component only: the
 #: driver's contrib helpers (nvidia-support, nvidia-modprobe, glx-alternative-nvidia...) and
-#: non-free-firmware's firmware-nvidia-gsp were not recorded.
-NOT_RECORDED = "not in the recorded snapshot (Debian contrib/non-free-firmware not recorded)"
+#: non-free-firmware's firmware-nvidia-gsp are recorded but not modelled (``COMPONENT``).
+NOT_RECORDED = ("not modelled in the lab (Debian's contrib and non-free-firmware packages are "
+                "recorded, not modelled)")
 NOT_SERVED = "not served by the lab mirror (no display stack, no DKMS in lab containers)"
 FOREIGN_ARCH = "another architecture (the lab mirror serves amd64 only)"
 VERSIONED_VIRTUAL = ("a versioned relation on a provided name (the snapshot records Provides "
@@ -78,9 +85,10 @@ def load(path: Path) -> list[dict[str, Any]]:
         packages = json.loads(path.read_text())["packages"]
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(f"{path}: not a driver package snapshot ({exc})") from None
-    own = [p for p in packages if p.get("source") == SOURCE]
+    own = [p for p in packages if p.get("source") == SOURCE
+           and p.get("component", COMPONENT) == COMPONENT]
     if not own:
-        raise ConfigError(f"{path}: no {SOURCE} packages recorded")
+        raise ConfigError(f"{path}: no {SOURCE} packages recorded in {COMPONENT}")
     newest = max(Version(p["version"]) for p in own)
     return [p for p in own if Version(p["version"]) == newest]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from pyinfra.api.facts import FactBase
+from pyinfra.facts.apt import AptSources
 from typing_extensions import override
 
 # nvidia-driver-3:570.133.20-1.el9.*  ->  name, version (epoch dropped)
@@ -106,3 +107,37 @@ class DnfModuleState(FactBase[dict[str, str]]):
             if sep and key in ("name", "stream", "profiles", "state"):
                 state[key] = value.strip()
         return state
+
+
+class AptSuiteComponents(FactBase[dict[str, list[str]]]):
+    """suite -> the components the node's apt sources enable for binary packages (``deb``),
+    read from every sources file but ``exclude`` (a role's own file, so what the role adds is
+    computed from the rest and does not flap). One-line and deb822 files are parsed by
+    pyinfra's ``AptSources``."""
+
+    @override
+    def requires_command(self, exclude: str) -> str:
+        return "apt"
+
+    @override
+    def command(self, exclude: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9/._-]+", exclude):
+            raise ValueError(f"not a plain path: {exclude!r}")
+        return ("sh -c 'for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
+                "/etc/apt/sources.list.d/*.sources; do [ -e \"$f\" ] || continue; "
+                f"[ \"$f\" = {exclude} ] && continue; echo \"##PYINFRA_FILE $f\"; cat \"$f\"; "
+                "echo; done'")
+
+    @override
+    @staticmethod
+    def default() -> dict[str, list[str]]:
+        return {}
+
+    @override
+    def process(self, output: list[str]) -> dict[str, list[str]]:
+        found: dict[str, set[str]] = {}
+        for repo in AptSources().process(output):  # type: ignore[no-untyped-call]
+            if repo.get("type") == "deb":
+                found.setdefault(str(repo.get("distribution")), set()).update(
+                    str(c) for c in repo.get("components") or ())
+        return {suite: sorted(components) for suite, components in found.items()}
