@@ -142,10 +142,18 @@ def lock_script(patterns: Iterable[str], version: str) -> str:
             " | sort | xargs -r dnf -q versionlock add")
 
 
+#: The last line the guard's simulate step prints: apt's exit status (sh has no pipefail).
+APT_STATUS = "nodegate-apt-get-exit"
+
 GUARD_AWK = (
-    '$1 == "Inst" { v = $3; if (v ~ /^\\[/) v = $4; sub(/^\\(/, "", v);'
+    '$1 == status { rc = $2; next }'
+    ' /^E: / || / : (Pre-)?Depends: / { why = why " | " $0 }'
+    ' $1 == "Inst" { v = $3; if (v ~ /^\\[/) v = $4; sub(/^\\(/, "", v);'
     ' if ($2 ~ re && $2 !~ own && v !~ ver) bad = bad " " $2 "=" v }'
-    ' END { if (bad != "") { print "nodegate: installing the NVIDIA driver at " want'
+    ' END { if (rc != "" && rc != 0) { gsub(/  +/, " ", why);'
+    ' print "nodegate: apt cannot install the NVIDIA driver at " want " (apt-get -s exit "'
+    ' rc "):" substr(why, 3) > "/dev/stderr"; exit 1 }'
+    ' if (bad != "") { print "nodegate: installing the NVIDIA driver at " want'
     ' " would bring driver packages at another version:" bad "; the repository metapackage'
     ' for " want " is transitional to another branch, or a dependency escapes the pin:'
     ' choose another driver.version" > "/dev/stderr"; exit 1 } }')
@@ -159,7 +167,8 @@ def guard_awk(patterns: Iterable[str], version: str, own: Iterable[str] = ()) ->
     return (f"awk -v re={shlex.quote(glob_ere(patterns))}"
             f" -v own={shlex.quote(glob_ere(skip) if skip else '^$')}"
             f" -v ver={shlex.quote(version_ere(version))}"
-            f" -v want={shlex.quote(version)} {shlex.quote(GUARD_AWK)}")
+            f" -v want={shlex.quote(version)} -v status={APT_STATUS}"
+            f" {shlex.quote(GUARD_AWK)}")
 
 
 AVAILABLE_AWK = (
@@ -189,8 +198,10 @@ def guard_script(specs: Iterable[str], patterns: Iterable[str], version: str, *,
     simulated install of ``specs`` would bring a driver package at another version (names in
     ``own`` excepted)."""
     quoted = " ".join(shlex.quote(s) for s in specs)
-    simulate = (f"apt-get -s -q install --allow-downgrades --allow-change-held-packages {quoted}"
-                f" | {guard_awk(patterns, version, own)}")
+    # apt's exit status rides the pipe as a last line: an install apt cannot resolve stops
+    # here with apt's own reasons, not at the real install after it
+    simulate = ("{ apt-get -s -q install --allow-downgrades --allow-change-held-packages "
+                f"{quoted} 2>&1; echo {APT_STATUS} $?; }} | {guard_awk(patterns, version, own)}")
     names = list(required)
     if not names:
         return simulate

@@ -225,7 +225,7 @@ def test_debians_driver_passes_the_guard_with_persistenced_at_its_own_version(
     apt.prefs.write_text(prefs)
     checked = apt.sh(guard)
     assert checked.returncode == 0, checked.stderr
-    out = apt.sh(guard[guard.index("apt-get -s -q install"):].split(" | ")[0])
+    out = apt.sh(guard[guard.index("apt-get -s -q install"):].split(" 2>&1;")[0])
     got = inst(out.stdout)
     assert got["nvidia-driver"].startswith(f"{version}-") and got[kernel].startswith(f"{version}-")
     other = {"nvidia-kernel-dkms", "nvidia-open-kernel-dkms"} - {kernel}

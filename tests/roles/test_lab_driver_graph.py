@@ -215,7 +215,7 @@ def role(version: str, *, installed: dict[str, list[str]] | None = None) -> tupl
 def _roots(commands: list[str]) -> list[str]:
     guard = next(c for c in commands if "apt-get -s -q install" in c)
     simulate = guard[guard.index("apt-get -s -q install"):]  # after the availability check
-    return simulate.split(" | ")[0].split()[6:]
+    return simulate.split(" 2>&1;")[0].split()[6:]
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +257,24 @@ def test_the_old_globs_cannot_install_the_driver(apt: Apt, monkeypatch: pytest.M
     assert re.search(r"nvidia-driver : Depends: (xserver-xorg-video-nvidia|nvidia-driver-libs)"
                      rf" \(= {re.escape(A)}-1\) but it is not going to be installed", out.stdout)
     assert inst(out.stdout) == {}
+
+
+@needs_apt
+def test_the_guard_stops_with_apts_reasons_when_apt_cannot_resolve(
+        apt: Apt, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sh has no pipefail: before, an apt-get -s that could not resolve fed the guard's awk no
+    Inst line and the guard passed; the real install after it then failed on apt's own."""
+    monkeypatch.setattr(roles.nvidia_driver, "APT_PIN_PATTERNS", OLD_PATTERNS)
+    prefs, commands = role(A)
+    apt.prefer(prefs)
+    apt.installed([], "")
+    guard = next(c for c in commands if "apt-get -s -q install" in c)
+    checked = apt.sh(guard)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert f"nodegate: apt cannot install the NVIDIA driver at {A} (apt-get -s exit 100):" \
+        in checked.stderr
+    assert re.search(r"nvidia-driver : Depends: \S+ \(= " + re.escape(A) + r"-1\)",
+                     checked.stderr)
 
 
 def _at_a(apt: Apt) -> dict[str, list[str]]:
