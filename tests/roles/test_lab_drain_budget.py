@@ -1,0 +1,137 @@
+"""The drain budget on the lab's real Slurm (issue 21 item 5, "Must show": a fault on 3 of 4
+lab nodes and a budget of 50 %).
+
+One lab of 4 nodes: node1..node3 carry a real board fault the quick gate fails on, node4 is
+healthy. The site sets ``slurm.drain_budget: 0.5`` and the full deploy (its own gate off: the
+test is the cron) renders it into the agent's cron entry. With every node in service, each sick
+node runs its cron entry, exactly as cron runs it, one after another. slurmctld then shows two
+nodes drained by nodegate and the third left in service, marked in its Comment, with the WARN
+and the alert metric on that node; node4 untouched. An administrator's drain of node4 then
+uses none of nodegate's budget: with node1 repaired and resumed, node3 drains at its next run.
+
+Runs on NODEGATE_LAB_INSTANCE (set it: the default lab is someone else's). Brings the lab up
+when it is down and takes it down afterwards; a lab already up with these faults is reused
+and left up (the site file's budget is put back as it was).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from tests.roles.test_lab_e2e import SITE, pyinfra
+from tests.roles.test_lab_slurm import _wait_sinfo
+from tests.roles.test_lab_upgrade import _lab, pytestmark, sh  # noqa: F401  (same skips)
+
+NODES = ("node1", "node2", "node3", "node4")
+FAULTS = {"node1": "ecc-dbe@gpu2", "node2": "nvlink-down@gpu3.link5", "node3": "ecc-dbe@gpu5"}
+SICK = tuple(FAULTS)
+HEALTHY = "node4"
+CRON = "/etc/cron.d/nodegate-health"
+TEXTFILE = "/var/lib/node_exporter/textfile_collector/nodegate_gate.prom"
+MARK = "nodegate: over drain budget: "
+ADMIN = "bad fan, RMA 4711"
+
+
+def _ready() -> bool:
+    status = _lab("status", timeout=60).stdout
+    return all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M) for n in NODES) \
+        and all(f in status for f in FAULTS.values())
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[None]:
+    ours = not _ready()
+    original: str | None = None
+    try:
+        if ours:
+            up = _lab("up", "--nodes", "4",
+                      *(a for n, f in FAULTS.items() for a in ("--fault", f"{n}:{f}")),
+                      timeout=1800)
+            assert up.returncode == 0, up.stdout + up.stderr
+        original = SITE.read_text()
+        site = yaml.safe_load(original)
+        site["slurm"]["drain_budget"] = 0.5  # the operator's site file: 2 of 4 at most
+        SITE.write_text(yaml.safe_dump(site, sort_keys=False))
+        first = pyinfra("deploy.py", "--data", "gate_enabled=false", timeout=1200)
+        assert first.returncode == 0, first.stdout[-4000:]
+        yield
+    finally:
+        if original is not None and SITE.exists():
+            SITE.write_text(original)
+        if ours:
+            _lab("down", timeout=600)
+
+
+def cron_run(node: str) -> str:
+    """The node's cron entry, run as cron runs it (health, then the gate), with its output
+    kept instead of cron's ``>/dev/null``; returns the output and the exit status line."""
+    lines = [x for x in sh(node, f"cat {CRON}").splitlines() if x.startswith("*/")]
+    assert len(lines) == 1, lines
+    entry = re.fullmatch(r"\*/\d+ \* \* \* \* root (.*) >/dev/null 2>&1", lines[0])
+    assert entry, lines[0]
+    command = entry.group(1)
+    gate = command[command.index("/opt/nodegate/venv/bin/nodegate gate"):]
+    assert f"--node {node} " in gate, gate
+    assert "--drain-budget 0.5 --textfile-dir /var/lib/node_exporter/textfile_collector" in gate
+    return sh(node, f"sh -c {shlex.quote(command)} 2>&1; echo rc=$?")
+
+
+def partition() -> dict[str, tuple[str, str, str]]:
+    """node -> (state, reason, comment) of partition gpu, as an operator reads them."""
+    out = sh("slurmctl", "sinfo -N -h -p gpu -O NodeList:'|',StateLong:'|',Comment:'|',Reason:0")
+    rows = (line.split("|", 3) for line in out.splitlines() if line.strip())
+    return {n.strip(): (s.strip(), r.strip(), c.strip()) for n, s, c, r in rows}
+
+
+def textfile(node: str) -> str:
+    return sh(node, f"cat {TEXTFILE}")
+
+
+def test_three_faults_in_four_nodes_keep_two_in_service(lab: None) -> None:
+    sh("slurmctl", "scontrol update NodeName=node[1-4] State=RESUME Reason= ; "
+                   "scontrol update NodeName=node[1-4] Comment=")
+    # a resumed node reads idle* (not responding) until slurmctld's ping answers
+    assert {n: _wait_sinfo(n, r"idle\|gpu:8\|none") for n in NODES} == \
+        dict.fromkeys(NODES, "idle|gpu:8|none")
+    assert partition() == dict.fromkeys(NODES, ("idle", "none", "(null)"))
+
+    runs = {node: cron_run(node) for node in SICK}  # one after another, as their crons fire
+    for node, out in runs.items():
+        assert out.endswith("rc=0"), (node, out)
+    rows = partition()
+    drained = {n: r for n, r in rows.items() if "drain" in r[0]}
+    assert sorted(drained) == ["node1", "node2"], rows
+    assert all(r[1].startswith("nodegate: ") for r in drained.values()), rows
+    state, reason, comment = rows["node3"]
+    assert (state, reason) == ("idle", "none"), rows
+    assert comment.startswith(MARK), rows
+    assert rows[HEALTHY] == ("idle", "none", "(null)"), rows
+    assert ("WARN node3: drain budget of partition gpu spent (2 of 4 nodes drained by "
+            "nodegate, budget 50 % allows 2); left in service") in runs["node3"], runs["node3"]
+    assert 'nodegate_gate_drain_budget_exceeded{node="node3",partition="gpu"} 1' \
+        in textfile("node3")
+    assert 'nodegate_gate_drain_budget_exceeded{node="node1",partition="gpu"} 0' \
+        in textfile("node1")
+    assert "WARN" not in runs["node1"] + runs["node2"], runs
+
+    # the healthy node's own cron run leaves it in service, unmarked
+    assert cron_run(HEALTHY).endswith("rc=0")
+    assert partition()[HEALTHY] == ("idle", "none", "(null)")
+
+    # an administrator's drain of node4 uses none of nodegate's budget: once node1 is
+    # repaired and resumed, the still failing node3 drains at its next run, mark lifted
+    sh("slurmctl", f"scontrol update NodeName={HEALTHY} State=DRAIN Reason={shlex.quote(ADMIN)}"
+                   " && scontrol update NodeName=node1 State=RESUME")
+    again = cron_run("node3")
+    assert again.endswith("rc=0") and "WARN" not in again, again
+    rows = partition()
+    # drained with the reason its mark carried, the mark cleared
+    assert rows["node3"] == ("drained", "nodegate: " + comment.removeprefix(MARK), "(null)"), rows
+    assert "drain" in rows[HEALTHY][0] and rows[HEALTHY][1] == ADMIN, rows
+    assert 'nodegate_gate_drain_budget_exceeded{node="node3",partition="gpu"} 0' \
+        in textfile("node3")
