@@ -38,7 +38,6 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyinfra.api.deploy import deploy
@@ -64,6 +63,7 @@ from roles.slurm_node import (
     SLURM_LOG_DIR,
     SLURMD_SPOOL,
     gres_lines,
+    read_munge_key,
 )
 
 SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -149,22 +149,6 @@ def _nodes() -> list[SlurmNode]:
     return [node_entry(m) for m in members]
 
 
-def _munge_key() -> bytes:
-    path = knob("slurm_controller_munge_key_file")
-    if not path:
-        raise DeployError(f"{host.name}: slurm_controller needs slurm_controller_munge_key_file "
-                          "(a path on this machine to the cluster's munge key; never the key)")
-    try:
-        data = Path(str(path)).expanduser().read_bytes()
-    except OSError as exc:
-        raise DeployError(f"{host.name}: slurm_controller_munge_key_file {path}: "
-                          f"{exc.strerror or exc}") from None
-    if len(data) < 32:
-        raise DeployError(f"{host.name}: slurm_controller_munge_key_file {path}: "
-                          f"{len(data)} bytes; munge wants at least 32 (mungekey makes 1024)")
-    return data
-
-
 def _site(key: str, fallback: str) -> str:
     return str((host.data.get("nodegate_site_slurm") or {}).get(key) or fallback)
 
@@ -183,7 +167,7 @@ def slurm_controller() -> None:
         host.noop("not the Slurm controller (slurm_controller_enabled): no slurmctld")
         return
     try:
-        key = _munge_key()
+        key = read_munge_key("slurm_controller")
         nodes = _nodes()
     except DeployError as exc:
         refuse(str(exc).removeprefix(f"{host.name}: "))

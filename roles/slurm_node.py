@@ -85,19 +85,21 @@ def gres_lines(placements: list[GpuPlacement], count: int, gpu_type: str | None)
             + f"  # {p['bdf']}" for p in placements]
 
 
-def _munge_key() -> bytes:
-    path = knob("slurm_node_munge_key_file")
+def read_munge_key(role: str) -> bytes:
+    """The munge key ``<role>_munge_key_file`` names: a file on the machine running pyinfra,
+    read here and never a value in the inventory (slurm_node and slurm_controller share it)."""
+    name = f"{role}_munge_key_file"
+    path = knob(name)
     if not path:
-        raise DeployError(f"{host.name}: slurm_node needs slurm_node_munge_key_file (a path on "
-                          "this machine to the cluster's munge key; never the key itself)")
+        raise DeployError(f"{host.name}: {role} needs {name} (a path on this machine to the "
+                          "cluster's munge key; never the key itself)")
     try:
         data = Path(str(path)).expanduser().read_bytes()
     except OSError as exc:
-        raise DeployError(f"{host.name}: slurm_node_munge_key_file {path}: "
-                          f"{exc.strerror or exc}") from None
+        raise DeployError(f"{host.name}: {name} {path}: {exc.strerror or exc}") from None
     if len(data) < 32:
-        raise DeployError(f"{host.name}: slurm_node_munge_key_file {path}: {len(data)} bytes; "
-                          "munge wants at least 32 (mungekey makes 1024)")
+        raise DeployError(f"{host.name}: {name} {path}: {len(data)} bytes; munge wants at "
+                          "least 32 (mungekey makes 1024)")
     return data
 
 
@@ -109,7 +111,7 @@ def slurm_node() -> None:
         host.noop("no Slurm controller named for this site (slurm_node_controller): no slurmd")
         return
     try:
-        key = _munge_key()
+        key = read_munge_key("slurm_node")
     except DeployError as exc:
         refuse(str(exc).removeprefix(f"{host.name}: "))
         return
