@@ -29,9 +29,9 @@ host-setup:
 test: host-setup setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest tests -m "not slow" -q
+	$(PY) -m pytest tests -m "not slow" -q --durations=15
 	# pytest exits 5 when no test is marked slow: that is not a failure
-	$(PY) -m pytest tests -m "slow" -q || [ $$? -eq 5 ]
+	$(PY) -m pytest tests -m "slow" -q --durations=30 || [ $$? -eq 5 ]
 
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow" -q
