@@ -125,6 +125,60 @@ def test_the_lock_takes_every_installed_package_of_the_set_at_the_version_only(
     assert locked == {f"{r.name}-{r.version}-{r.release}" for r in found.values()}
 
 
+#: ``rpm -qa | grep -i nvidia`` on a real RHEL 9 host (kernel 5.14.0-503.31.1.el9_5) after
+#: ``dnf install nvidia-driver nvidia-settings`` and ``dnf install cuda`` from NVIDIA's
+#: cuda-rhel9-x86_64 repository at 570.124.06. Origin: GRuuuuu/GRuuuuu.github.io, post
+#: 2025-03-23 "kvm-gpu-passthrough" (no licence stated; these 16 package identifiers only).
+#: Real evidence of what the published repository resolves, beside the spec-derived graph.
+REAL_EL9_570_124_06 = """\
+nvidia-libXNVCtrl-570.124.06-1.el9.x86_64
+nvidia-modprobe-570.124.06-1.el9.x86_64
+nvidia-kmod-common-570.124.06-1.el9.noarch
+kmod-nvidia-open-dkms-570.124.06-1.el9.noarch
+libnvidia-ml-570.124.06-1.el9.x86_64
+nvidia-driver-libs-570.124.06-1.el9.x86_64
+nvidia-driver-570.124.06-1.el9.x86_64
+nvidia-settings-570.124.06-1.el9.x86_64
+libnvidia-cfg-570.124.06-1.el9.x86_64
+nvidia-driver-cuda-libs-570.124.06-1.el9.x86_64
+libnvidia-fbc-570.124.06-1.el9.x86_64
+xorg-x11-nvidia-570.124.06-1.el9.x86_64
+nvidia-xconfig-570.124.06-1.el9.x86_64
+nvidia-persistenced-570.124.06-1.el9.x86_64
+nvidia-driver-cuda-570.124.06-1.el9.x86_64
+nvidia-open-570.124.06-1.el9.noarch
+"""
+
+
+def _nvr(nvra: str) -> tuple[str, str, str]:
+    """(name, version, name-version-release) of an ``rpm -q`` NVRA."""
+    nvr = nvra.rsplit(".", 1)[0]
+    name, version, _release = nvr.rsplit("-", 2)
+    return name, version, nvr
+
+
+def test_a_real_el9_install_from_nvidias_repository_is_locked_whole() -> None:
+    """What dnf really installed from the published repository, spec graph or not (the
+    nvidia-open metapackage, nvidia-settings...), is locked at the version by the role's
+    own filter, and nothing else is."""
+    real = [_nvr(line) for line in REAL_EL9_570_124_06.split()]
+    lines = "".join(f"{n} {v} {nvr}\n" for n, v, nvr in real)
+    other = "dkms 3.1.8 dkms-3.1.8-1.el9\nlibnvidia-container1 1.17.4 libnvidia-container1-1.17.4-1\n"
+    out = _awk(lock_filter(RPM_PIN_PATTERNS, "570.124.06"), other + lines)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.split()) == sorted(nvr for _n, _v, nvr in real)
+
+
+def test_every_real_package_the_graph_lacks_is_named_in_its_notes() -> None:
+    """The spec-derived graph is a subset of the real repository: each real package it lacks
+    must be one RHEL9.md says it does not record, so the gap is known, not silent."""
+    graph = {p["name"] for p in _snapshot()["packages"]}
+    missing = {_nvr(line)[0] for line in REAL_EL9_570_124_06.split()} - graph
+    assert missing == {"nvidia-libXNVCtrl", "nvidia-settings", "nvidia-xconfig", "nvidia-open"}
+    notes = (DATA / "RHEL9.md").read_text()
+    assert all(f"{name}" in notes for name in missing)
+
+
 # --- the role on EL9, against fixture facts ------------------------------------------------
 
 OLD = "570.86.15"
