@@ -174,7 +174,14 @@ def test_the_next_run_asks_last_runs_questions_in_one_round_trip(
     for client in second:
         assert len(client.commands) == 1, client.commands  # one batch, everything kept
         assert "@@nodegate-fact-part" in client.commands[0]
-    assert first_values == SEEN  # the same values pyinfra's own reads gave
+    # the same values pyinfra's own reads gave; but atime: the first run's sha1sum read the
+    # files, which moves their atime (relatime) into the next second now and then
+    assert _without_atime(first_values) == _without_atime(SEEN)
+
+
+def _without_atime(seen: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [tuple({k: v for k, v in value.items() if k != "atime"} if isinstance(value, dict)
+                  else value for value in row) for row in seen]
 
 
 def test_a_stale_or_broken_list_costs_reads_not_answers(
