@@ -308,6 +308,9 @@ class _BmcHandler(BaseHTTPRequestHandler):
 
     server_version = "nodegate-bmc-emulator"
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle on, a keep-alive client's delayed ACK
+    # held every second write for ~40 ms (63 reads of a mockup took 2.7 s instead of 0.1 s).
+    disable_nagle_algorithm = True
     bmc: RedfishBmc
 
     def log_message(self, fmt: str, *args: Any) -> None:
