@@ -15,19 +15,25 @@ from pyinfra.operations import server
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from nodegate.cluster.slurm import parse_state
-from nodegate.facts.gpu import SlurmNodeState
-from roles._common import is_deploy_file
+from nodegate.facts.gpu import SlurmNodeState, scontrol_failure
+from roles import _ops
+from roles._common import is_deploy_file, refuse
 
 
 @deploy("nodegate drain (Slurm)", data_defaults={"drain_reason": "maintenance"})
 def drain() -> None:
-    slurm = host.data.get("nodegate_slurm") or {}
-    node = slurm.get("node_name")
+    node = _ops.slurm_member()
     if not node:
-        host.noop("no Slurm node name in the site data: nothing to drain")
+        host.noop("not a Slurm node (no slurm.node_name, no slurm_node_controller): "
+                  "nothing to drain")
         return
-    state = host.get_fact(SlurmNodeState, node=str(node))
-    if state is not None and "DRAIN" in parse_state(state)[1]:
+    state = host.get_fact(SlurmNodeState, node=node)
+    failure = scontrol_failure(state)
+    if failure or state is None:
+        refuse(f"cannot drain {node}: "
+               + (failure or "Slurm does not know it (or no scontrol here)"))
+        return
+    if "DRAIN" in parse_state(state)[1]:
         host.noop(f"{node} already {state}")
         return
     reason = f"nodegate: maintenance {host.data.get('drain_reason')}"

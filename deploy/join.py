@@ -22,8 +22,8 @@ from roles.defaults import role_defaults
 @deploy("nodegate join (Slurm resume or drain from the node's report)",
         data_defaults={**role_defaults("gate"), **role_defaults("agent")})
 def join_gate() -> None:
-    slurm = host.data.get("nodegate_slurm") or {}
-    if not host.data.get("nodegate_profile") or not slurm.get("node_name"):
+    node = _ops.slurm_member()
+    if not host.data.get("nodegate_profile") or not node:
         host.noop("no GPU profile or no Slurm node name: nothing to join")
         return
     if not host.data.get("gate_join"):
@@ -34,7 +34,7 @@ def join_gate() -> None:
     require = ("multinode",) if peer and peer != host.name else ()
     _ops.join_gate(name="gate: Slurm join/drain",
                    nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
-                   level=str(host.data.get("gate_level")), node=str(slurm["node_name"]),
+                   level=str(host.data.get("gate_level")), node=node,
                    report_dir=str(host.data.get("agent_report_dir")), require=require)
 
 

@@ -38,7 +38,15 @@ from pyinfra.context import host
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from deploy.upgrade_driver import begin, upgrade_node
-from nodegate.cluster.rollout import Member, plan_batches, standings, summary_text
+from nodegate.cluster.rollout import (
+    Member,
+    parse_count,
+    parse_max_unavailable,
+    parse_seconds,
+    plan_batches,
+    standings,
+    summary_text,
+)
 from nodegate.errors import ConfigError
 from roles import _ops, _upgrade
 from roles._common import is_deploy_file, knob
@@ -57,12 +65,24 @@ def plan() -> list[list[str]]:
     members = [Member(h.name, partition_of(h)) for h in state.inventory
                if h.data.get("nodegate_profile_data")
                and (h in state.activated_hosts or not state.activated_hosts)]
-    limit = knob("rolling_max_unavailable")
+    try:  # --data gives strings: rolling_max_unavailable='{"gpu": 1}' or 2
+        return plan_batches(members, parse_count(knob("rolling_batch"), "rolling_batch"),
+                            parse_max_unavailable(knob("rolling_max_unavailable")))
+    except ConfigError as exc:
+        raise DeployError(f"{host.name}: {exc}") from exc
+
+
+def job_timeout_and_level() -> tuple[float, str]:
+    """``rolling_job_timeout_s`` and ``rolling_gate_level``, checked before anything runs."""
+    from nodegate.vocabulary import LEVEL_RANK
+
+    level = str(knob("rolling_gate_level"))
+    if level not in LEVEL_RANK:
+        raise DeployError(f"{host.name}: rolling_gate_level must be one of "
+                          f"{', '.join(LEVEL_RANK)}, not {level!r}")
     try:
-        if isinstance(limit, str):  # --data rolling_max_unavailable='{"gpu": 1}' or 2
-            limit = json.loads(limit)
-        return plan_batches(members, int(knob("rolling_batch")), limit)
-    except (ConfigError, TypeError, ValueError) as exc:
+        return parse_seconds(knob("rolling_job_timeout_s"), "rolling_job_timeout_s"), level
+    except ConfigError as exc:
         raise DeployError(f"{host.name}: {exc}") from exc
 
 
@@ -133,6 +153,7 @@ def rolling_upgrade() -> None:
         raise DeployError(f"{host.name}: a rolling upgrade needs "
                           "--data nvidia_driver_version=<version>")
     batches = plan()
+    job_timeout_s, gate_level = job_timeout_and_level()
     mine = next((i for i, group in enumerate(batches) if host.name in group), None)
     if not _SUMMARY:
         import atexit
@@ -145,7 +166,7 @@ def rolling_upgrade() -> None:
         # for a node without GPU processes (roles/_ops.reboot_refusal)
         host.data.nvidia_driver_drained = True
         host.data.nvidia_driver_allow_reboot = True
-        host.data.gate_level = str(knob("rolling_gate_level"))
+        host.data.gate_level = gate_level
     name = host.name
     for index in host.loop(range(len(batches))):  # type: ignore[no-untyped-call]
         batch_start(name=f"rollout: batch {index + 1}/{len(batches)}", index=index,
@@ -155,8 +176,8 @@ def rolling_upgrade() -> None:
         go_on: dict[str, Any] = {"_if": lambda i=index: may_go_on(batches, i, name)}
         begin(**go_on)
         _upgrade.wait_for_jobs(name="rollout: wait for running jobs (then skip)",
-                               node=(host.data.get("nodegate_slurm") or {}).get("node_name"),
-                               timeout_s=float(knob("rolling_job_timeout_s")), **go_on)
+                               node=_ops.slurm_node_name(), timeout_s=job_timeout_s,
+                               **go_on)
         upgrade_node(**go_on)
         _upgrade.done(name="rollout: node done", target=str(target), **go_on)
     batch_start(name="rollout: end", index=len(batches), batches=batches)

@@ -46,8 +46,7 @@ def begin() -> bool:
     wrong, _unheld = _ops.package_plan(os_, packages, version)
     if not wrong or gpu_busy_reason(str(knob("nvidia_driver_python"))):
         return False  # nothing to do, or the driver role refuses the busy node next
-    node = (host.data.get("nodegate_slurm") or {}).get("node_name")
-    node = str(node) if node else None
+    node = _ops.slurm_node_name()
     previous = _upgrade.open_upgrade_from(node) or _upgrade.installed_driver(os_, packages)
     _upgrade.begin_upgrade(name=f"upgrade: record the driver left and drain ({version})",
                            node=node, previous=previous, target=version)

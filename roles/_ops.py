@@ -31,7 +31,7 @@ from pyinfra.operations import files
 
 from nodegate.cluster.slurm import is_drained
 from nodegate.facts.gate import JoinPlan, RecordedRun, join_argv
-from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
+from nodegate.facts.gpu import GpuProcesses, SlurmNodeState, scontrol_failure
 from nodegate.facts.kernel import (
     BootId,
     InstalledModule,
@@ -309,6 +309,9 @@ def reboot_refusal(python: str, slurm_node: str, drained_override: bool = False)
     if drained_override:
         return None
     state = host.get_fact(SlurmNodeState, node=slurm_node)
+    failure = scontrol_failure(state)
+    if failure:
+        return f"Slurm cannot say whether {slurm_node} is drained ({failure}); not rebooting"
     if state and not is_drained(state):
         return f"Slurm node {slurm_node} is {state}, not drained; drain first"
     return None
@@ -320,8 +323,20 @@ def module_loaded(module: str) -> bool:
 
 
 def slurm_node_name() -> str:
-    """This host's name in Slurm (the site's ``slurm.node_name``, else the inventory name)."""
+    """This host's name in Slurm (the site's ``slurm.node_name``, else the inventory name, as
+    slurm_controller lists it). What Slurm says of it is read by this name before any drain,
+    wait or reboot; a host Slurm does not know reads as not in Slurm."""
     return str((host.data.get("nodegate_slurm") or {}).get("node_name") or host.name)
+
+
+def slurm_member() -> str | None:
+    """``slurm_node_name()`` where this host is a Slurm node by its data (a site
+    ``slurm.node_name``, or the slurm_node role configures its slurmd), else None: where the
+    gate is scheduled and the join runs."""
+    if (host.data.get("nodegate_slurm") or {}).get("node_name") or \
+            host.data.get("slurm_node_controller"):
+        return slurm_node_name()
+    return None
 
 
 @operation()
@@ -592,7 +607,8 @@ def fail_here(message: str) -> Generator[Any, None, None]:
 __all__ = ["FAILURES", "REBOOT_MARKER", "fail_here", "health_gate", "join_gate", "md_array",
            "mdadm_conf", "module_loaded", "mount_unit", "multinode_group", "os_packages",
            "pinned_packages", "put_secret", "put_template", "put_text", "reboot_and_wait",
-           "reboot_if_needed", "reboot_refusal", "run_when", "slurm_node_name", "verdict"]
+           "reboot_if_needed", "reboot_refusal", "run_when", "slurm_member",
+           "slurm_node_name", "verdict"]
 
 
 @operation()

@@ -27,6 +27,7 @@ from nodegate.cluster.slurm import is_drained, parse_state
 from nodegate.facts.gpu import SlurmNode
 from nodegate.versions import upstream_of_package
 from roles._common import TargetOS
+from roles._ops import fail_here
 
 #: Where the node keeps its last upgrade: the version it left (the pin to go back to), the
 #: target, when it started. Written before any package moves, so a failed upgrade keeps it.
@@ -81,6 +82,11 @@ def begin_upgrade(node: str | None, previous: str | None,
     if slurm is None:
         host.noop(f"{node} is not in Slurm: recorded only")
         return
+    if slurm.get("error"):
+        # not "not in Slurm": the node may be running jobs that a driver change would kill
+        yield from fail_here(f"Slurm cannot say whether {node} runs jobs ({slurm['error']}); "
+                             "not upgrading")
+        return
     reason = slurm.get("reason")
     drained = "DRAIN" in parse_state(str(slurm.get("state") or ""))[1]
     if drained and reason and not is_nodegate_reason(reason):
@@ -125,7 +131,9 @@ def wait_for_jobs(node: str | None, timeout_s: float,
                 break
             time.sleep(interval_s)
         SKIPPED.add(host.name)
-        note(host.name, f"skipped: jobs still running after {timeout_s:.0f}s ({token}); "
+        error = (slurm or {}).get("error")
+        why = "Slurm could not say whether jobs run" if error else "jobs still running"
+        note(host.name, f"skipped: {why} after {timeout_s:.0f}s ({error or token}); "
                         "not upgraded, jobs untouched")
         if is_upgrade_hold((slurm or {}).get("reason")):
             status, _output = host.run_shell_command(scontrol_update(node, "State=RESUME"))

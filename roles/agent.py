@@ -156,15 +156,15 @@ def health_command() -> str:
 
 
 def gate_command() -> str | None:
-    """``nodegate gate`` after each scheduled health run on a Slurm node (``nodegate_slurm``
+    """``nodegate gate`` after each scheduled health run on a Slurm node (``_ops.slurm_member``
     names it): a FAIL drains the node, a PASS lifts only nodegate's own health drain. None where
     the host is no Slurm node or ``agent_schedule_gate`` is false."""
     from shlex import quote
 
-    slurm = host.data.get("nodegate_slurm") or {}
-    if not knob("agent_schedule_gate") or not slurm.get("node_name"):
+    node = _ops.slurm_member()
+    if not knob("agent_schedule_gate") or not node:
         return None
-    words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", str(slurm["node_name"]),
+    words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", node,
              "--report-dir", str(knob("agent_report_dir"))]
     words += drain_budget_args()  # site file: slurm.drain_budget
     line = " ".join(quote(w) for w in words)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from nodegate.cluster.rollout import Member, plan_batches, standings, summary_text
+from nodegate.cluster.rollout import (
+    Member,
+    parse_count,
+    parse_max_unavailable,
+    parse_seconds,
+    plan_batches,
+    standings,
+    summary_text,
+)
 from nodegate.errors import ConfigError
 
 GPU = [Member(f"node{i}", "gpu") for i in range(1, 5)]
@@ -47,3 +55,28 @@ def test_a_skipped_node_does_not_stop_the_rollout() -> None:
                      {"node1": "skipped: jobs still running after 60s (MIXED+DRAIN)",
                       "node2": "at 580.65.06, validated and joined"}, {}, {"node1"})
     assert [(r.name, r.status) for r in rows] == [("node1", "skipped"), ("node2", "upgraded")]
+
+
+def test_knobs_as_pyinfra_data_gives_them_are_read_strictly() -> None:
+    """``--data`` gives strings; ``int()`` took ``2.5``/``true`` silently and turned
+    ``Infinity``/``abc`` into tracebacks or messages without the knob's name."""
+    assert parse_count("2", "rolling_batch") == 2 and parse_count(3, "rolling_batch") == 3
+    for bad in ("2.5", 2.5, True, "true", "Infinity", "abc", "", None, [1]):
+        with pytest.raises(ConfigError, match="key rolling_batch: must be a whole number"):
+            parse_count(bad, "rolling_batch")
+    assert parse_max_unavailable(None) is None
+    assert parse_max_unavailable("2") == 2
+    assert parse_max_unavailable('{"gpu": 1, "default": "2"}') == {"gpu": 1, "default": 2}
+    assert parse_max_unavailable({"gpu": 1}) == {"gpu": 1}
+    with pytest.raises(ConfigError, match=r"key rolling_max_unavailable\.gpu: must be a whole"):
+        parse_max_unavailable('{"gpu": null}')
+    for bad in ("NaN", "Infinity", "gpu:1", "[1]", [1], 1.5):
+        with pytest.raises(ConfigError, match="rolling_max_unavailable"):
+            parse_max_unavailable(bad)
+    with pytest.raises(ConfigError, match="not a JSON object"):
+        parse_max_unavailable('{"gpu": 1')
+    assert parse_seconds("3600", "rolling_job_timeout_s") == 3600.0
+    assert parse_seconds(0, "rolling_job_timeout_s") == 0.0
+    for bad in ("abc", "NaN", "inf", "-5", -1, True, None):
+        with pytest.raises(ConfigError, match="key rolling_job_timeout_s: must be a"):
+            parse_seconds(bad, "rolling_job_timeout_s")

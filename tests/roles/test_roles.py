@@ -182,6 +182,10 @@ BUSY = [{"pid": 4242, "name": "python", "used_mib": 70000},
     ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "DOWN+DRAIN"}, False, True, None),
     ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": None}, False, True, None),  # not in Slurm
     ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "ALLOCATED"}, True, True, None),
+    # scontrol there but unanswered: unknown is not "not in Slurm"
+    ({"gpu.GpuProcesses": [], "gpu.SlurmNodeState": "SCONTROL_FAILED: slurm_load_node error: "
+      "Unable to contact slurm controller (connect failure)"}, False, False,
+     "Slurm cannot say whether testhost is drained (slurm_load_node error: Unable to contact"),
 ])
 def test_a_reboot_waits_for_a_drained_idle_node(facts: dict[str, Any], override: bool,
                                                 reboots: bool, why: str | None) -> None:
@@ -383,3 +387,19 @@ def test_the_reboot_waits_for_a_new_boot_id_within_its_timeout(
     assert "reboot" in str(reboot)
     assert wait.function(None, node) is back
     assert node.reads <= 8  # bounded: 60 s at one read per 10 s
+
+
+@pytest.mark.parametrize(("data", "node"), [
+    ({}, "gpu-b01"),                                   # the site's slurm.node_name
+    ({"nodegate_slurm": {}, "slurm_node_controller": "ctl"}, "testhost"),  # slurm_node role
+    ({"nodegate_slurm": {}}, None),                    # no Slurm here: no gate scheduled
+])
+def test_the_scheduled_gate_names_the_node_as_slurm_knows_it(data: dict[str, Any],
+                                                             node: str | None) -> None:
+    """A node slurm_node configures but the site does not name is listed by slurm_controller
+    under its inventory name; its periodic gate must drain it by that name, not be left out."""
+    import re
+
+    result = run(agent, data=host_data(**data))
+    text = "\n".join(result.commands) + "\n".join(result.uploads.values())
+    assert set(re.findall(r"gate --node (\S+)", text)) == ({node} if node else set())

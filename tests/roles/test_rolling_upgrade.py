@@ -124,3 +124,35 @@ def test_a_node_whose_jobs_outlive_the_wait_is_skipped_never_killed(
         _upgrade.SKIPPED.discard("node9")
         _upgrade.OUTCOME.pop("node9", None)
         _upgrade.OUTCOME.pop("node8", None)
+
+
+def test_hosts_without_a_site_node_name_are_waited_on_by_their_inventory_name() -> None:
+    """The rollout vouches for the drain before the reboot (nvidia_driver_drained), so it must
+    drain and wait on every node Slurm knows: here by the inventory name slurm_controller
+    gives such a host. Before, it waited on none of them ("not in Slurm")."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pyinfra, "is_cli", True)
+        state, order = _prepare(nodegate_slurm={"partition": "gpu"})
+    for name in ("node1", "node3"):
+        node = state.inventory.get_host(name)
+        waits = [op for op in order if op in state.ops[node]
+                 and any("wait for running jobs" in n for n in state.op_meta[op].names)]
+        assert len(waits) == 1
+        with ctx_state.use(state), ctx_host.use(node):
+            commands = list(state.ops[node][waits[0]].command_generator())
+        assert [type(c).__name__ for c in commands] == ["FunctionCommand"], commands
+
+
+@pytest.mark.parametrize(("knob", "value", "message"), [
+    ("rolling_job_timeout_s", "abc", "key rolling_job_timeout_s: must be a number of seconds"),
+    ("rolling_job_timeout_s", "NaN", "key rolling_job_timeout_s: must be a finite number"),
+    ("rolling_batch", "2.5", "key rolling_batch: must be a whole number, not '2.5'"),
+    ("rolling_max_unavailable", "Infinity", "key rolling_max_unavailable: must be a whole"),
+    ("rolling_gate_level", "bogus", "rolling_gate_level must be one of quick, standard"),
+])
+def test_a_bad_knob_stops_the_run_naming_the_host_and_the_knob(knob: str, value: str,
+                                                               message: str) -> None:
+    from pyinfra.api.exceptions import DeployError
+
+    with pytest.raises(DeployError, match=f"^node1: {message}"):
+        _prepare(**{knob: value})

@@ -106,3 +106,31 @@ def test_a_retry_after_a_failed_upgrade_records_the_version_it_first_left() -> N
     assert (record["from"], record["to"]) == (DRIVER, TARGET)
     drain = next(c for c in result.commands if "scontrol update" in c)
     assert f"Reason=nodegate: upgrade {DRIVER} -> {TARGET}" in drain
+
+
+def test_a_node_without_a_site_node_name_is_drained_by_its_inventory_name() -> None:
+    """slurm_controller lists such a host under its inventory name; the upgrade read and
+    drained only hosts with ``slurm.node_name``, so this one, busy in Slurm, was not drained
+    (and the rolling upgrade then rebooted it, vouching for a drain that never happened)."""
+    facts = {**converged_facts("ubuntu22"), "gpu.GpuProcesses": [],
+             "gpu.SlurmNodeState": "MIXED", "gpu.SlurmNode": {"state": "MIXED", "reason": None}}
+    result = run(upgrade, data=host_data(nvidia_driver_version=TARGET, nodegate_slurm={}),
+                 facts=facts, files=converged_files("ubuntu22"))
+    drain = next(c for c in result.commands if "scontrol update" in c)
+    assert "NodeName=testhost" in drain and "State=DRAIN" in drain
+
+
+def test_a_slurm_that_cannot_answer_stops_the_upgrade_before_any_package_moves() -> None:
+    """Unreachable controller: not "not in Slurm". The node may run jobs; nothing moves."""
+    from roles import _ops
+
+    error = "slurm_load_node error: Unable to contact slurm controller (connect failure)"
+    facts = {**converged_facts("ubuntu22"), "gpu.GpuProcesses": [],
+             "gpu.SlurmNodeState": f"SCONTROL_FAILED: {error}",
+             "gpu.SlurmNode": {"state": None, "reason": None, "error": error}}
+    result = run(upgrade, data=host_data(nvidia_driver_version=TARGET), facts=facts,
+                 files=converged_files("ubuntu22"), executing=True)
+    assert result.failed and "record the driver left and drain" in result.failed[0]
+    assert _ops.FAILURES["testhost"] == (f"Slurm cannot say whether gpu-b01 runs jobs "
+                                         f"({error}); not upgrading")
+    assert not any("apt-get install" in c or "scontrol update" in c for c in result.commands)

@@ -13,6 +13,55 @@ from dataclasses import dataclass
 from nodegate.errors import ConfigError
 
 
+def parse_count(value: object, key: str) -> int:
+    """A whole number of nodes from a knob (``--data`` gives strings): ``2`` or ``"2"``, never
+    ``2.5``, ``true`` or ``Infinity``, which ``int()`` would take or turn into a traceback."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"must be a whole number, not {value!r}", key=key)
+    text = str(value).strip()
+    if not text.isascii() or not text.lstrip("-").isdigit():
+        raise ConfigError(f"must be a whole number, not {value!r}", key=key)
+    return int(text)
+
+
+def parse_max_unavailable(value: object,
+                          key: str = "rolling_max_unavailable") -> int | dict[str, int] | None:
+    """``rolling_max_unavailable``: None, a count, or ``{partition: count, default: count}``
+    (as a mapping or its JSON text)."""
+    import json
+
+    if value is None or isinstance(value, int | bool):
+        return None if value is None else parse_count(value, key)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.startswith("{"):
+            return parse_count(text, key)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"not a JSON object: {exc}", key=key) from exc
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"must be a count or {{partition: count}}, not {value!r}",
+                          key=key)
+    return {str(part): parse_count(count, f"{key}.{part}") for part, count in value.items()}
+
+
+def parse_seconds(value: object, key: str) -> float:
+    """A finite, non-negative number of seconds (NaN would make a deadline never pass)."""
+    import math
+
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"must be a number of seconds, not {value!r}", key=key) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"must be a finite number of seconds >= 0, not {value!r}",
+                          key=key)
+    return seconds
+
+
 @dataclass(frozen=True)
 class Member:
     name: str
@@ -37,13 +86,13 @@ def plan_batches(members: Sequence[Member], batch: int,
     """Batches of at most ``batch`` nodes and at most ``max_unavailable`` per partition, in
     inventory order: each node goes into the first batch with room for it."""
     if batch < 1:
-        raise ConfigError("rolling_batch must be at least 1", key="rolling_batch")
+        raise ConfigError("must be at least 1", key="rolling_batch")
     out: list[list[Member]] = []
     for member in members:
         limit = limit_for(member.partition, batch, max_unavailable)
         if limit < 1:
-            raise ConfigError(f"rolling_max_unavailable for partition {member.partition!r} "
-                              "must be at least 1", key="rolling_max_unavailable")
+            raise ConfigError(f"must be at least 1 (partition {member.partition!r})",
+                              key="rolling_max_unavailable")
         for group in out:
             same = sum(1 for m in group if m.partition == member.partition)
             if len(group) < batch and same < limit:

@@ -63,9 +63,50 @@ class GpuProcesses(FactBase[list[GpuProcess] | None]):
         return []
 
 
+#: What ``scontrol`` exited with, on the last line of both Slurm facts' output.
+_EXIT_MARK = "nodegate-scontrol-exit="
+
+#: The state token ``SlurmNodeState`` gives when ``scontrol`` is there but could not answer
+#: (controller down, no configuration, munge failure), followed by ``: <its message>``. Not
+#: None: None is "not in Slurm" and lets a reboot go on; unknown must refuse it.
+SCONTROL_FAILED = "SCONTROL_FAILED"
+
+
+def _show_node(node: str) -> StringCommand:
+    return StringCommand("scontrol", "show", "node", "-o", QuoteString(node), "2>&1;",
+                         "echo", f"{_EXIT_MARK}$?")
+
+
+def read_show_node(output: list[str]) -> tuple[str | None, str | None]:
+    """``scontrol show node -o`` output -> (its ``NodeName=`` line, None), (None, None) when the
+    cluster does not know the node, or (None, scontrol's message) when it could not answer.
+    Output without the exit line (an older fact's) reads as before: no line, not in Slurm."""
+    from nodegate.cluster.slurm import UNKNOWN_NODE_MARKERS
+
+    line = next((ln for ln in output if "NodeName=" in ln), None)
+    if line is not None:
+        return line, None
+    marks = [ln for ln in output if ln.startswith(_EXIT_MARK)]
+    said = " ".join(ln.strip() for ln in output if ln.strip() and not ln.startswith(_EXIT_MARK))
+    if not marks or marks[-1] == f"{_EXIT_MARK}0":
+        return None, None
+    if any(marker in said.lower() for marker in UNKNOWN_NODE_MARKERS):
+        return None, None
+    return None, (said[-300:] or f"scontrol exited {marks[-1][len(_EXIT_MARK):]}")
+
+
+def scontrol_failure(state: str | None) -> str | None:
+    """scontrol's message when ``state`` (a ``SlurmNodeState``) says it could not answer."""
+    if state and state.startswith(SCONTROL_FAILED):
+        return state[len(SCONTROL_FAILED):].lstrip(": ") or "scontrol failed"
+    return None
+
+
 class SlurmNodeState(FactBase[str | None]):
     """This node's Slurm state token (``IDLE``, ``DRAINED``, ``MIXED+DRAIN``...), None without
-    Slurm; read it with ``nodegate.cluster.slurm.parse_state`` / ``is_drained``."""
+    Slurm (no ``scontrol``, or the cluster does not know the node), ``SCONTROL_FAILED: ...``
+    when scontrol could not answer (``scontrol_failure``). Read the token with
+    ``nodegate.cluster.slurm.parse_state`` / ``is_drained``."""
 
     @override
     def requires_command(self, node: str) -> str:
@@ -73,12 +114,15 @@ class SlurmNodeState(FactBase[str | None]):
 
     @override
     def command(self, node: str) -> StringCommand:
-        return StringCommand("scontrol", "show", "node", QuoteString(node), "2>/dev/null",
-                             "|", "sed", "-n", QuoteString("s/.*State=\\([^ ]*\\).*/\\1/p"))
+        return _show_node(node)
 
     @override
     def process(self, output: list[str]) -> str | None:
-        return output[0].strip() if output and output[0].strip() else None
+        line, error = read_show_node(output)
+        if error is not None:
+            return f"{SCONTROL_FAILED}: {error}"
+        state = re.search(r"\sState=(\S+)", line or "")
+        return state.group(1) if state else None
 
 
 class GpuPlacement(TypedDict):
@@ -182,8 +226,8 @@ class CpuTopology(FactBase[dict[str, int] | None]):
 
 class SlurmNode(FactBase[dict[str, str | None] | None]):
     """This node's Slurm state token and drain reason (``scontrol show node -o``), None
-    without Slurm or when the cluster does not know the node. Read fresh: an upgrade drains,
-    waits on and resumes by it."""
+    without Slurm or when the cluster does not know the node; ``{"error": ...}`` (no state)
+    when scontrol could not answer. Read fresh: an upgrade drains, waits on and resumes by it."""
 
     @override
     def requires_command(self, node: str) -> str:
@@ -191,14 +235,15 @@ class SlurmNode(FactBase[dict[str, str | None] | None]):
 
     @override
     def command(self, node: str) -> StringCommand:
-        return StringCommand("scontrol", "show", "node", "-o", QuoteString(node),
-                             "2>/dev/null", "||", "true")
+        return _show_node(node)
 
     @override
     def process(self, output: list[str]) -> dict[str, str | None] | None:
         from nodegate.cluster.slurm import parse_show_node
 
-        line = next((ln for ln in output if "NodeName=" in ln), None)
+        line, error = read_show_node(output)
+        if error is not None:
+            return {"state": None, "reason": None, "error": error}
         if line is None:
             return None
         state = re.search(r"\sState=(\S+)", line)
