@@ -47,7 +47,7 @@ def begin() -> bool:
     if not wrong or gpu_busy_reason(str(knob("nvidia_driver_python"))):
         return False  # nothing to do, or the driver role refuses the busy node next
     node = _ops.slurm_node_name()
-    previous = _upgrade.open_upgrade_from(node) or _upgrade.installed_driver(os_, packages)
+    previous = _upgrade.open_upgrade_from(node) or _upgrade.installed_driver(os_, packages, _branch)
     _upgrade.begin_upgrade(name=f"upgrade: record the driver left and drain ({version})",
                            node=node, previous=previous, target=version)
     return True

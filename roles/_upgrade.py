@@ -8,6 +8,7 @@ Used by deploy/upgrade_driver.py (one node or a ``--limit``) and deploy/rolling_
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Generator
 from io import StringIO
@@ -25,7 +26,7 @@ from pyinfra.operations import files
 from nodegate.cluster.gate import is_nodegate_reason, is_upgrade_hold, upgrade_reason
 from nodegate.cluster.slurm import is_drained, parse_state
 from nodegate.facts.gpu import SlurmNode
-from nodegate.versions import upstream_of_package
+from nodegate.versions import Version, upstream_of_package
 from roles._common import TargetOS
 from roles._ops import fail_here
 
@@ -34,14 +35,30 @@ from roles._ops import fail_here
 RECORD = "/var/lib/nodegate/upgrade.json"
 
 
-def installed_driver(os_: TargetOS, packages: list[str]) -> str | None:
-    """The upstream version of the first driver package installed (None: no driver yet)."""
+def installed_driver(os_: TargetOS, packages: list[str], branch: str) -> str | None:
+    """The upstream version of the driver installed now (None: no driver yet): the target's
+    own packages first, else another branch's or flavour's of the same name. Ubuntu names the
+    branch and flavour in the package (``nvidia-driver-570-open`` before a 580 upgrade), so the
+    target's names alone found nothing there and the record lost the version to go back to."""
     installed = host.get_fact(DebPackages) if os_.is_debian else host.get_fact(RpmPackages)
     for package in packages:
         versions = installed.get(package) or []
         if versions:
             return upstream_of_package(sorted(versions)[-1])
-    return None
+    found: list[str] = []
+    for package in packages:
+        sibling = _sibling_names(package, branch)
+        for name, versions in installed.items():
+            if versions and sibling.fullmatch(name):
+                found += [upstream_of_package(v) for v in versions]
+    return max(found, key=Version, default=None)
+
+
+def _sibling_names(package: str, branch: str) -> re.Pattern[str]:
+    """``nvidia-driver-580-open`` -> the names of the same package on any branch and flavour:
+    ``nvidia-driver-<digits>[-open]``."""
+    base = re.escape(package.removesuffix("-open"))
+    return re.compile(base.replace(re.escape(f"-{branch}"), r"-\d+") + r"(-open)?")
 
 
 def open_upgrade_from(node: str | None) -> str | None:

@@ -134,3 +134,25 @@ def test_a_slurm_that_cannot_answer_stops_the_upgrade_before_any_package_moves()
     assert _ops.FAILURES["testhost"] == (f"Slurm cannot say whether gpu-b01 runs jobs "
                                          f"({error}); not upgrading")
     assert not any("apt-get install" in c or "scontrol update" in c for c in result.commands)
+
+
+def test_a_branch_change_on_ubuntu_records_the_version_it_leaves() -> None:
+    """Ubuntu names the branch in the package: before a 570 -> 580 upgrade the node has
+    ``nvidia-driver-570-open``, none of the 580 names. The record's "from" (the pin to go back
+    to) came out None: only the target's names were looked up. Installed here: what NVIDIA's
+    Ubuntu repository installs for 570-open (a sample), nothing of 580."""
+    installed = {name: ["570.133.20-0ubuntu1"] for name in (
+        "nvidia-driver-570-open", "libnvidia-compute-570", "nvidia-kernel-source-570-open",
+        "nvidia-dkms-570-open", "libnvidia-gl-570")}
+    installed.update({"libnccl2": ["2.26.2-1+cuda12.8"], "nvidia-fabricmanager-570":
+                      ["570.133.20-1"], "libnvidia-nscq-570": ["570.133.20-1"]})
+    facts = {**converged_facts("ubuntu22"), "deb.DebPackages": installed,
+             "gpu.GpuProcesses": [], "gpu.SlurmNodeState": "IDLE+DRAIN",
+             "gpu.SlurmNode": {"state": "IDLE+DRAIN", "reason": None}}
+    result = run(upgrade, data=host_data(nvidia_driver_version=TARGET), facts=facts,
+                 files=converged_files("ubuntu22"))
+    assert result.error is None, result.error
+    record = json.loads(result.uploads["/var/lib/nodegate/upgrade.json"])
+    assert (record["from"], record["to"]) == (DRIVER, TARGET)
+    drain = next(c for c in result.commands if "scontrol update" in c)
+    assert f"Reason=nodegate: upgrade {DRIVER} -> {TARGET}" in drain
