@@ -12,7 +12,8 @@ and must start fast.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -92,3 +93,27 @@ def _validator(key: _Frozen) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator(key.schema)
+
+
+#: The message for ``non_finite_path``'s find, the same in every kind of file.
+NON_FINITE = ("not a finite number (NaN and infinities are refused: a bound of .inf disables "
+              "a check, .nan fails every comparison)")
+
+
+def non_finite_path(node: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The path of the first NaN or infinity in ``node``: YAML's ``.nan``/``.inf`` and JSON's
+    ``NaN``/``Infinity`` are numbers to JSON Schema, yet ``max: .inf`` disables a check and
+    ``.nan`` fails every comparison, so neither may reach a judge (profiles) or a gate's
+    argument (a site's ``slurm.drain_budget``)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return path
+    items: Iterable[tuple[str | int, Any]] = ()
+    if isinstance(node, Mapping):
+        items = ((str(k), v) for k, v in node.items())
+    elif isinstance(node, list):
+        items = enumerate(node)
+    for key, value in items:
+        found = non_finite_path(value, (*path, key))
+        if found is not None:
+            return found
+    return None

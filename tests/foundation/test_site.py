@@ -79,6 +79,23 @@ def test_bad_site_key_names_host_and_key(tmp_path: Path) -> None:
     assert (info.value.host, info.value.key) == ("n1", "hosts.n1.ssh_prot")
 
 
+@pytest.mark.parametrize(("text", "host", "key"), [
+    ("slurm: {drain_budget: .nan}\n", None, "slurm.drain_budget"),
+    ("slurm: {drain_budget: .inf}\n", None, "slurm.drain_budget"),
+    ("    profile: xe9680-h100\n    slurm: {node_name: n1, drain_budget: .nan}\n", "n1",
+     "hosts.n1.slurm.drain_budget"),
+])
+def test_a_non_finite_number_names_file_host_and_key(tmp_path: Path, text: str,
+                                                      host: str | None, key: str) -> None:
+    """``.nan`` passed the schema's 0..1 (it fails no comparison) and was rendered into every
+    scheduled gate as ``--drain-budget nan``, which the gate refuses: no node would drain."""
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + text)
+    with pytest.raises(ConfigError, match="not a finite number") as info:
+        load_site(str(path))
+    assert (info.value.file, info.value.host, info.value.key) == (str(path), host, key)
+
+
 def test_drain_budget_reaches_every_slurm_node(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text(SITE_HEAD + "    profile: xe9680-h100\n    slurm: {node_name: n1}\n"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,7 +26,7 @@ from typing import Any
 from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
-from nodegate.schema_check import first_problem
+from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
 from nodegate.yamlio import json_path, load_yaml, shorten
 
 
@@ -81,30 +80,10 @@ def profiles_dir() -> Path:
     return paths.data_dir("profiles")
 
 
-def _non_finite(node: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
-    """The path of the first NaN or infinity in ``node``: YAML's ``.nan``/``.inf`` and JSON's
-    ``NaN``/``Infinity`` are numbers to JSON Schema, yet ``max: .inf`` disables a check and
-    ``.nan`` fails every comparison, so neither may reach a judge."""
-    if isinstance(node, float) and not math.isfinite(node):
-        return path
-    items: Iterable[tuple[str | int, Any]] = ()
-    if isinstance(node, Mapping):
-        items = ((str(k), v) for k, v in node.items())
-    elif isinstance(node, list):
-        items = enumerate(node)
-    for key, value in items:
-        found = _non_finite(value, (*path, key))
-        if found is not None:
-            return found
-    return None
-
-
 def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None = None) -> None:
-    bad = _non_finite(data)
+    bad = non_finite_path(data)
     if bad is not None:
-        raise ConfigError("not a finite number (NaN and infinities are refused: a bound of "
-                          ".inf disables a check, .nan fails every comparison)",
-                          file=file, host=host, key=json_path(bad))
+        raise ConfigError(NON_FINITE, file=file, host=host, key=json_path(bad))
     problem = first_problem(schema, data)
     if problem is None:
         return

@@ -15,7 +15,7 @@ from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.mapping import deep_merge
 from nodegate.profiles import resolve_profile
-from nodegate.schema_check import first_problem
+from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
 from nodegate.secret_refs import reject_literal_secrets
 from nodegate.site.model import CONTROLLER_GROUP, Site, SiteHost
 from nodegate.site.schema import SITE_SCHEMA
@@ -38,6 +38,10 @@ def site_path(name: str) -> Path:
 
 
 def _validate(data: Any, file: str) -> None:
+    bad = non_finite_path(data)
+    if bad is not None:
+        host = str(bad[1]) if len(bad) >= 2 and bad[0] == "hosts" else None
+        raise ConfigError(NON_FINITE, file=file, host=host, key=json_path(list(bad)))
     problem = first_problem(SITE_SCHEMA, data)
     if problem is not None:
         parts = problem.path
