@@ -26,6 +26,7 @@ from typing import Any
 from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
+from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
 from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
 from nodegate.yamlio import json_path, load_yaml, shorten
 
@@ -90,10 +91,17 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
     err = problem.error
     key = json_path(problem.path)
     message = shorten(problem.message)
-    if problem.validator == "additionalProperties":
+    path = problem.path
+    threshold = THRESHOLD_KEYS.get(str(path[1])) if len(path) >= 2 and \
+        path[0] == "thresholds" else None
+    if threshold is not None and len(path) == 3 and path[2] in ("min", "max", "unit") and \
+            problem.validator in ("additionalProperties", "const", "required"):
+        # the catalogue fixes each threshold's bound and unit (nodegate profiles show)
+        message = (f"{path[1]} is judged as a '{threshold.bound}' in {threshold.unit} "
+                   f"(threshold_keys.py): set '{threshold.bound}' and unit "
+                   f"{threshold.unit!r}")
+    elif problem.validator == "additionalProperties":
         message = "unknown key" if problem.unknown_key else f"unknown key ({err.message})"
-    elif err.validator == "oneOf" and isinstance(err.instance, dict):
-        message = "a threshold needs exactly one of 'min' or 'max'"
     elif err.validator == "pattern" and "source" in key:
         message = (
             f"{shorten(repr(err.instance))}: a source must start with 'datasheet:', 'peer-tool:', "

@@ -49,6 +49,17 @@ _THRESHOLD = {
     "oneOf": [{"required": ["min"]}, {"required": ["max"]}],
 }
 
+def _threshold(bound: str, unit: str) -> dict[str, Any]:
+    """One catalogued threshold: its own bound only (``min`` on a ``_max`` name is an unknown
+    key, not a silently inverted check) and its catalogued unit."""
+    schema: dict[str, Any] = copy.deepcopy(_THRESHOLD)
+    properties: dict[str, Any] = schema["properties"]
+    del properties["max" if bound == "min" else "min"], schema["oneOf"]
+    properties["unit"] = {"const": unit}
+    schema["required"] = ["unit", "source", bound]
+    return schema
+
+
 #: A firmware pin: the versions this fleet accepts (several while a flash rolls out) and where
 #: they come from. With a pin each GPU is judged against it; without, GPUs must agree.
 _FIRMWARE_PIN = {
@@ -279,7 +290,8 @@ SECTIONS: dict[str, dict[str, Any]] = {
     "thresholds": {
         "type": "object",
         "additionalProperties": False,
-        "properties": {name: _THRESHOLD for name in THRESHOLD_KEYS},
+        "properties": {name: _threshold(key.bound, key.unit)
+                       for name, key in THRESHOLD_KEYS.items()},
         "x-required": [],
     },
     # the RDMA fabric the node joins through (nodegate.judge.network)
