@@ -30,7 +30,9 @@ A node is *degrading* in a metric when, with at least ``MIN_REPORTS`` reports:
 
 The level is not part of the group: the level metrics are measured only by the load runs
 (standard and acceptance, whose GEMM and copy phases are the same; a quick run measures none
-of them), and the counters are the same hardware counters whatever level read them.
+of them; acceptance's longer load peaks hotter, but one acceptance run among a node's last
+``RECENT`` does not move their median), and the counters are the same hardware counters
+whatever level read them.
 
 "Worse" follows the metric's direction (lower TFLOPS, higher temperature, faster error
 growth). A counter is listed when its growth rate rose by more than that share *and* by more
