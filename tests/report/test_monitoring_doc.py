@@ -1,18 +1,24 @@
 """docs/monitoring.md's Prometheus rules: a rule file Prometheus would load (groups of records
-and alerts, each with an expression), naming only metrics nodegate writes, and checks the
-trends rely on exist in the catalogue. promtool is not installed here, so PromQL syntax itself
-is not parsed (docs/monitoring.md says so)."""
+and alerts, each with an expression), naming only metrics nodegate writes and labels they
+carry, with every median per profile and level (D6), and checks the trends rely on exist in
+the catalogue. PromQL itself is parsed and run only where ``promtool`` is on the PATH (not in
+CI: Debian's ``prometheus`` package has it): ``promtool check rules``, and ``promtool test
+rules`` on a fleet of two profiles whose series are the textfile's own."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from nodegate.battery.registry import CHECKS
 from nodegate.cluster.budget import BudgetOutcome, DrainBudget, PartitionCount, render_metrics
+from nodegate.fleet.aggregate import MIN_NODES
 from nodegate.fleet.trend_metrics import COUNTER_CHECKS, LEVEL_CHECKS
 from nodegate.report.prometheus import render_prometheus
 from nodegate_lab.synthetic_fleet import synthetic_report
@@ -28,12 +34,51 @@ def _rules() -> dict[str, object]:
     return data
 
 
-def _written_metric_names() -> set[str]:
-    report = synthetic_report("n1", started_at=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
+START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+#: What node_exporter adds to every series it scrapes from a textfile.
+SCRAPE_LABELS = {"instance", "job"}
+
+
+def _written_labels() -> dict[str, set[str]]:
+    """Each metric nodegate's textfiles hold -> the labels its series carry once scraped."""
+    report = synthetic_report("n1", started_at=START)
     outcome = BudgetOutcome(counts=[PartitionCount("gpu", 4, 2, 2)], marked="x", warn="x")
     text = render_prometheus(report) + render_metrics("n1", ("gpu",), outcome,
                                                       DrainBudget(0.5))
-    return set(re.findall(r"^(nodegate_[a-z_]+)[{ ]", text, re.M))
+    out: dict[str, set[str]] = {}
+    for name, body in re.findall(r"^(nodegate_[a-z_]+)(?:\{(.*)\})? ", text, re.M):
+        out.setdefault(name, set(SCRAPE_LABELS)).update(re.findall(r'(\w+)="', body or ""))
+    return out
+
+
+def _written_metric_names() -> set[str]:
+    return set(_written_labels())
+
+
+def _names(labels: str) -> set[str]:
+    return {label.strip() for label in labels.split(",") if label.strip()}
+
+
+#: ``by (labels) (`` then, past a quantile's parameter and any functions, the series
+#: aggregated.
+_BY = re.compile(r"\bby \(([^)]*)\) \((?:[0-9.]+, )?(?:[a-z_]+\()*([a-z_:]+)")
+#: ``on (labels)``, an optional ``group_left (labels)``, then the right-hand series.
+_ON = re.compile(r"\bon \(([^)]*)\)(?: group_left(?: \(([^)]*)\))?)?"
+                 r" (?:[0-9.]+ \* )?([a-z_:]+)")
+
+
+def _series_labels() -> dict[str, set[str]]:
+    """The labels of every series the rules read: the textfiles' own, and each recorded one's
+    (its first ``by`` plus what a ``group_left`` copies in)."""
+    labels = _written_labels()
+    for rule in _rules()["groups"][0]["rules"]:  # type: ignore[index]
+        by = _BY.search(rule["expr"])
+        assert by is not None, rule["record"]
+        kept = _names(by.group(1))
+        for on in _ON.finditer(rule["expr"]):
+            kept |= _names(on.group(2) or "")
+        labels[rule["record"]] = kept
+    return labels
 
 
 def test_rules_are_a_rule_file_of_records_and_alerts() -> None:
@@ -63,3 +108,99 @@ def test_rules_name_only_metrics_and_checks_nodegate_writes() -> None:
     checks = set(re.findall(r'check="([a-z_0-9]+)"', text))
     assert checks <= set(CHECKS), checks - set(CHECKS)
     assert set(LEVEL_CHECKS | COUNTER_CHECKS) - {"burnin_tflops"} <= set(CHECKS)
+
+
+def test_rules_group_and_match_only_on_labels_the_series_carry() -> None:
+    """``by``, ``on`` and ``group_left`` name labels the series they apply to have: the
+    measured values carry no ``profile``, ``nodegate_report_info`` does."""
+    labels = _series_labels()
+    assert "profile" not in labels["nodegate_check_measured"]
+    assert {"profile", "level", "instance"} <= labels["nodegate_report_info"]
+    groups = _rules()["groups"]
+    for rule in groups[0]["rules"] + groups[1]["rules"]:  # type: ignore[index]
+        name = rule.get("record") or rule["alert"]
+        for by in _BY.finditer(rule["expr"]):
+            assert _names(by.group(1)) <= labels[by.group(2)], (name, by.group())
+        for on in _ON.finditer(rule["expr"]):
+            right = labels[on.group(3)]
+            assert _names(on.group(1)) | _names(on.group(2) or "") <= right, (name, on.group())
+
+
+def test_every_median_is_per_profile_and_level() -> None:
+    """D6: a median across nodes is taken per profile and level, never over the whole fleet
+    (an A100 node sits below an H100 fleet's median for ever), and a node is compared with
+    its own profile's median only where that has at least MIN_NODES nodes."""
+    groups = _rules()["groups"]
+    records = {r["record"]: r["expr"] for r in groups[0]["rules"]}  # type: ignore[index]
+    labels = _series_labels()
+    across = {name: expr for name, expr in records.items() if not name.startswith(
+        ("instance:", "partition:"))}
+    assert any(name.endswith(":median") for name in across)
+    for name, expr in across.items():
+        by = _BY.search(expr)
+        assert name.startswith("profile_level:") and by is not None, name
+        # per profile and level, over per-node series that took the profile from the info
+        assert _names(by.group(1)) == {"profile", "level"}, name
+        assert by.group(2).startswith("instance:") and "group_left (profile)" in records[
+            by.group(2)] and "profile" in labels[by.group(2)], name
+    for rule in groups[0]["rules"] + groups[1]["rules"]:  # type: ignore[index]
+        expr = rule["expr"]
+        assert "scalar(" not in expr and not re.search(r"\bquantile\s*\(", expr), expr
+        if "profile_level:" in expr and "instance:" in expr:  # a node against its profile
+            assert "on (profile, level)" in expr and f":count >= {MIN_NODES}" in expr, expr
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool not installed (Debian: prometheus)")
+    return found
+
+
+def test_promtool_checks_the_rules(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(_rules()))
+    result = subprocess.run([_promtool(), "check", "rules", str(rules)], check=False,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _node_series(node: str, profile: str, gemm_scale: float) -> list[dict[str, str]]:
+    """A node's GEMM and report-info series as its textfile holds them, with the scrape's
+    labels, constant for 3 hours of 1-minute samples."""
+    report = synthetic_report(node, started_at=START, profile=profile, gemm_scale=gemm_scale,
+                              samples=5)
+    scrape = f'instance="{node}:9100",job="node",'
+    return [{"series": line.rsplit(" ", 1)[0].replace("{", "{" + scrape, 1),
+             "values": f"{line.rsplit(' ', 1)[1]}x180"}
+            for line in render_prometheus(report).splitlines()
+            if line.startswith("nodegate_report_info{")
+            or (line.startswith("nodegate_check_measured{") and 'check="gemm_tflops"' in line)]
+
+
+def test_promtool_runs_the_gemm_rules_on_a_fleet_of_two_profiles(tmp_path: Path) -> None:
+    """Five H100 nodes (one at 85 %), four A100 nodes steady at 60 % of an H100's rate, two
+    H200 nodes (one slow, but two are too few for a median): only the slow H100 alerts."""
+    promtool = _promtool()
+    fleet = [(f"h100-{i}", "xe9680-h100", 0.85 if i == 4 else 1.0) for i in range(5)]
+    fleet += [(f"a100-{i}", "hgx-a100-80gb", 0.6) for i in range(4)]
+    fleet += [("h200-0", "h200-single", 1.3), ("h200-1", "h200-single", 1.0)]
+    series = [s for node in fleet for s in _node_series(*node)]
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(_rules()))
+    count = "profile_level:nodegate_gemm_tflops:count"
+    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "promql_expr_test": [{"expr": count, "eval_time": "10m", "exp_samples": [
+            {"labels": f'{count}{{level="standard",profile="{p}"}}', "value": n}
+            for p, n in (("hgx-a100-80gb", 4), ("h200-single", 2), ("xe9680-h100", 5))]}],
+        "alert_rule_test": [{"eval_time": "2h", "alertname": "NodegateGemmBelowFleet",
+                             "exp_alerts": [{
+            "exp_labels": {"severity": "warning", "instance": "h100-4:9100",
+                           "level": "standard", "profile": "xe9680-h100"},
+            "exp_annotations": {"summary": "h100-4:9100: GEMM TFLOPS 5 % below the median "
+                                           "of the xe9680-h100 nodes (standard)"}}]}],
+    }]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(tests))
+    result = subprocess.run([promtool, "test", "rules", "test.yml"], check=False, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

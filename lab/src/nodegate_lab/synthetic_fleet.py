@@ -75,11 +75,13 @@ def synthetic_report(
     labels: dict[str, str] | None = None,
     gpus: dict[str, dict[str, str]] | None = None,
     gemm_scale: float = 1.0,
+    profile: str = "xe9680-h100",
 ) -> NodeReport:
     """One node's report; ``faults`` like ``nvlink-down@gpu3.link5``, ``slow-gpu@gpu2``;
     ``gpus`` the cards' identities (default ``synthetic_gpus(node)``; ``{}`` for none, as a
     report from before identities); ``gemm_scale`` scales every GPU's GEMM TFLOPS (a node
-    that decays over its history)."""
+    that decays over its history, or another card: 0.6 for an A100's share of an H100's);
+    ``profile`` is only the name the report carries (the figures stay an H100's, scaled)."""
     level = Level(level)
     rng = random.Random(seed if seed is not None else node)
     start = started_at or dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
@@ -99,7 +101,7 @@ def synthetic_report(
                                ok=busbw >= 400, severity=Severity.WARNING))
     duration = {Level.QUICK: 0.4, Level.STANDARD: 412.5, Level.ACCEPTANCE: 7260.0}[level]
     return build(
-        results, node=node, profile="xe9680-h100", level=level, started_at=start,
+        results, node=node, profile=profile, level=level, started_at=start,
         finished_at=start + dt.timedelta(seconds=duration), duration_s=duration,
         backend="nvml" if level is Level.QUICK else "cuda/nccl",
         boot_id=f"6f0c3c1e-3c2d-4a5e-9b1f-{rng.getrandbits(48):012x}",
@@ -189,9 +191,12 @@ def _gpu_load(rng: random.Random, slow: set[str], hot: set[str], samples: int,
 
 def synthetic_history(node: str, *, reports: int, start: dt.datetime,
                       every: dt.timedelta = dt.timedelta(days=1),
-                      gemm_decay: float = 0.0) -> list[NodeReport]:
+                      gemm_decay: float = 0.0, gemm_scale: float = 1.0,
+                      profile: str = "xe9680-h100") -> list[NodeReport]:
     """``reports`` standard runs of one node, ``every`` apart, oldest first, each with its own
-    seed; ``gemm_decay`` is the share of GEMM TFLOPS lost per report (0.01: 1 % a run)."""
+    seed; ``gemm_decay`` is the share of GEMM TFLOPS lost per report (0.01: 1 % a run),
+    ``gemm_scale`` and ``profile`` as ``synthetic_report``'s (a steady node of another card)."""
     return [synthetic_report(node, started_at=start + every * index, seed=f"{node}/{index}",
-                             samples=10, gemm_scale=(1.0 - gemm_decay) ** index)
+                             samples=10, gemm_scale=gemm_scale * (1.0 - gemm_decay) ** index,
+                             profile=profile)
             for index in range(reports)]

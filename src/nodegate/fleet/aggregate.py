@@ -22,8 +22,13 @@ from nodegate.fleet.trend_metrics import has_trend
 from nodegate.vocabulary import FAILING, LEVELS
 from nodegate.vocabulary import VERDICT_RANK_BY_NAME as VERDICT_RANK
 
-__all__ = ["FleetView", "MetricView", "NodeView", "Outlier", "Summary", "Swap", "aggregate",
-           "build_view"]
+__all__ = ["MIN_NODES", "FleetView", "MetricView", "NodeView", "Outlier", "Summary", "Swap",
+           "aggregate", "build_view"]
+
+#: The fewest nodes whose median is a baseline to judge a node against: with fewer, one odd
+#: node moves the median, so no outliers are sought (and ``trends`` gives no verdict against
+#: the median of a profile with fewer).
+MIN_NODES = 3
 
 # --- the fleet ---------------------------------------------------------------------------------
 
@@ -274,7 +279,7 @@ def _score_metric(view: MetricView, margin: float) -> None:
         "p75": _percentile(ordered, 0.75), "p95": _percentile(ordered, 0.95),
         "max": ordered[-1],
     }
-    if median == 0 or len(ordered) < 3:
+    if median == 0 or len(ordered) < MIN_NODES:
         return  # no meaningful relative margin (error counters, tiny fleets)
     scale = abs(median)
     higher = view.direction == "higher"

@@ -33,8 +33,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--drift", type=arg_number(float, 0, 1000, low_open=True),
                         metavar="PCT",
                         help="trends: list a node whose metric is worse than its own first "
-                             "runs, or the fleet median, by more than PCT percent (default: "
-                             "each node profile's trend_drift_pct_max)")
+                             "runs, or the median of its profile's nodes, by more than PCT "
+                             "percent (default: each node profile's trend_drift_pct_max)")
     parser.add_argument("--json", action="store_true", help="print the view as JSON")
     parser.add_argument("--strict", action="store_true",
                         help="validate every report against the full schema (slow)")

@@ -20,7 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from nodegate.fleet.aggregate import FleetView, MetricView, NodeView
+from nodegate.fleet.aggregate import MIN_NODES, FleetView, MetricView, NodeView
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
 
 VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
@@ -240,7 +240,7 @@ def distribution_svg(metric: MetricView, margin_pct: float, width: int = 520,
     median = metric.stats["median"]
     bound = median * (1 - margin_pct / 100) if metric.direction == "higher" else (
         median * (1 + margin_pct / 100))
-    if median != 0 and len(values) >= 3:
+    if median != 0 and len(values) >= MIN_NODES:
         low, high = min(low, bound), max(high, bound)
     if high == low:
         low, high = low - 1, high + 1
@@ -274,7 +274,7 @@ def distribution_svg(metric: MetricView, margin_pct: float, width: int = 520,
                      f'width="{max(1.0, bar_w - 1):.1f}" height="{bar_h:.1f}" fill="{color}">'
                      f'<title>{_num(start)} to {_num(end)}: {count} nodes</title></rect>')
     marks = [(median, "median", "#1f2328", top + plot_h + 12)]
-    if median != 0 and len(values) >= 3:  # the margin only applies where outliers are sought
+    if median != 0 and len(values) >= MIN_NODES:  # the margin: only where outliers are sought
         marks.append((bound, f"{margin_pct:g}% margin", "#cf222e", top + 10))
     for value, label, color, label_y in marks:
         x = sx(value)

@@ -20,7 +20,19 @@ A node is *degrading* in a metric when, with at least ``MIN_REPORTS`` reports:
 * **own**: its recent value (median of its last ``RECENT`` values) is worse than its baseline
   (median of its first third, at most ``BASELINE`` values) by more than the profile's
   ``trend_drift_pct_max``, or
-* **fleet**: its recent value is worse than the fleet's median recent value by more than that.
+* **fleet**: its recent value is worse than the median recent value of the nodes *of its
+  profile* by more than that. Another profile is another machine (an A100 node's GEMM rate is
+  ~60 % of an H100's, and stays there): a fleet of several kinds has one median per profile,
+  and a node is only compared with its own kind. A profile with fewer than ``MIN_NODES``
+  nodes with ``MIN_REPORTS`` values of a metric has no median for it (one odd node would
+  move it): its nodes are judged against their own baseline only. A node's profile is the
+  one its newest report names.
+
+The level is not part of the group: the level metrics are measured only by the load runs
+(standard and acceptance, whose GEMM and copy phases are the same; a quick run measures none
+of them; acceptance's longer load peaks hotter, but one acceptance run among a node's last
+``RECENT`` does not move their median), and the counters are the same hardware counters
+whatever level read them.
 
 "Worse" follows the metric's direction (lower TFLOPS, higher temperature, faster error
 growth). A counter is listed when its growth rate rose by more than that share *and* by more
@@ -38,7 +50,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodegate.fleet.aggregate import FleetView, NodeView
+from nodegate.fleet.aggregate import MIN_NODES, FleetView, NodeView
 from nodegate.fleet.trend_metrics import metric_kind
 
 MIN_REPORTS = 3
@@ -60,23 +72,28 @@ DAY_S = 86400.0
 
 @dataclass(frozen=True)
 class Degrading:
-    """One node's metric that moved too far (``against``: ``own`` baseline or ``fleet``)."""
+    """One node's metric that moved too far (``against``: ``own`` baseline or ``fleet``, the
+    median of the nodes of its profile)."""
 
     node: str
     metric: str
     unit: str
     against: str
-    reference: float  # the node's baseline, or the fleet's median
+    reference: float  # the node's baseline, or its profile's median
     recent: float
     change_pct: float  # how much worse, in percent (always positive)
     limit_pct: float
+    profile: str  # the node's profile (whose nodes' median ``fleet`` compares with)
 
 
 @dataclass
 class MetricTrend:
-    """One metric across the fleet: the fleet's median line and the listed nodes' series."""
+    """One metric across the nodes of one profile: their median line and the listed nodes'
+    series (``fleet_line`` empty and ``fleet_recent`` None where the profile has fewer than
+    ``MIN_NODES`` nodes with ``MIN_REPORTS`` values: no median to judge against)."""
 
     key: str
+    profile: str
     unit: str  # per day for counters
     kind: str  # level | counter
     direction: str  # higher | lower (is better)
@@ -87,11 +104,12 @@ class MetricTrend:
 
 @dataclass
 class TrendView:
-    metrics: list[MetricTrend]
+    metrics: list[MetricTrend]  # one per metric and profile, by metric then profile
     degrading: list[Degrading]
     nodes_with_history: int
     limits: dict[str, float]  # profile -> drift margin in percent
-    limit_notes: list[str]  # profiles whose margin is the default, and why
+    #: profiles whose margin is the default, and why; profiles too few for a median
+    notes: list[str]
 
 
 def node_series(view: FleetView, node: str, key: str) -> list[tuple[float, float]]:
@@ -157,31 +175,40 @@ def drift_limits(view: FleetView, override_pct: float | None
 def trends(view: FleetView, *, drift_pct: float | None = None, plot_nodes: int = 8
            ) -> TrendView:
     """The trends of ``view``'s nodes; ``drift_pct`` overrides every profile's margin;
-    ``plot_nodes``: at most this many listed nodes keep their series per metric, for plots."""
+    ``plot_nodes``: at most this many listed nodes keep their series per metric and profile,
+    for plots."""
     limits, notes = drift_limits(view, drift_pct)
-    series: dict[str, list[tuple[NodeView, list[tuple[float, float]]]]] = {}
+    # metric -> profile -> the profile's nodes that measured it, with their series
+    series: dict[str, dict[str, list[tuple[NodeView, list[tuple[float, float]]]]]] = {}
     shapes: dict[str, tuple[str, str]] = {}
-    with_history = 0
+    with_history: dict[str, int] = {}  # profile -> nodes with MIN_REPORTS reports
     for node in view.nodes:
+        profile = node.latest["profile"]
         if len(node.history) >= MIN_REPORTS:
-            with_history += 1
+            with_history[profile] = with_history.get(profile, 0) + 1
         for key, points in _node_metrics(view, node, shapes):
-            series.setdefault(key, []).append((node, points))
+            series.setdefault(key, {}).setdefault(profile, []).append((node, points))
+    notes += [f"profile {name}: {count} node{'s' if count > 1 else ''} with a history "
+              f"(fewer than {MIN_NODES}): no profile median, each judged against its own "
+              "baseline only"
+              for name, count in sorted(with_history.items()) if count < MIN_NODES]
     metrics: list[MetricTrend] = []
     degrading: list[Degrading] = []
     for key in sorted(series):
         unit, direction = shapes[key]
         kind = metric_kind(key) or "level"
-        trend = MetricTrend(key, f"{unit}/day" if kind == "counter" else unit, kind, direction)
-        found = _judge_metric(trend, series[key], limits)
-        degrading.extend(found)
-        listed = {d.node for d in found}
-        for node, points in series[key]:
-            if node.node in listed and len(trend.nodes) < plot_nodes:
-                trend.nodes[node.node] = points
-        metrics.append(trend)
+        for profile, group in sorted(series[key].items()):
+            trend = MetricTrend(key, profile, f"{unit}/day" if kind == "counter" else unit,
+                                kind, direction)
+            found = _judge_metric(trend, group, limits)
+            degrading.extend(found)
+            listed = {d.node for d in found}
+            for node, points in group:
+                if node.node in listed and len(trend.nodes) < plot_nodes:
+                    trend.nodes[node.node] = points
+            metrics.append(trend)
     degrading.sort(key=lambda d: (-d.change_pct, d.node, d.metric))
-    return TrendView(metrics, degrading, with_history, limits, notes)
+    return TrendView(metrics, degrading, sum(with_history.values()), limits, notes)
 
 
 def _node_metrics(view: FleetView, node: NodeView, shapes: dict[str, tuple[str, str]]
@@ -199,23 +226,24 @@ def _node_metrics(view: FleetView, node: NodeView, shapes: dict[str, tuple[str, 
 def _judge_metric(trend: MetricTrend,
                   nodes: Sequence[tuple[NodeView, list[tuple[float, float]]]],
                   limits: Mapping[str, float]) -> list[Degrading]:
-    """Fill the fleet line and recent median of ``trend``; the nodes that degrade in it."""
+    """Fill the median line and recent median of ``trend`` (``nodes``: those of its profile
+    that measured it) where there are enough of them; the nodes that degrade in it."""
     floor = COUNTER_FLOORS_PER_DAY.get(trend.key.split("[", 1)[0], 0.0)
     windows = {}
     for node, points in nodes:
         if len(points) >= MIN_REPORTS:
             windows[node.node] = _windows([v for _, v in points])
-    trend.fleet_line = _fleet_line(points for _, points in nodes)
-    if windows:
+    if len(windows) >= MIN_NODES:
+        trend.fleet_line = _fleet_line(points for _, points in nodes)
         trend.fleet_recent = statistics.median(recent for _, recent in windows.values())
+    limit = limits.get(trend.profile, DEFAULT_DRIFT_PCT)
     out = []
     for node, _ in nodes:
         if node.node not in windows:
             continue
         baseline, recent = windows[node.node]
-        limit = limits.get(node.latest["profile"], DEFAULT_DRIFT_PCT)
         checks = [("own", baseline)]
-        if trend.fleet_recent is not None and len(windows) >= MIN_REPORTS:
+        if trend.fleet_recent is not None:
             checks.append(("fleet", trend.fleet_recent))
         for against, reference in checks:
             change = worse_pct(reference, recent, trend.direction, floor)
@@ -223,14 +251,14 @@ def _judge_metric(trend: MetricTrend,
                 continue  # within the counter's floor: background, not a trend
             if change > limit:
                 out.append(Degrading(node.node, trend.key, trend.unit, against, reference,
-                                     recent, round(change, 2), limit))
+                                     recent, round(change, 2), limit, trend.profile))
     return out
 
 
 def _fleet_line(all_points: Iterable[Sequence[tuple[float, float]]]
                 ) -> list[tuple[float, float]]:
-    """The fleet's median over time: the span cut into FLEET_BUCKETS, each bucket's median
-    at its middle (a bucket without reports is left out)."""
+    """The median over time of a profile's nodes: the span cut into FLEET_BUCKETS, each
+    bucket's median at its middle (a bucket without reports is left out)."""
     flat = [point for points in all_points for point in points]
     if not flat:
         return []
@@ -253,7 +281,7 @@ def _fmt(value: float) -> str:
 
 def describe(item: Degrading) -> str:
     """``gemm_tflops[gpu] 690 -> 601 TFLOPS, 12.9 % worse than its own baseline (limit 5 %)``."""
-    what = "its own baseline" if item.against == "own" else "the fleet median"
+    what = "its own baseline" if item.against == "own" else f"the {item.profile} median"
     return (f"{item.metric} {_fmt(item.reference)} -> {_fmt(item.recent)} {item.unit}, "
             f"{item.change_pct:.1f} % worse than {what} (limit {item.limit_pct:g} %)")
 
@@ -263,8 +291,8 @@ def text_lines(view: TrendView, limit: int = 50) -> list[str]:
     if not view.nodes_with_history:
         return []
     lines = ["", f"Trends: {view.nodes_with_history} nodes with {MIN_REPORTS}+ reports, "
-             f"{len(view.metrics)} metrics; degrading: {len(view.degrading)}"]
-    lines += [f"  ({note})" for note in view.limit_notes]
+             f"{len({m.key for m in view.metrics})} metrics; degrading: {len(view.degrading)}"]
+    lines += [f"  ({note})" for note in view.notes]
     lines += [f"  {item.node}: {describe(item)}" for item in view.degrading[:limit]]
     if len(view.degrading) > limit:
         lines.append(f"  ... {len(view.degrading) - limit} more (--json lists all)")
@@ -275,12 +303,13 @@ def to_data(view: TrendView) -> dict[str, object]:
     return {
         "nodes_with_history": view.nodes_with_history,
         "drift_limits_pct": view.limits,
-        "notes": view.limit_notes,
-        "degrading": [{"node": d.node, "metric": d.metric, "unit": d.unit,
-                       "against": d.against, "reference": d.reference, "recent": d.recent,
-                       "change_pct": d.change_pct, "limit_pct": d.limit_pct}
+        "notes": view.notes,
+        "degrading": [{"node": d.node, "profile": d.profile, "metric": d.metric,
+                       "unit": d.unit, "against": d.against, "reference": d.reference,
+                       "recent": d.recent, "change_pct": d.change_pct,
+                       "limit_pct": d.limit_pct}
                       for d in view.degrading],
-        "metrics": [{"metric": m.key, "unit": m.unit, "kind": m.kind,
+        "metrics": [{"metric": m.key, "profile": m.profile, "unit": m.unit, "kind": m.kind,
                      "direction": m.direction, "fleet_recent": m.fleet_recent,
                      "fleet_line": m.fleet_line} for m in view.metrics],
     }

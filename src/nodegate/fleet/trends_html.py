@@ -1,5 +1,6 @@
-"""The trends section of the fleet HTML: per metric, the fleet's median over time and the
-degrading nodes' own series (inline SVG through ``html.line_chart_svg``), then the list."""
+"""The trends section of the fleet HTML: the list, then per metric and profile the median
+over time of that profile's nodes and its degrading nodes' own series (inline SVG through
+``html.line_chart_svg``)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ def _days(points: list[tuple[float, float]], t0: float) -> list[list[float]]:
 
 
 def trend_svg(metric: MetricTrend) -> str:
-    """One metric: the fleet median and each listed node, days since the first report."""
+    """One metric on one profile's nodes: their median (where there are enough of them) and
+    each listed node, days since the first report; the title names the profile."""
     starts = [p[0][0] for p in (metric.fleet_line, *metric.nodes.values()) if p]
     if not starts:
         return ""
     t0 = min(starts)
-    lines = {"fleet median": _days(metric.fleet_line, t0)}
+    lines = {"median": _days(metric.fleet_line, t0)} if metric.fleet_line else {}
     lines.update((node, _days(points, t0)) for node, points in metric.nodes.items())
     what = " growth" if metric.kind == "counter" else ""
-    return line_chart_svg(f"{metric.key}{what}", lines, metric.unit, time_unit="d")
+    return line_chart_svg(f"{metric.key}{what}, {metric.profile}", lines, metric.unit,
+                          time_unit="d")
 
 
 def section(view: TrendView) -> list[str]:
@@ -31,15 +34,17 @@ def section(view: TrendView) -> list[str]:
         return []
     out = [f"<h2>Trends</h2><p class=\"muted\">{view.nodes_with_history} nodes with a "
            "history. Each node's worst entity per report; counters as growth per day. "
-           "Degrading: recent runs worse than the node's own first runs, or than the fleet "
-           "median, by more than the profile's trend_drift_pct_max.</p>"]
-    out += [f'<p class="muted">{escape(note)}</p>' for note in view.limit_notes]
+           "Degrading: recent runs worse than the node's own first runs, or than the median "
+           "of the nodes of its profile, by more than the profile's trend_drift_pct_max. "
+           "One plot per metric and profile.</p>"]
+    out += [f'<p class="muted">{escape(note)}</p>' for note in view.notes]
     out.append('<h3 id="degrading">Degrading</h3>')
     if view.degrading:
-        out.append("<table><thead><tr><th>node</th><th>metric</th><th>against</th>"
-                   "<th>what</th></tr></thead><tbody>")
-        out += [f"<tr><td>{escape(d.node)}</td><td>{escape(d.metric)}</td>"
-                f"<td>{escape(d.against)}</td><td>{escape(describe(d))}</td></tr>"
+        out.append("<table><thead><tr><th>node</th><th>profile</th><th>metric</th>"
+                   "<th>against</th><th>what</th></tr></thead><tbody>")
+        out += [f"<tr><td>{escape(d.node)}</td><td>{escape(d.profile)}</td>"
+                f"<td>{escape(d.metric)}</td><td>{escape(d.against)}</td>"
+                f"<td>{escape(describe(d))}</td></tr>"
                 for d in view.degrading[:500]]
         out.append("</tbody></table>")
     else:
@@ -53,5 +58,5 @@ def section(view: TrendView) -> list[str]:
 
 
 def _plotted(view: TrendView) -> list[MetricTrend]:
-    """Metrics with degrading nodes first, then the rest."""
-    return sorted(view.metrics, key=lambda m: (not m.nodes, m.key))
+    """Metrics with degrading nodes first, then the rest (each by metric, then profile)."""
+    return sorted(view.metrics, key=lambda m: (not m.nodes, m.key, m.profile))

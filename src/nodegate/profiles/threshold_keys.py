@@ -96,7 +96,7 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "outlier_margin_pct_max": ThresholdKey("max", "%", "figure below the node's own median"),
     # --- fleet trends (nodegate report, over each node's report history) -------------------
     "trend_drift_pct_max": ThresholdKey(
-        "max", "%", "a metric's move against the node's own baseline or the fleet's median"),
+        "max", "%", "a metric's move against the node's own baseline or its profile's median"),
     "thermal_margin_c_min": ThresholdKey("min", "C", "slowdown threshold minus peak temp"),
     "mem_temp_max_c": ThresholdKey("max", "C", "HBM temperature under load"),
     "power_fraction_min": ThresholdKey("min", "ratio", "GEMM power as a fraction of limit"),
