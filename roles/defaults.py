@@ -118,6 +118,9 @@ DEFAULTS: dict[str, Any] = {
     "slurm_node_real_memory": None,       # slurm.conf RealMemory= (MiB); None: 95 % of its RAM
     "slurm_node_nodegate": "/opt/nodegate/venv/bin/nodegate",
     "slurm_node_prolog_checks": "gpu,log",  # `nodegate health --checks` in prolog/epilog
+    # seconds the prolog/epilog wait for another nodegate run's lock, then skip (exit 0): a
+    # non-zero exit drains the node "Prolog error", and the lock's holder judges the node
+    "slurm_node_prolog_lock_wait": 60,
     # slurm_controller
     "slurm_controller_enabled": False,    # opt-in on the slurmctld host (site host data)
     "slurm_controller_munge_key_file": None,  # path on the pyinfra machine; never the key

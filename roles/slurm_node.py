@@ -14,7 +14,10 @@ it sets up:
   configless node has not got: a drop-in clears it (without it ``systemctl start slurmd``
   exits 0 and slurmd never runs: "start condition failed", seen in the lab).
 - ``HealthCheckProgram`` and prolog/epilog scripts that run nodegate: the controller role's
-  slurm.conf points at them (docs/gate.md has the lines).
+  slurm.conf points at them (docs/gate.md has the lines). The prolog/epilog wait up to
+  ``slurm_node_prolog_lock_wait`` seconds for another nodegate run's battery lock and skip
+  the check (exit 0) if it is still held: a non-zero exit drains the node with Slurm's own
+  "Prolog error", which the gate never lifts, and the run holding the lock judges the node.
 
 gres.conf is **not** written here: the controller's gres.conf carries each node's lines
 (``NodeName=<node> Name=gpu File=/dev/nvidiaN Cores=...``, built by slurm_controller from
@@ -40,6 +43,7 @@ The nodes of a fresh lab (slurmctld started, not restarted) did not crash in the
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from shlex import quote
 
@@ -50,6 +54,8 @@ from pyinfra.facts.files import FindInFile
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, systemd
 
+from nodegate.battery.lock import MAX_LOCK_WAIT_S
+from nodegate.bounds import check_range
 from nodegate.facts.gpu import GpuPlacement
 from roles import _ops
 from roles._common import (
@@ -103,6 +109,20 @@ def read_munge_key(role: str) -> bytes:
     return data
 
 
+def prolog_lock_wait() -> str:
+    """``slurm_node_prolog_lock_wait`` as ``nodegate health --lock-wait`` takes it: seconds,
+    0 to MAX_LOCK_WAIT_S (a DeployError naming the host and knob otherwise)."""
+    value = knob("slurm_node_prolog_lock_wait")
+    try:
+        seconds = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if check_range(seconds, low=0, high=MAX_LOCK_WAIT_S) is not None:
+        raise DeployError(f"{host.name}: slurm_node_prolog_lock_wait must be seconds from 0 "
+                          f"to {MAX_LOCK_WAIT_S}, not {value!r}")
+    return f"{seconds:g}"
+
+
 @deploy("nodegate slurm_node: configless slurmd with nodegate's health hooks",
         data_defaults=role_defaults("slurm_node"))
 def slurm_node() -> None:
@@ -112,6 +132,7 @@ def slurm_node() -> None:
         return
     try:
         key = read_munge_key("slurm_node")
+        lock_wait = prolog_lock_wait()
     except DeployError as exc:
         refuse(str(exc).removeprefix(f"{host.name}: "))
         return
@@ -148,7 +169,8 @@ def slurm_node() -> None:
     for kind, path in (("Prolog", PROLOG), ("Epilog", EPILOG)):
         files.template(name=f"slurm_node: {kind.lower()} runs the quick check",
                        src=template("slurm_node", "prolog.sh.j2"), dest=path, mode="755",
-                       kind=kind, path=path, nodegate=nodegate, checks=checks)
+                       kind=kind, path=path, nodegate=nodegate, checks=checks,
+                       lock_wait=lock_wait)
     # a slurmd this run starts reads the new options anyway: restart only one already running
     running = bool((host.get_fact(SystemdStatus) or {}).get("slurmd.service"))
     systemd.service(name="slurm_node: slurmd enabled and running", service="slurmd.service",

@@ -18,6 +18,15 @@ from pathlib import Path
 from nodegate.errors import CannotRunError
 
 
+class LockHeldError(CannotRunError):
+    """Another process still holds the lock (after any wait): exit 3, as every
+    CannotRunError. Its own class so a caller can tell "busy" from "cannot create"."""
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
 @contextlib.contextmanager
 def exclusive(path: Path, *, busy: Callable[[str], str], what: str = "lock", hint: str = "",
               wait_s: float = 0.0, poll_s: float = 0.5, mode: int = 0o600,
@@ -25,7 +34,7 @@ def exclusive(path: Path, *, busy: Callable[[str], str], what: str = "lock", hin
     """Hold ``path`` exclusively for the ``with`` block (which gets the lock's descriptor),
     waiting up to ``wait_s`` for it.
 
-    ``busy(holder_pid)`` words the CannotRunError when the lock stays held; ``on_wait`` is
+    ``busy(holder_pid)`` words the LockHeldError when the lock stays held; ``on_wait`` is
     called once when the first try finds it held (to tell a waiting operator). A lock file
     that cannot be created is a CannotRunError naming ``what``, the path and ``hint``.
     """
@@ -59,7 +68,7 @@ def _acquire(fd: int, *, wait_s: float, poll_s: float, busy: Callable[[str], str
             if time.monotonic() >= deadline:
                 os.lseek(fd, 0, os.SEEK_SET)
                 holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-                raise CannotRunError(busy(holder)) from None
+                raise LockHeldError(busy(holder), holder=holder) from None
             if on_wait is not None and not told:
                 on_wait()
                 told = True

@@ -62,11 +62,60 @@ def test_concurrent_run_exits_at_once(tmp_path: Path) -> None:
     assert str(os.getpid()) in result.stderr
 
 
+def test_lock_wait_waits_then_skips_only_when_asked(tmp_path: Path) -> None:
+    """``--lock-wait`` waits a bounded time; a lock still held is exit 3, or with
+    ``--skip-if-locked`` (Slurm's prolog/epilog) exit 0 with one line and no report."""
+    args = _health_args(tmp_path, "--checks", "gpu,log", "--lock-wait", "0.5")
+    with BatteryLock(tmp_path / "lock"):
+        refused = run_cli("sim", "run", "h100-hgx", "--", "nodegate", *args,
+                          env=_env(tmp_path))
+        skipped = run_cli("sim", "run", "h100-hgx", "--", "nodegate", *args, "--quiet",
+                          "--skip-if-locked", env=_env(tmp_path))
+        bad = run_cli("health", "--profile", "xe9999-h900", "--lock-wait", "0.5",
+                      "--skip-if-locked", env=_env(tmp_path))
+    assert refused.returncode == 3, refused.stderr
+    assert "waiting up to 0.5 s" in refused.stderr  # not --quiet: the wait is announced
+    assert f"(pid {os.getpid()}) after waiting 0.5 s; not starting" in refused.stderr
+    assert skipped.returncode == 0, skipped.stderr
+    assert skipped.stderr.strip().splitlines() == [
+        f"nodegate health: skipped: another nodegate battery run holds {tmp_path / 'lock'} "
+        f"(pid {os.getpid()}) after waiting 0.5 s; nothing checked, no report written "
+        "(--skip-if-locked: exit 0, that run judges this node)"]
+    assert not (tmp_path / "r").exists()  # nothing judged, nothing written
+    assert bad.returncode == 2 and "unknown profile" in bad.stderr  # bad input is still 2
+
+
+def test_lock_released_during_the_wait_runs_the_check(tmp_path: Path) -> None:
+    """A run that finds the lock held and gets it within ``--lock-wait`` judges the board:
+    a FAIL is still exit 1, ``--skip-if-locked`` or not."""
+    argv = [sys.executable, "-m", "nodegate.cli", "sim", "run",
+            "h100-hgx+nvlink-down@gpu3.link5", "--", "nodegate",
+            *_health_args(tmp_path, "--checks", "gpu,log", "--lock-wait", "120",
+                          "--skip-if-locked")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                 f"{os.environ.get('PATH', '')}", **_env(tmp_path)}
+    with BatteryLock(tmp_path / "lock"):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, cwd=ROOT)
+        assert proc.stderr is not None
+        seen: list[str] = []
+        while not seen or "waiting up to 120 s" not in seen[-1]:
+            line = proc.stderr.readline()  # the run announces its wait: release it then
+            assert line, f"no wait announced: {seen}"
+            seen.append(line)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "skipped" not in err and "nodegate health: FAIL" in err
+    assert json.loads((tmp_path / "r" / "quick-latest.json").read_text())["verdict"] == "FAIL"
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
         (["--checks", "gpu,disk"], "unknown check group disk"),
         (["--xid-window", "soon"], "bad duration"),
+        (["--lock-wait", "nan"], "argument --lock-wait: 'nan' must be a finite number"),
+        (["--lock-wait", "-1"], "argument --lock-wait: '-1' must be within [0, 3600]"),
     ],
 )
 def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], words: str) -> None:

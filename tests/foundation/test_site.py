@@ -109,6 +109,23 @@ def test_drain_budget_reaches_every_slurm_node(tmp_path: Path) -> None:
     assert (info.value.file, info.value.key) == (str(path), "slurm.drain_budget")
 
 
+def test_drain_budget_reaches_a_gpu_node_without_its_own_slurm_section(tmp_path: Path) -> None:
+    """A GPU node without ``slurm:`` is still a Slurm node (named by its host name) whose
+    HealthCheckProgram gate takes the budget; the controller (no profile) gets no section."""
+    path = tmp_path / "t.yaml"
+    path.write_text(SITE_HEAD + "    profile: xe9680-h100\n    slurm: {node_name: n1}\n"
+                    "  n2:\n    profile: xe9680-h100\n  ctl: {}\n"
+                    "groups: {controllers: [ctl]}\n"
+                    "slurm: {partition: gpu, drain_budget: 0.25}\n")
+    site = load_site(str(path))
+    data = {name: host.pyinfra_data("t") for name, host in site.hosts.items()}
+    assert data["n1"]["nodegate_slurm"] == {"node_name": "n1", "drain_budget": 0.25}
+    assert data["n2"]["nodegate_slurm"] == {"drain_budget": 0.25}
+    assert "nodegate_slurm" not in data["ctl"]
+    path.write_text(SITE_HEAD + "    profile: xe9680-h100\n")  # no budget: nothing invented
+    assert "nodegate_slurm" not in load_site(str(path)).hosts["n1"].pyinfra_data("t")
+
+
 def test_unknown_profile_names_host(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text(SITE_HEAD + "    profile: xe9999-h900\n")

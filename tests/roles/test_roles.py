@@ -19,6 +19,7 @@ from pyinfra.api.inventory import Inventory
 from pyinfra.api.state import State
 from pyinfra.context import ctx_host, ctx_state
 
+from nodegate.site import load_site
 from roles import _ops
 from roles.agent import agent
 from roles.base import base
@@ -279,6 +280,22 @@ def test_the_scheduled_gate_carries_the_sites_drain_budget() -> None:
         "/var/lib/node_exporter/textfile_collector")
     assert run(slurm_node, data=_data()).uploads[check].splitlines()[-1].endswith(
         "gate --healthcheck")
+
+
+def test_a_slurm_node_without_a_slurm_section_gets_the_sites_drain_budget(
+        tmp_path: Path) -> None:
+    """A GPU node with no ``slurm:`` of its own runs slurm_node all the same (NodeName: its
+    host name), so its HealthCheckProgram gate takes the site's budget like any other."""
+    site = tmp_path / "s.yaml"
+    site.write_text("schema: nodegate.site/1\nname: s\nslurm: {drain_budget: 0.5}\n"
+                    "hosts:\n  n1: {profile: xe9680-h100}\n")
+    data = _data()
+    data.pop("nodegate_slurm")
+    data.update(load_site(str(site)).hosts["n1"].pyinfra_data("s"))
+    wrapper = run(slurm_node, data=data).uploads["/usr/local/sbin/nodegate-slurm-healthcheck"]
+    assert wrapper.splitlines()[-1].endswith(
+        "gate --healthcheck --drain-budget 0.5 --textfile-dir "
+        "/var/lib/node_exporter/textfile_collector")
 
 
 def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:

@@ -1,24 +1,41 @@
 """``nodegate health``: the quick level, cheap enough for cron every few minutes.
 
 No torch, no pytest, no GPU load on this path; a lock makes a second concurrent run exit at
-once with exit code 3.
+once with exit code 3, or wait up to ``--lock-wait`` seconds first. ``--skip-if-locked``
+(Slurm's prolog/epilog) turns a lock still held after that into exit 0 with one line on
+stderr and no report: the run holding the lock is the one judging the node.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import time
 from typing import Any
 
 
 def register(subparsers: Any) -> None:
+    from nodegate.battery.lock import MAX_LOCK_WAIT_S
     from nodegate.battery.session import add_common_arguments
+    from nodegate.bounds import arg_number
 
     parser = subparsers.add_parser(
         "health", help="quick node health check (NVML, kernel log, host state)",
         description="Run the quick level of the battery and write JSON, JUnit and Prometheus "
-                    "reports. Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run.")
+                    "reports. Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run "
+                    "(another run holding the battery lock included; with --skip-if-locked "
+                    "that one is 0, nothing checked).")
     add_common_arguments(parser)
+    parser.add_argument("--lock-wait", metavar="SECONDS", default=0.0,
+                        type=arg_number(float, 0, MAX_LOCK_WAIT_S),
+                        help=f"wait up to SECONDS (0 to {MAX_LOCK_WAIT_S}) for another "
+                             "nodegate run's battery lock (default 0: exit 3 at once)")
+    parser.add_argument("--skip-if-locked", action="store_true",
+                        help="when another run still holds the lock after --lock-wait, exit "
+                             "0 with one line on stderr, checking nothing and writing no "
+                             "report (Slurm's prolog/epilog: the run holding the lock judges "
+                             "the node; bad input is still 2)")
     parser.set_defaults(func=run)
 
 
@@ -33,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.battery.evidence import run_record
     from nodegate.battery.lock import BatteryLock
     from nodegate.battery.session import check_outputs, emit, node_name, select_profile
+    from nodegate.flock import LockHeldError
     from nodegate.report import build
     from nodegate.vocabulary import QUICK_GROUPS
 
@@ -43,7 +61,22 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     from nodegate.battery.engine import run_quick
 
-    with BatteryLock():
+    def waiting() -> None:
+        print(f"nodegate health: another nodegate battery run holds {lock.path}; waiting up "
+              f"to {args.lock_wait:g} s", file=sys.stderr, flush=True)
+
+    lock = BatteryLock(wait_s=args.lock_wait, on_wait=None if args.quiet else waiting)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(lock)
+        except LockHeldError as exc:
+            if not args.skip_if_locked:
+                raise
+            print(f"nodegate health: skipped: another nodegate battery run holds {lock.path} "
+                  f"(pid {exc.holder}) after waiting {args.lock_wait:g} s; nothing checked, "
+                  "no report written (--skip-if-locked: exit 0, that run judges this node)",
+                  file=sys.stderr)
+            return 0
         started = time.time()
         t0 = time.monotonic()
         outcome = run_quick(profile, QuickOptions(groups=groups, xid_window_s=window,

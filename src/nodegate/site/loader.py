@@ -66,10 +66,22 @@ def load_site(name: str) -> Site:
     return build_site(data, file=file)
 
 
-def _site_slurm_to_host(data: dict[str, Any], merged: dict[str, Any]) -> None:
-    """The site's ``slurm.drain_budget`` goes to each Slurm node's gate (``nodegate_slurm``)."""
+def _site_slurm_to_host(data: dict[str, Any], merged: dict[str, Any], *,
+                        gpu_node: bool) -> None:
+    """The site's ``slurm.drain_budget`` goes to each Slurm node's gate (``nodegate_slurm``).
+
+    Every GPU node gets it, with or without a ``slurm:`` section of its own: deploy.py and
+    deploy/slurm.py run slurm_node on each host with a hardware profile, and one without the
+    section is still a Slurm node, named by its host name (roles/_ops.slurm_node_name, the
+    controller's NodeName line), whose HealthCheckProgram gate takes the budget
+    (roles/_common.drain_budget_args). A host with neither a profile nor a section (the
+    controller, a mirror) gets none: it runs no gate."""
     budget = (data.get("slurm") or {}).get("drain_budget")
-    if budget is not None and isinstance(merged.get("slurm"), dict):
+    if budget is None:
+        return
+    if gpu_node and not isinstance(merged.get("slurm"), dict):
+        merged["slurm"] = {}
+    if isinstance(merged.get("slurm"), dict):
         merged["slurm"].setdefault("drain_budget", budget)
 
 
@@ -110,7 +122,7 @@ def build_site(data: dict[str, Any], *, file: str) -> Site:
                 site_file=file,
                 host=name,
             )
-        _site_slurm_to_host(data, merged)
+        _site_slurm_to_host(data, merged, gpu_node=profile is not None)
         hosts[name] = SiteHost(name=name, address=str(address), data=merged,
                                groups=member_of, profile=profile)
     return Site(name=str(data["name"]), source=file, hosts=hosts, groups=groups,
