@@ -162,6 +162,18 @@ OPTION_CASES = [
     Case("gate-drain-budget-over-one", ("gate", "--drain-budget", "1.5"), 2,
          ("--drain-budget",)),
     Case("gate-drain-budget-nan", ("gate", "--drain-budget", "nan"), 2, ("--drain-budget",)),
+    Case("gate-report-nested-too-deeply", ("gate", "--dry-run", "--node", "n1", "--report-dir",
+                                           "{d}"), 2, ("quick-latest.json", "nested too deeply"),
+         {"quick-latest.json": "[" * 200_000}),
+    Case("gate-report-number-beyond-float", ("gate", "--dry-run", "--node", "n1",
+                                             "--report-dir", "{d}"), 2,
+         ("quick-latest.json", "$.duration_s", "out of range"),
+         {"quick-latest.json": '{"schema": "nodegate.report/1", "report_id": "r", "node": "n1",'
+          ' "profile": "p", "level": "quick", "started_at": "2024-01-01T00:00:00Z",'
+          ' "finished_at": "2024-01-01T00:01:00Z", "duration_s": 1' + "0" * 400 + ','
+          ' "nodegate_version": "1", "boot_id": null, "backend": "nvml", "verdict": "PASS",'
+          ' "counts": {"PASS": 0, "WARN": 0, "SKIP": 0, "FAIL": 0, "ERROR": 0},'
+          ' "results": [], "series": {}, "matrices": {}}'}),
 ]
 
 REPORT_CASES = [

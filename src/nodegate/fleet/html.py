@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from nodegate.fleet.aggregate import FleetView, MetricView, NodeView
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
+from nodegate.report.model import decode
 
 VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
                   "ERROR": "#8250df", "SKIP": "#6e7781"}
@@ -297,7 +297,7 @@ def _load_full(view: FleetView, node: NodeView, key: str) -> dict[str, Any] | No
     """The newest report of ``node`` with a non-empty ``key`` (series or matrices)."""
     for summary in reversed(node.history):
         try:
-            data = json.loads((view.root / summary["path"]).read_text(encoding="utf-8"))
+            data = decode((view.root / summary["path"]).read_bytes())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and data.get(key):
