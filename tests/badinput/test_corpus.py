@@ -188,6 +188,20 @@ REPORT_CASES = [
          ("sub", "cannot write"), {"r/x.json": "{}"}, setup=lambda d: (d / "sub").mkdir()),
     Case("report-html-unwritable", ("report", "{d}/r", "--html", "/proc/nodegate.html"), 2,
          ("/proc/nodegate.html", "cannot write"), {"r/x.json": "{}"}),
+    # an output file is replaced only when it is a regular file (or a link to one), never
+    # a device, FIFO or a node's report; no folder is created for it
+    Case("report-html-is-fifo", ("report", "{d}/r", "--html", "{d}/fifo"), 2,
+         ("fifo", "not a regular file"), {"r/x.json": "{}"},
+         setup=lambda d: os.mkfifo(d / "fifo")),
+    Case("report-html-link-to-fifo", ("report", "{d}/r", "--html", "{d}/page.html"), 2,
+         ("page.html", "symbolic link"), {"r/x.json": "{}"},
+         setup=lambda d: (os.mkfifo(d / "fifo"), os.symlink("fifo", d / "page.html"))),
+    Case("report-html-folder-missing", ("report", "{d}/r", "--html", "{d}/no/page.html"), 2,
+         ("no/page.html", "does not exist"), {"r/x.json": "{}"}),
+    Case("report-html-over-a-report", ("report", "{d}/r", "--html", "{d}/r/n1/quick-latest.json"),
+         2, ("quick-latest.json", "--html", "*.json"), {"r/n1/quick-latest.json": "{}"}),
+    Case("report-html-over-a-node-file", ("report", "{d}/r", "--html", "{d}/r/n1/q.xml"), 2,
+         ("q.xml", "--html", "not .html"), {"r/n1/q.xml": "<x/>", "r/n1/q.json": "{}"}),
 ]
 
 POWER_CASES = [

@@ -23,7 +23,9 @@ def register(subparsers: Any) -> None:
                     "nodes and the nodes worse than the fleet median by more than --margin.")
     parser.add_argument("dir", type=Path, metavar="DIR")
     parser.add_argument("--html", type=Path, metavar="FILE",
-                        help="also write a self-contained HTML report with plots")
+                        help="also write a self-contained HTML report with plots (only "
+                             "a regular file is replaced, in a folder that exists; never a "
+                             "*.json name: docs/gate.md)")
     parser.add_argument("--margin", type=arg_number(float, 0, 1000, low_open=True),
                         default=10.0, metavar="PCT",
                         help="outlier margin in percent of the fleet median (default "
@@ -55,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plots < 0:
         raise ConfigError("--plots must be >= 0", key="--plots")
+    if args.html:
+        from nodegate.fleet.html import check_html_target
+
+        check_html_target(args.html, args.dir)
     view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict)
     if not view.nodes and not view.unreadable:
         raise ConfigError("no *.json reports found", file=str(args.dir))
