@@ -162,6 +162,15 @@ OPTION_CASES = [
     Case("gate-drain-budget-over-one", ("gate", "--drain-budget", "1.5"), 2,
          ("--drain-budget",)),
     Case("gate-drain-budget-nan", ("gate", "--drain-budget", "nan"), 2, ("--drain-budget",)),
+    # the textfile folder is checked before Slurm is asked anything (no scheduler here: a
+    # later check would exit 3 for want of slurmctld)
+    Case("gate-textfile-dir-is-file", ("gate", "--node", "n1", "--report-dir", "{d}/r",
+                                       "--drain-budget", "0.5", "--textfile-dir", "{d}/f"), 2,
+         ("--textfile-dir", "f"), {"f": "x", "r/x.json": "{}"}),
+    Case("gate-textfile-dir-unwritable", ("gate", "--node", "n1", "--report-dir", "{d}/r",
+                                          "--drain-budget", "0.5", "--textfile-dir",
+                                          "/proc/nodegate"), 2,
+         ("--textfile-dir", "/proc/nodegate"), {"r/x.json": "{}"}),
     Case("gate-report-nested-too-deeply", ("gate", "--dry-run", "--node", "n1", "--report-dir",
                                            "{d}"), 2, ("quick-latest.json", "nested too deeply"),
          {"quick-latest.json": "[" * 200_000}),
