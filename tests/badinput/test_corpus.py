@@ -63,6 +63,11 @@ def _fifo(d: Path) -> None:
     os.mkfifo(d / "r" / "pipe.json")
 
 
+def _link_to_fifo(link: Path) -> None:
+    os.mkfifo(link.with_name("fifo"))
+    os.symlink("fifo", link)
+
+
 def _huge(d: Path) -> None:
     (d / "r").mkdir()
     with (d / "r" / "huge.json").open("wb") as handle:
@@ -204,7 +209,7 @@ REPORT_CASES = [
          setup=lambda d: os.mkfifo(d / "fifo")),
     Case("report-html-link-to-fifo", ("report", "{d}/r", "--html", "{d}/page.html"), 2,
          ("page.html", "symbolic link"), {"r/x.json": "{}"},
-         setup=lambda d: (os.mkfifo(d / "fifo"), os.symlink("fifo", d / "page.html"))),
+         setup=lambda d: _link_to_fifo(d / "page.html")),
     Case("report-html-folder-missing", ("report", "{d}/r", "--html", "{d}/no/page.html"), 2,
          ("no/page.html", "does not exist"), {"r/x.json": "{}"}),
     Case("report-html-over-a-report", ("report", "{d}/r", "--html", "{d}/r/n1/quick-latest.json"),
