@@ -130,3 +130,47 @@ def test_a_multinode_report_is_its_own_row_not_the_standard_run(tmp_path: Path) 
     assert hgx0.verdict == "FAIL"
     assert {s["level"] for s in hgx0.history} == {"standard", "multinode"}
     assert hgx0.failing() == (["standard: nvlink_state[gpu3.link5]"], 1)
+
+
+def test_a_node_whose_newest_report_is_unreadable_is_error_not_its_older_pass(
+        fleet_dir: Path) -> None:
+    """hgx0's quick-latest.json cut short (a failed copy): its standard report still reads
+    PASS, but the unreadable file in its folder may be its newest, so hgx0 is ERROR and the
+    exit is 1. truncated.json at the top is nobody's (its folder holds every node)."""
+    latest = fleet_dir / "rack0" / "hgx0" / "quick-latest.json"
+    latest.write_bytes(latest.read_bytes()[:200])
+    view = aggregate(fleet_dir)
+    hgx0 = next(node for node in view.nodes if node.node == "hgx0")
+    assert [s["level"] for s in hgx0.history] == ["standard"]
+    assert hgx0.history[-1]["verdict"] == "PASS"
+    assert hgx0.verdict == "ERROR"
+    assert [path for path, _ in hgx0.unreadable] == ["rack0/hgx0/quick-latest.json"]
+    assert hgx0.failing()[0][0] == "unreadable report rack0/hgx0/quick-latest.json"
+    assert all(not node.unreadable for node in view.nodes if node.node != "hgx0")
+    result = run_cli("report", str(fleet_dir), "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    node = next(n for n in data["nodes"] if n["node"] == "hgx0")
+    assert node["verdict"] == "ERROR"
+    assert node["unreadable"][0]["report"] == "rack0/hgx0/quick-latest.json"
+
+
+def test_an_unreadable_file_fails_a_passing_fleet(tmp_path: Path) -> None:
+    """Every node passes, one file cannot be read and cannot be told whose: not proven
+    passing (exit 1); without it the same fleet exits 0; with nothing readable, exit 2."""
+    root = tmp_path / "reports"
+    for node in ("a1", "a2"):
+        (root / node).mkdir(parents=True)
+        (root / node / "quick-latest.json").write_text(
+            to_json(synthetic_report(node, level="quick", seed=3)), encoding="utf-8")
+    assert run_cli("report", str(root)).returncode == 0
+    (root / "stray.json").write_text("[" * 200_000, encoding="utf-8")
+    result = run_cli("report", str(root))
+    assert result.returncode == 1, result.stderr
+    assert "stray.json" in result.stderr and "nested too deeply" in result.stderr
+    assert "not proven passing" in result.stderr
+    for node in ("a1", "a2"):
+        (root / node / "quick-latest.json").write_text("{}", encoding="utf-8")
+    result = run_cli("report", str(root))
+    assert result.returncode == 2, result.stderr
+    assert "none of the 3" in result.stderr and "Traceback" not in result.stderr

@@ -200,7 +200,7 @@ def test_a_report_cut_short_is_not_believed_from_its_summary(fleet_dir: Path) ->
     raw = path.read_bytes()
     path.write_bytes(raw[: len(raw) // 3])  # a failed copy; its summary is still whole
     view = aggregate(fleet_dir)
-    assert "JSONDecodeError" in _error(view, HGX0)
+    assert _error(view, HGX0).startswith("ValueError: not valid JSON: ")
     assert view.full_reads == 2
 
 
@@ -208,10 +208,42 @@ def test_a_report_that_cannot_be_parsed_is_listed_never_dropped(fleet_dir: Path)
     (fleet_dir / "rack0" / "list.json").write_text("[1, 2]", encoding="utf-8")
     (fleet_dir / "rack0" / "other.json").write_text('{"schema": "x/1"}', encoding="utf-8")
     view = aggregate(fleet_dir)
-    assert _error(view, "truncated.json").startswith("JSONDecodeError: ")
+    assert _error(view, "truncated.json").startswith("ValueError: not valid JSON: ")
     assert _error(view, "rack0/list.json") == "ValueError: top level is not a JSON object"
     assert "not a nodegate.report/1 report" in _error(view, "rack0/other.json")
     assert view.n_reports + len(view.unreadable) == N_FILES + 2
+
+
+def _measured_beyond_float(data: dict[str, Any]) -> None:
+    data["results"][0]["measured"] = 10**400
+
+
+def _finished_beyond_utc(data: dict[str, Any]) -> None:
+    data["finished_at"] = "9999-12-31T23:59:59-14:00"
+
+
+@pytest.mark.parametrize(("mutate", "words"), [
+    (_measured_beyond_float, "key $.results[0].measured"),
+    (_finished_beyond_utc, "$.finished_at"),
+])
+def test_numbers_and_dates_out_of_range_make_the_report_unreadable(
+        fleet_dir: Path, mutate: Any, words: str) -> None:
+    """An int of 400 digits or a date past year 9999 in UTC is an OverflowError in Python:
+    the report is listed unreadable, naming the key, in the fast and the strict read."""
+    _rewrite(fleet_dir / HGX1, mutate)
+    for view in (aggregate(fleet_dir), aggregate(fleet_dir, strict=True)):
+        assert words in _error(view, HGX1), _error(view, HGX1)
+
+
+def test_json_nested_too_deeply_is_unreadable_not_a_crash(fleet_dir: Path) -> None:
+    """200,000 ``[`` in a report, or in a summary (the report is then read in full)."""
+    deep = "[" * 200_000
+    (fleet_dir / "rack0" / "deep.json").write_text(deep, encoding="utf-8")
+    fleet_summary.path_for(fleet_dir / HGX1).write_text(deep, encoding="utf-8")
+    for view in (aggregate(fleet_dir), aggregate(fleet_dir, strict=True)):
+        assert "nested too deeply" in _error(view, "rack0/deep.json")
+        assert HGX1 not in dict(view.unreadable)
+        assert any(s["path"] == HGX1 for n in view.nodes for s in n.history)
 
 
 def test_same_length_edit_of_the_report_needs_strict(fleet_dir: Path) -> None:

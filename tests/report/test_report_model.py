@@ -152,6 +152,12 @@ def test_naive_datetime_is_refused() -> None:
         (lambda d: d["counts"].__setitem__("FAIL", 0), "$.counts.FAIL"),
         (lambda d: d.__setitem__("schema", "nodegate.report/2"), "$.schema"),
         (lambda d: d.__setitem__("finished_at", "2024-05-14T03:00:00.000Z"), "$.finished_at"),
+        # numbers and dates Python cannot hold: an OverflowError, not a report (exit 2)
+        (lambda d: d["results"][0].__setitem__("measured", 10**400), "$.results[0].measured"),
+        (lambda d: d["results"][2].__setitem__("measured", -(10**400)),
+         "$.results[2].measured"),
+        (lambda d: d.__setitem__("duration_s", 10**400), "$.duration_s"),
+        (lambda d: d.__setitem__("started_at", "2024-13-45T00:00:00Z"), "$.started_at"),
     ],
 )
 def test_broken_report_names_file_and_key(
@@ -184,6 +190,28 @@ def test_invalid_json_and_missing_file_name_the_file(tmp_path: Path) -> None:
     assert caught.value.file == str(path)
     with pytest.raises(ConfigError, match="not found"):
         load(tmp_path / "absent.json")
+
+
+def test_json_nested_too_deeply_names_the_file(tmp_path: Path) -> None:
+    """200,000 ``[`` make json.loads raise RecursionError: a file that cannot be read, exit 2,
+    never an internal error."""
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 200_000, encoding="utf-8")
+    with pytest.raises(ConfigError, match="nested too deeply") as caught:
+        load(path)
+    assert caught.value.file == str(path)
+    digits = tmp_path / "digits.json"
+    digits.write_text("[" + "9" * 5000 + "]", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid JSON") as caught:
+        load(digits)
+    assert caught.value.file == str(digits) and len(caught.value.message) < 200
+
+
+def test_a_timestamp_beyond_utc_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        report_model.parse_timestamp("9999-12-31T23:59:59-14:00")
+    with pytest.raises(ValueError, match="out of range"):
+        report_model.parse_timestamp("0001-01-01T00:00:00+14:00")
 
 
 def test_write_refuses_an_invalid_report(tmp_path: Path) -> None:

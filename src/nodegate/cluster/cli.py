@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,8 @@ def register(subparsers: Any) -> None:
                     "resumes only a nodegate drain, never an administrator's, never an "
                     "acceptance/standard hold. --mode join resumes only on a fresh passing "
                     "report of --level. Exit 0 done (any action), 2 bad input, 3 scheduler "
-                    "unreachable (nothing changed).")
+                    "unreachable (nothing changed), 1 done but the --textfile-dir metrics "
+                    "could not be written after it.")
     parser.add_argument("--mode", choices=("health", "join"), default="health")
     parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if args.retries < 1:
         raise ConfigError("--retries must be at least 1", key="--retries")
     report_dir: Path = args.report_dir or default_report_dir()
+    if _writes_textfile(args):
+        check_textfile_dir(args.textfile_dir)
     if args.run_health:
         _run_health(report_dir)
     max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
@@ -118,16 +122,54 @@ def run(args: argparse.Namespace) -> int:
     else:
         health = HealthPolicy(max_age_s=max_age) if max_age is not None else HealthPolicy()
         decision = decide_health(state, latest(battery_reports(reports)), policy=health)
-    change, outcome = _act(args, decision, state, reports, scheduler)
+    change, outcome, unwritten = _act(args, decision, state, reports, scheduler)
     _print(args, node, decision, state, change=change, outcome=outcome)
+    if unwritten is not None:  # after the change: exit 2 would say nothing was changed
+        print(f"nodegate gate: error: {unwritten} (the decision above was carried out)",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def _writes_textfile(args: argparse.Namespace) -> bool:
+    return (args.drain_budget is not None and args.textfile_dir is not None
+            and args.mode == "health" and not args.dry_run)
+
+
+def check_textfile_dir(folder: Path) -> None:
+    """Before anything is changed in Slurm: the drain budget's textfile can be written in
+    ``folder`` (created at the write when missing, as the battery's is), or ConfigError
+    (exit 2, nothing changed) naming it."""
+    from nodegate.cluster.budget import TEXTFILE_NAME
+    from nodegate.errors import ConfigError
+    from nodegate.report._atomic import check_target, preflight_file
+
+    target = folder / TEXTFILE_NAME
+    try:
+        if folder.is_dir():
+            preflight_file(target)
+            return
+        check_target(target)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=exc.file, key="--textfile-dir") from None
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    try:  # a temp file made and removed there: os.access says yes to root even in /proc
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".nodegate-check-"))
+    except OSError as exc:
+        raise ConfigError(f"cannot create {folder}: {existing}: {exc.strerror or exc}",
+                          file=str(folder), key="--textfile-dir") from None
 
 
 def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
          reports: list[NodeReport], scheduler: SlurmScheduler
-         ) -> tuple[Change | None, BudgetOutcome | None]:
+         ) -> tuple[Change | None, BudgetOutcome | None, str | None]:
     """Carry the decision out; in health mode with a budget, a drain goes through the budget
-    (docs/gate.md, "The drain budget") and its metrics are written."""
+    (docs/gate.md, "The drain budget") and its metrics are written (the third value: why
+    they could not be, after the change)."""
     from nodegate.cluster.budget import (
         TEXTFILE_NAME,
         DrainBudget,
@@ -136,12 +178,13 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         render_metrics,
     )
     from nodegate.cluster.gate import Action, apply
+    from nodegate.errors import ConfigError
     from nodegate.report._atomic import atomic_write_text
 
     budget = DrainBudget(args.drain_budget) if args.drain_budget is not None else None
     outcome = None
     if args.dry_run:
-        return None, None
+        return None, None, None
     if budget is not None and args.mode == "health" and decision.action is Action.DRAIN:
         assert decision.reason is not None
         outcome = drain_within_budget(
@@ -153,10 +196,13 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         if args.mode == "health" and decision.action is not Action.DRAIN and \
                 newest_health_passes(reports):
             clear_mark(state, scheduler)
-    if budget is not None and args.textfile_dir is not None and args.mode == "health":
-        atomic_write_text(args.textfile_dir / TEXTFILE_NAME,
-                          render_metrics(decision.node, state.partitions, outcome, budget))
-    return change, outcome
+    if budget is not None and _writes_textfile(args):
+        try:
+            atomic_write_text(args.textfile_dir / TEXTFILE_NAME,
+                              render_metrics(decision.node, state.partitions, outcome, budget))
+        except ConfigError as exc:
+            return change, outcome, str(exc)
+    return change, outcome, None
 
 
 def _print(args: argparse.Namespace, node: str, decision: Decision, state: NodeState, *,

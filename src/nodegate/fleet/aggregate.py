@@ -80,6 +80,9 @@ class NodeView:
 
     node: str
     history: list[Summary]  # oldest first
+    #: (path, error) of the report files that could not be read and are this node's by where
+    #: they lie (``_owners``): any one may be its newest report, so the node is ERROR
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def latest(self) -> Summary:
@@ -94,8 +97,9 @@ class NodeView:
 
     @property
     def verdict(self) -> str:
-        return str(max((s["verdict"] for s in self.current()),
-                       key=lambda v: VERDICT_RANK.get(v, 0)))
+        verdicts = [s["verdict"] for s in self.current()] + (["ERROR"] if self.unreadable
+                                                              else [])
+        return str(max(verdicts, key=lambda v: VERDICT_RANK.get(v, 0)))
 
     def failing(self) -> tuple[list[str], int]:
         """Failing test ids of the current reports (``standard: nvlink_state[gpu3.link5]``)
@@ -107,7 +111,8 @@ class NodeView:
                 total += summary["n_failing"]
                 prefix = "" if summary is self.latest else f"{summary['level']}: "
                 shown.extend(prefix + item for item in summary["failing"])
-        return shown, total
+        shown[:0] = [f"unreadable report {path}" for path, _ in self.unreadable]
+        return shown, total + len(self.unreadable)
 
     def gpus(self) -> dict[str, dict[str, str]]:
         """Entity -> identity of the node's cards as its newest report with them says."""
@@ -237,12 +242,57 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
         else:
             by_node.setdefault(item["node"], []).append(item)
     nodes, metrics = _node_values(by_node)
+    _charge_unreadable(nodes, unreadable, by_node)
     margin = margin_pct / 100.0
     for view in metrics.values():
         _score_metric(view, margin)
     ordered_metrics = sorted(metrics.values(), key=lambda m: (not m.outliers, m.key))
     return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, full_reads,
                      history.points, history.shapes)
+
+
+def _charge_unreadable(nodes: Sequence[NodeView], unreadable: Sequence[tuple[str, str]],
+                       by_node: Mapping[str, Sequence[Summary]]) -> None:
+    """Each unreadable file that is some node's (``_owners``) goes on that node's view."""
+    owners = _owners([path for path, _ in unreadable], by_node)
+    if owners:
+        by_name = {node.node: node for node in nodes}
+        for path, error in unreadable:
+            if path in owners:
+                by_name[owners[path]].unreadable.append((path, error))
+
+
+def _owners(paths: Sequence[str], by_node: Mapping[str, Sequence[Summary]]) -> dict[str, str]:
+    """Unreadable file -> the node it belongs to: going up from its folder to DIR, the first
+    folder holding readable reports holds only that node's (``<host>/quick-latest.json`` beside
+    ``<host>/standard-latest.json``, ``<host>/history/...``, or DIR being one node's report
+    folder). A file whose first such folder holds several nodes' reports is nobody's."""
+    if not paths:
+        return {}
+    chains = {path: _folders(path) for path in paths}
+    seen: dict[str, set[str]] = {folder: set() for chain in chains.values() for folder in chain}
+    for node, items in by_node.items():
+        for item in items:
+            for folder in _folders(item["path"]):
+                if folder in seen:
+                    seen[folder].add(node)
+    owners: dict[str, str] = {}
+    for path, chain in chains.items():
+        for folder in chain:
+            if seen[folder]:
+                if len(seen[folder]) == 1:
+                    owners[path] = next(iter(seen[folder]))
+                break
+    return owners
+
+
+def _folders(path: str) -> list[str]:
+    """``a/b/c.json`` -> ``["a/b", "a", ""]``: its folders below DIR, nearest first."""
+    out = []
+    while path:
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
 
 
 def _node_values(by_node: dict[str, list[Summary]],

@@ -1,7 +1,9 @@
 """``nodegate report DIR``: the fleet view over a directory of node reports.
 
-Exit 0 when every node's latest report passes, 1 when some node's latest FAILs or ERRORs,
-2 bad input (no such directory, bad margin). Module-level imports: argparse only.
+Exit 0 when every node's latest report passes, 1 when some node's latest FAILs or ERRORs or
+a report file could not be read (it may be a node's newest: never a pass), 2 bad input (no
+such directory, bad margin, no report at all or none that could be read: nothing judged).
+Module-level imports: argparse only.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ def register(subparsers: Any) -> None:
                     "nodes and the nodes worse than the fleet median by more than --margin.")
     parser.add_argument("dir", type=Path, metavar="DIR")
     parser.add_argument("--html", type=Path, metavar="FILE",
-                        help="also write a self-contained HTML report with plots")
+                        help="also write a self-contained HTML report with plots (only "
+                             "a regular file is replaced, in a folder that exists; never a "
+                             "*.json name: docs/gate.md)")
     parser.add_argument("--margin", type=arg_number(float, 0, 1000, low_open=True),
                         default=10.0, metavar="PCT",
                         help="outlier margin in percent of the fleet median (default "
@@ -55,9 +59,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plots < 0:
         raise ConfigError("--plots must be >= 0", key="--plots")
+    if args.html:
+        from nodegate.fleet.html import check_html_target
+
+        check_html_target(args.html, args.dir)
     view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict)
     if not view.nodes and not view.unreadable:
         raise ConfigError("no *.json reports found", file=str(args.dir))
+    if not view.nodes:  # nothing judged: the same as no reports at all
+        _warn_unreadable(args.dir, view.unreadable)
+        raise ConfigError(f"none of the {len(view.unreadable)} *.json report files could be "
+                          f"read (listed above): nothing to judge", file=str(args.dir))
     trend = trends.trends(view, drift_pct=args.drift)
     if args.json:
         print(json.dumps({**to_data(view), "trends": trends.to_data(trend)}, indent=2))
@@ -70,7 +82,15 @@ def run(args: argparse.Namespace) -> int:
 
         written = write_html(view, args.html, plots=args.plots, extra=section(trend))
         print(f"nodegate report: HTML written to {written}", file=sys.stderr)
-    for path, error in view.unreadable:
-        print(f"nodegate report: warning: {args.dir / path}: {error}", file=sys.stderr)
+    _warn_unreadable(args.dir, view.unreadable)
+    if view.unreadable:
+        # any one may be a node's newest report: what could not be read never passes
+        print(f"nodegate report: {len(view.unreadable)} report file(s) could not be read: "
+              f"the fleet is not proven passing (exit 1)", file=sys.stderr)
     failing = any(node.verdict in ("FAIL", "ERROR") for node in view.nodes)
-    return 1 if failing else 0
+    return 1 if failing or view.unreadable else 0
+
+
+def _warn_unreadable(root: Path, unreadable: list[tuple[str, str]]) -> None:
+    for path, error in unreadable:
+        print(f"nodegate report: warning: {root / path}: {error}", file=sys.stderr)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -22,6 +22,7 @@ from typing import Any
 
 from nodegate.fleet.aggregate import MIN_NODES, FleetView, MetricView, NodeView
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
+from nodegate.report.model import decode
 
 VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
                   "ERROR": "#8250df", "SKIP": "#6e7781"}
@@ -297,7 +298,7 @@ def _load_full(view: FleetView, node: NodeView, key: str) -> dict[str, Any] | No
     """The newest report of ``node`` with a non-empty ``key`` (series or matrices)."""
     for summary in reversed(node.history):
         try:
-            data = json.loads((view.root / summary["path"]).read_text(encoding="utf-8"))
+            data = decode((view.root / summary["path"]).read_bytes())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and data.get(key):
@@ -479,8 +480,40 @@ def _unreadable(view: FleetView) -> list[str]:
             "</ul>"]
 
 
+def check_html_target(path: Path, report_dir: Path) -> None:
+    """Refuse an ``--html FILE`` that is not safe to replace, before anything is read (exit
+    2, naming FILE): a name ending in ``.json`` (the fleet reader takes every ``*.json`` for a
+    report or summary), an existing file inside DIR that is not ``.html``/``.htm`` (a node's
+    report, summary, JUnit or textfile), a device, FIFO, socket or directory, a symbolic
+    link to anything but a regular file, a folder that does not exist (never created) or
+    cannot be written."""
+    from nodegate.errors import ConfigError
+    from nodegate.report._atomic import preflight_file
+
+    where = str(path)
+    if path.name.lower().endswith(".json"):
+        raise ConfigError("refusing to write HTML to a *.json name: the fleet reader takes "
+                          "every *.json for a report", file=where, key="--html")
+    inside = _inside(path, report_dir)
+    if inside and os.path.lexists(path) and path.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"refusing to replace a file inside the report directory "
+                          f"{report_dir} that is not .html", file=where, key="--html")
+    preflight_file(path)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
+
+
 def write_html(view: FleetView, path: str | Path, *, plots: int = 50,
                extra: Sequence[str] = ()) -> Path:
+    """Write the page atomically; only a regular file (or a link to one) is replaced and no
+    folder is created (``check_html_target`` said why up front)."""
     from nodegate.report._atomic import atomic_write_text
 
-    return atomic_write_text(path, render_html(view, plots=plots, extra=extra))
+    return atomic_write_text(path, render_html(view, plots=plots, extra=extra),
+                             make_parents=False)

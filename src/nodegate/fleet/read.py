@@ -15,7 +15,6 @@ There is no summary cache: a cold run over 10,000 summaries is within the 2 s ta
 
 from __future__ import annotations
 
-import json
 import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,7 @@ from typing import Any
 
 from nodegate.errors import ConfigError
 from nodegate.report import fleet_summary
-from nodegate.report.model import load, parse_timestamp
+from nodegate.report.model import decode, load, parse_timestamp
 
 __all__ = ["MAX_REPORT_BYTES", "UNREADABLE", "History", "Summary", "entry",
            "from_report_file", "from_summary", "read_files", "scan", "summaries"]
@@ -57,6 +56,10 @@ def entry(summary: dict[str, Any], rel: str) -> Summary:
     ValueError on a finish time that does not parse)."""
     digest = summary["digest"]
     counts = summary["counts"]
+    try:
+        finished = parse_timestamp(summary["finished_at"]).timestamp()
+    except ValueError as exc:
+        raise ValueError(f"key $.finished_at: {exc}") from None
     return {
         "path": rel,
         "report_id": summary["report_id"],
@@ -66,7 +69,7 @@ def entry(summary: dict[str, Any], rel: str) -> Summary:
         "level": summary["level"],
         "started_at": summary["started_at"],
         "finished_at": summary["finished_at"],
-        "finished": parse_timestamp(summary["finished_at"]).timestamp(),
+        "finished": finished,
         "verdict": summary["verdict"],
         "counts": counts,
         "gpus": summary["gpus"],
@@ -146,11 +149,11 @@ def from_summary(raw: bytes | None, rel: str, report_bytes: int) -> Summary | No
     if raw is None or len(raw) > MAX_SUMMARY_BYTES:
         return None
     try:
-        data = json.loads(raw)
+        data = decode(raw)
         if fleet_summary.problem(data, report_bytes) is not None:
             return None
         return entry(data, rel)
-    except ValueError:  # also JSONDecodeError, UnicodeDecodeError, a bad finished_at
+    except ValueError:  # not JSON, nested too deeply, not UTF-8, a bad finished_at
         return None
 
 
@@ -187,14 +190,17 @@ def from_report_file(path: Path, rel: str, strict: bool = False) -> Summary:
         if strict:
             data: Any = load(path).to_dict()
         else:
-            data = json.loads(path.read_bytes())
+            data = decode(path.read_bytes())
         if not isinstance(data, dict):
             raise ValueError("top level is not a JSON object")
         return entry(fleet_summary.from_report(data, source=rel), rel)
     except ConfigError as exc:
         return {"path": rel, "error": exc.message + (f" (key {exc.key})" if exc.key else "")}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return {"path": rel, "error": f"{type(exc).__name__}: {exc}"}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError,
+            RecursionError) as exc:
+        text = str(exc)
+        text = text if len(text) <= 160 else text[:157] + "..."
+        return {"path": rel, "error": f"{type(exc).__name__}: {text}"}
 
 
 def _report_batch(root: str, rels: Sequence[str], strict: bool) -> list[Summary]:

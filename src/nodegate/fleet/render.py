@@ -140,7 +140,7 @@ def _history_lines(view: FleetView, history: int) -> list[str]:
 def _unreadable_lines(view: FleetView) -> list[str]:
     if not view.unreadable:
         return []
-    lines = ["", "Unreadable reports (not counted):"]
+    lines = ["", "Unreadable reports (a node's own makes it ERROR; any makes the exit 1):"]
     lines += [f"  {path}: {error}" for path, error in view.unreadable]
     return lines
 
@@ -162,6 +162,8 @@ def to_data(view: FleetView) -> dict[str, Any]:
                            "verdict": node.latest["verdict"], "report": node.latest["path"]},
                 "current": {s["level"]: s["verdict"] for s in node.current()},
                 "failing": node.failing()[0],
+                "unreadable": [{"report": path, "error": error}
+                               for path, error in node.unreadable],
                 "n_failing": node.failing()[1],
                 "gpus": node.gpus(),
                 "failing_cards": [{"entity": entity, **identity, "failing": items}

@@ -45,6 +45,8 @@ TAIL_KEYS = ("results", "series", "matrices")
 METRIC_FIELDS = ("unit", "direction", "worst", "worst_entity", "median", "n")
 
 _DIGITS = re.compile(r"\d+")
+#: Integers below this in size always convert to a float; far beyond it none do.
+_INT_LIMIT = 2**1023
 _COUNT_KEYS = ("FAIL", "ERROR", "WARN", "SKIP", "PASS")
 
 
@@ -72,7 +74,8 @@ def _median(ordered: Sequence[float]) -> float:
 
 def compute(results: Sequence[Mapping[str, Any]], report_id: str) -> dict[str, Any]:
     """The digest of JSON-ready result dicts (raises KeyError/TypeError/ValueError on
-    malformed ones).
+    malformed ones, ConfigError naming ``$.results[i].measured`` on a number no float holds,
+    such as an integer of 400 digits: every reader of a report meets it here first).
 
     ``counts`` is results per verdict, as the head's; ``failing`` the first
     ``MAX_FAILING_KEPT`` failing test ids (``check[entity]``, FAIL or ERROR).
@@ -83,7 +86,7 @@ def compute(results: Sequence[Mapping[str, Any]], report_id: str) -> dict[str, A
     counts = dict.fromkeys(_COUNT_KEYS, 0)
     failing: list[str] = []
     groups: dict[str, list[Any]] = {}
-    for result in results:
+    for index, result in enumerate(results):
         check = result["check"]
         entity = result["entity"]
         verdict = result["verdict"]
@@ -97,6 +100,12 @@ def compute(results: Sequence[Mapping[str, Any]], report_id: str) -> dict[str, A
             continue
         if isinstance(measured, float) and not math.isfinite(measured):
             continue
+        if isinstance(measured, int) and not -_INT_LIMIT < measured < _INT_LIMIT:
+            try:  # the few just under 2**1024 that round up to it
+                float(measured)
+            except OverflowError:
+                raise ConfigError("number out of range (no float holds it)",
+                                  key=f"$.results[{index}].measured") from None
         key = f"{check}[{entity_kind(entity)}]"
         group = groups.get(key)
         if group is None:

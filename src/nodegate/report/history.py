@@ -7,11 +7,12 @@ dated reports are opened, and a file that cannot be read or parsed is skipped, n
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+from nodegate.report.model import decode
 
 # <level>-<stamp>.json as battery.outputs writes it: quick-20240501T120000.000Z.json
 DATED_RE = re.compile(r"^[a-z][a-z0-9_]*-(?P<stamp>\d{8}T\d{6}(?:\.\d+)?Z)\.json$")
@@ -28,7 +29,7 @@ def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
     out = []
     for _, path in sorted(dated, reverse=True)[:limit]:
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = decode(Path(path).read_bytes())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

@@ -278,12 +278,29 @@ def load(path: str | os.PathLike[str]) -> NodeReport:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read report: {exc}", file=source) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=source
-        ) from None
+        data = decode(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=source) from None
     return NodeReport.from_dict(data, source=source)
+
+
+def decode(text: str | bytes) -> Any:
+    """``json.loads`` for a report or summary file, whose every way of failing is a
+    ValueError with a short reason: malformed JSON (``not valid JSON: MSG (line L, column
+    C)``), nesting deeper than the decoder can follow (a file of 200,000 ``[``: Python's own
+    RecursionError), an integer of more digits than Python converts, bytes that are not
+    UTF-8."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply to read") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 at byte {exc.start}") from None
+    except ValueError as exc:  # int_max_str_digits: "Exceeds the limit (4300 digits) ..."
+        raise ValueError(f"not valid JSON: {_clip(str(exc))}") from None
 
 
 def coerce(report: NodeReport | Mapping[str, Any]) -> NodeReport:
@@ -323,8 +340,22 @@ def validate(data: Any, *, source: str = "<report>") -> None:
     problem = first_problem(schema(), data)
     if problem is not None:
         more = f" (and {problem.count - 1} more)" if problem.count > 1 else ""
-        raise ConfigError(f"{problem.message}{more}", file=source, key=json_path(problem.path))
-    _check_semantics(data, source)
+        raise ConfigError(f"{_clip(problem.message)}{more}", file=source,
+                          key=json_path(problem.path))
+    try:
+        _check_semantics(data, source)
+    except ConfigError as exc:
+        if exc.file is None:
+            raise ConfigError(exc.message, file=source, key=exc.key) from None
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # a net under the checks above: whatever they missed is still this file's fault
+        raise ConfigError(f"invalid report: {_clip(str(exc))}", file=source) from None
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    """A message about a value quotes it; a value can be megabytes of ``[[[[...``."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def json_path(parts: Sequence[str | int]) -> str:
@@ -357,9 +388,7 @@ def _check_semantics(data: Mapping[str, Any], source: str) -> None:
             file=source,
             key="$.verdict",
         )
-    start = parse_timestamp(data["started_at"])
-    if parse_timestamp(data["finished_at"]) < start:
-        raise ConfigError("finished before it started", file=source, key="$.finished_at")
+    _check_times(data, source)
     for name, matrix in data["matrices"].items():
         size = len(matrix["entities"])
         if len(matrix["values"]) != size:
@@ -378,6 +407,23 @@ def _check_semantics(data: Mapping[str, Any], source: str) -> None:
     _digest.check(data, source=source)
 
 
+def _check_times(data: Mapping[str, Any], source: str) -> None:
+    """Timestamps that parse, in UTC's range, in order; a duration a float holds."""
+    moments = {}
+    for name in ("started_at", "finished_at"):
+        try:
+            moments[name] = parse_timestamp(data[name])
+        except ValueError as exc:
+            raise ConfigError(str(exc), file=source, key=f"$.{name}") from None
+    if moments["finished_at"] < moments["started_at"]:
+        raise ConfigError("finished before it started", file=source, key="$.finished_at")
+    try:
+        if not math.isfinite(float(data["duration_s"])):
+            raise OverflowError
+    except OverflowError:
+        raise ConfigError("number out of range", file=source, key="$.duration_s") from None
+
+
 # --- timestamps and JSON coercion -------------------------------------------------------------
 
 
@@ -389,10 +435,15 @@ def format_timestamp(moment: dt.datetime) -> str:
 
 
 def parse_timestamp(text: str) -> dt.datetime:
-    """Inverse of ``format_timestamp`` (also accepts ``+00:00``; Python 3.10 lacks ``Z``)."""
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    return dt.datetime.fromisoformat(text).astimezone(dt.timezone.utc)
+    """Inverse of ``format_timestamp`` (also accepts ``+00:00``; Python 3.10 lacks ``Z``).
+
+    Raises ValueError on text that is not one, or names a moment that UTC cannot hold
+    (``9999-12-31T23:59:59-14:00`` is in the year 10000)."""
+    moment = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    try:
+        return moment.astimezone(dt.timezone.utc)
+    except OverflowError:
+        raise ValueError(f"timestamp {_clip(text)!r} is out of range in UTC") from None
 
 
 def _now() -> dt.datetime:
