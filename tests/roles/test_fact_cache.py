@@ -199,7 +199,7 @@ def test_a_stale_or_broken_list_costs_reads_not_answers(
     SEEN.clear()
     clients = _local_run([str(target)])
     good, lost = clients
-    assert SEEN[0] == SEEN[1]
+    assert _without_atime(SEEN[:1]) == _without_atime(SEEN[1:2])  # one host's sha1sum moves it
     assert SEEN[0][2] == hashlib.sha1(b"one\n").hexdigest()
     # good: one batch (the Sha1File and the directory's File were kept), then the rest read
     assert "@@nodegate-fact-part" in good.commands[0] and len(good.commands) == 1 + 3
