@@ -105,7 +105,7 @@ def test_three_faults_in_four_nodes_keep_two_in_service(lab: None) -> None:
         assert out.endswith("rc=0"), (node, out)
     rows = partition()
     drained = {n: r for n, r in rows.items() if "drain" in r[0]}
-    assert sorted(drained) == ["node1", "node2"], rows
+    assert sorted(drained) == ["node1", "node2"], (rows, runs)
     assert all(r[1].startswith("nodegate: ") for r in drained.values()), rows
     state, reason, comment = rows["node3"]
     assert (state, reason) == ("idle", "none"), rows
