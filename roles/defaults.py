@@ -121,6 +121,9 @@ DEFAULTS: dict[str, Any] = {
     # seconds the prolog/epilog wait for another nodegate run's lock, then skip (exit 0): a
     # non-zero exit drains the node "Prolog error", and the lock's holder judges the node
     "slurm_node_prolog_lock_wait": 60,
+    # NAME=value lines the hooks (prolog, epilog, HealthCheckProgram) load first: slurmd runs
+    # them with an environment of its own making (SLURM_* only); None: nothing loaded
+    "slurm_node_hook_env_file": None,
     # slurm_controller
     "slurm_controller_enabled": False,    # opt-in on the slurmctld host (site host data)
     "slurm_controller_munge_key_file": None,  # path on the pyinfra machine; never the key

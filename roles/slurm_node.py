@@ -44,8 +44,10 @@ The nodes of a fresh lab (slurmctld started, not restarted) did not crash in the
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from shlex import quote
+from typing import Any
 
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
@@ -66,6 +68,7 @@ from roles._common import (
     target_os,
     template,
 )
+from roles.agent import health_env_file
 from roles.defaults import role_defaults
 
 HEALTHCHECK = "/usr/local/sbin/nodegate-slurm-healthcheck"
@@ -123,6 +126,31 @@ def prolog_lock_wait() -> str:
     return f"{seconds:g}"
 
 
+def hook_env_file() -> str | None:
+    """``slurm_node_hook_env_file``: a plain absolute path (it is written into the hooks)."""
+    value = knob("slurm_node_hook_env_file")
+    if value is None:
+        return None
+    path = str(value)
+    if not re.fullmatch(r"/[A-Za-z0-9/._+-]+", path):
+        raise DeployError(f"{host.name}: slurm_node_hook_env_file must be a plain absolute "
+                          f"path, not {value!r}")
+    return path
+
+
+def _env_files(poller: str | None, hook: str | None) -> dict[str, Any]:
+    """The files a hook loads first, and why (template arguments). The HealthCheckProgram's
+    battery reads the power devices as the scheduled check does, so it loads the poller's
+    EnvironmentFile as the cron entry does (its ``env:`` credentials); without them the
+    battery exits 2 and the gate never judges the node."""
+    why = {}
+    if poller:
+        why[poller] = "the power poller's credentials, as the scheduled check loads them"
+    if hook:
+        why[hook] = "slurm_node_hook_env_file"
+    return {"env_files": list(why), "env_why": why}
+
+
 @deploy("nodegate slurm_node: configless slurmd with nodegate's health hooks",
         data_defaults=role_defaults("slurm_node"))
 def slurm_node() -> None:
@@ -133,6 +161,8 @@ def slurm_node() -> None:
     try:
         key = read_munge_key("slurm_node")
         lock_wait = prolog_lock_wait()
+        env_file = hook_env_file()
+        poller_env = health_env_file()
     except DeployError as exc:
         refuse(str(exc).removeprefix(f"{host.name}: "))
         return
@@ -164,13 +194,14 @@ def slurm_node() -> None:
     files.template(name="slurm_node: HealthCheckProgram wrapper",
                    src=template("slurm_node", "healthcheck.sh.j2"), dest=HEALTHCHECK,
                    mode="755", path=HEALTHCHECK, nodegate=nodegate,
+                   **_env_files(poller_env, env_file),
                    budget=" ".join(quote(w) for w in drain_budget_args()))
     checks = str(knob("slurm_node_prolog_checks"))
     for kind, path in (("Prolog", PROLOG), ("Epilog", EPILOG)):
         files.template(name=f"slurm_node: {kind.lower()} runs the quick check",
                        src=template("slurm_node", "prolog.sh.j2"), dest=path, mode="755",
                        kind=kind, path=path, nodegate=nodegate, checks=checks,
-                       lock_wait=lock_wait)
+                       lock_wait=lock_wait, **_env_files(None, env_file))
     # a slurmd this run starts reads the new options anyway: restart only one already running
     running = bool((host.get_fact(SystemdStatus) or {}).get("slurmd.service"))
     systemd.service(name="slurm_node: slurmd enabled and running", service="slurmd.service",

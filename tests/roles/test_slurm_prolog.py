@@ -116,3 +116,41 @@ def test_a_check_that_cannot_run_still_fails_the_prolog(tmp_path: Path) -> None:
         result = _run(tmp_path, script, "h100-hgx", profile="xe9999-h900")
     assert result.returncode == 2, result.stderr
     assert "unknown profile 'xe9999-h900'" in _syslog(tmp_path)
+
+
+def test_the_hooks_load_the_environment_file_slurmd_does_not_give_them(tmp_path: Path) -> None:
+    """slurmd runs its hooks with an environment of its own (SLURM_* only): in the lab the
+    simulated driver's variables never reached them. ``slurm_node_hook_env_file`` is loaded
+    first, literally; here it names another profile, which the check then uses."""
+    env_file = tmp_path / "hook.env"
+    env_file.write_text("# site settings for nodegate's hooks\nNODEGATE_PROFILE=xe9999-h900\n"
+                        "NOT A VARIABLE\n")
+    script = _install(tmp_path, PROLOG, slurm_node_prolog_lock_wait=1,
+                      slurm_node_hook_env_file=str(env_file))
+    result = _run(tmp_path, script, "h100-hgx")  # its environment says xe9680-h100
+    assert result.returncode == 2, result.stderr
+    assert "unknown profile 'xe9999-h900'" in _syslog(tmp_path)
+    assert "power-poller.env" not in script.read_text()  # the quick check reads no power
+
+
+def test_the_health_check_loads_the_power_pollers_credentials_as_the_cron_does() -> None:
+    """HealthCheckProgram's battery reads the BMC and PDUs: without the poller's ``env:``
+    credentials it exited 2 ("environment variable ... is not set") and the gate never judged
+    the node (seen on the lab's real slurmd)."""
+    wrapper = "/usr/local/sbin/nodegate-slurm-healthcheck"
+    health = _render(wrapper, slurm_node_hook_env_file="/etc/environment")
+    poller = "done < /etc/nodegate/power-poller.env\nfi\n"
+    assert poller in health and "done < /etc/environment\nfi\nexec " in health, health
+    assert health.index(poller) < health.index("/etc/environment'")
+    assert poller in _render(wrapper)
+    without_power = _render(wrapper, pdu_monitor_enabled=False)
+    assert "export" not in without_power and "\nexec " in without_power, without_power
+
+
+@pytest.mark.parametrize("value", ["relative/env", "/etc/env file", "/etc/$HOME", 7])
+def test_a_hook_env_file_that_is_no_plain_path_refuses_the_host(value: object) -> None:
+    data = host_data(slurm_node_controller="slurmctl", slurm_node_munge_key_file=str(MUNGE_KEY),
+                     slurm_node_hook_env_file=value)
+    result = run(slurm_node, data=data)
+    assert result.error is not None and "slurm_node_hook_env_file must be a plain absolute " \
+        "path" in result.error, result.error

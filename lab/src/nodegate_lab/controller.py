@@ -123,4 +123,7 @@ def node_data() -> dict[str, object]:
     return {"slurm_node_controller": CONTROLLER.name,
             "slurm_node_munge_key_file": str(munge_key_path()),
             "slurm_node_cpus": 1, "slurm_node_real_memory": 500,
+            # the simulated driver's environment (services.py writes it there): slurmd runs
+            # the prolog, epilog and health check without it
+            "slurm_node_hook_env_file": "/etc/environment",
             "slurm_node_gpu_count": GPUS_PER_NODE}
