@@ -4,7 +4,10 @@ cross-node outliers out.
 Each report is reduced to a small summary (verdict, failing checks, per metric group the
 node's worst and median value, the cards' identities) by ``nodegate.fleet.read``: from the
 summary file the node wrote beside it, or by parsing the report when there is no usable one.
-This module groups those by node and compares each metric across nodes.
+This module groups those by node and compares each metric across the nodes of one profile
+(the one a node's newest report names): another profile is another machine (an A100 node's
+GEMM rate is ~60 % of an H100's, and stays there), so a fleet of several kinds has one
+median per metric and profile, and a node is only compared with its own kind.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ __all__ = ["MIN_NODES", "FleetView", "MetricView", "NodeView", "Outlier", "Summa
            "aggregate", "build_view"]
 
 #: The fewest nodes whose median is a baseline to judge a node against: with fewer, one odd
-#: node moves the median, so no outliers are sought (and ``trends`` gives no verdict against
-#: the median of a profile with fewer).
+#: node moves the median, so no outliers are sought among the nodes of a profile with fewer
+#: (and ``trends`` gives no verdict against the median of a profile with fewer).
 MIN_NODES = 3
 
 # --- the fleet ---------------------------------------------------------------------------------
@@ -52,20 +55,23 @@ class Outlier:
     node: str
     entity: str
     value: float
-    deviation_pct: float  # signed, relative to the fleet median
+    deviation_pct: float  # signed, relative to the median of the nodes of its profile
+    profile: str  # the node's profile (whose nodes' median it is compared with)
 
 
 @dataclass
 class MetricView:
-    """One metric group across nodes: each node's worst value, their spread, the outliers."""
+    """One metric group across the nodes of one profile: each node's worst value, their
+    spread, the outliers (none sought where fewer than ``MIN_NODES`` nodes report it, or
+    their median is 0)."""
 
     key: str  # ``p2p_bandwidth[gpu-gpu]``
+    profile: str  # the profile its nodes' newest reports name
     unit: str
     direction: str
     values: list[tuple[str, float, str]] = field(default_factory=list)  # node, worst, entity
     stats: dict[str, float] = field(default_factory=dict)
     outliers: list[Outlier] = field(default_factory=list)
-
 
 
 
@@ -183,7 +189,7 @@ class FleetView:
     root: Path
     margin_pct: float
     nodes: list[NodeView]
-    metrics: list[MetricView]
+    metrics: list[MetricView]  # one per metric and profile: with outliers first, by metric
     unreadable: list[tuple[str, str]]
     #: reports parsed in full this run for want of a usable summary beside them (older
     #: writers, a summary missing, corrupt or of another version; ``strict``: all)
@@ -192,6 +198,8 @@ class FleetView:
     #: (``read.History``), and each trend metric's (unit, direction)
     points: dict[str, dict[str, array[float]]] = field(default_factory=dict)
     metric_shapes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the profiles with too few nodes (``MIN_NODES``) for outliers to be sought among them
+    notes: list[str] = field(default_factory=list)
 
     @property
     def n_reports(self) -> int:
@@ -215,14 +223,16 @@ def _percentile(ordered: Sequence[float], q: float) -> float:
 
 def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0,
                full_reads: int = 0, history: History | None = None) -> FleetView:
-    """Group by node (history oldest first), then compare each metric across nodes.
+    """Group by node (history oldest first), then compare each metric across the nodes of
+    each profile (the one a node's newest report names).
 
     A node's value for a metric is its worst entity in the newest report of each level that
     measured it (a cron quick run does not hide last night's bandwidth test); older reports
     of a level count through their trends (``history``, which ``aggregate`` filled while
     reading; without one, ``items`` go through a new one here). Outliers are nodes worse than
-    the fleet median by more than ``margin_pct`` percent: below it for higher-is-better
-    metrics, above it for metrics bounded only by a ``max``.
+    the median of their profile's nodes by more than ``margin_pct`` percent: below it for
+    higher-is-better metrics, above it for metrics bounded only by a ``max``. A profile with
+    fewer than ``MIN_NODES`` nodes has its spread but no outliers (``FleetView.notes``).
     """
     if not 0 <= margin_pct < 100:
         raise ConfigError(f"margin must be in [0, 100) percent, got {margin_pct:g}",
@@ -246,9 +256,21 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
     margin = margin_pct / 100.0
     for view in metrics.values():
         _score_metric(view, margin)
-    ordered_metrics = sorted(metrics.values(), key=lambda m: (not m.outliers, m.key))
+    ordered_metrics = sorted(metrics.values(),
+                             key=lambda m: (not m.outliers, m.key, m.profile))
     return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, full_reads,
-                     history.points, history.shapes)
+                     history.points, history.shapes, _few_nodes_notes(nodes))
+
+
+def _few_nodes_notes(nodes: Sequence[NodeView]) -> list[str]:
+    """A note for each profile with fewer than ``MIN_NODES`` nodes: no outliers among them."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        profile = node.latest["profile"]
+        counts[profile] = counts.get(profile, 0) + 1
+    return [f"profile {name}: {count} node{'s' if count > 1 else ''} (fewer than "
+            f"{MIN_NODES}): no profile median, no outliers sought among them"
+            for name, count in sorted(counts.items()) if count < MIN_NODES]
 
 
 def _charge_unreadable(nodes: Sequence[NodeView], unreadable: Sequence[tuple[str, str]],
@@ -296,31 +318,34 @@ def _folders(path: str) -> list[str]:
 
 
 def _node_values(by_node: dict[str, list[Summary]],
-                 ) -> tuple[list[NodeView], dict[str, MetricView]]:
-    """Each node's history (oldest first) and, per metric, every node's value taken from its
-    newest report that measured the metric."""
+                 ) -> tuple[list[NodeView], dict[tuple[str, str], MetricView]]:
+    """Each node's history (oldest first) and, per metric and profile (the one the node's
+    newest report names), every node's value taken from its newest report that measured the
+    metric."""
     nodes = []
-    metrics: dict[str, MetricView] = {}
+    metrics: dict[tuple[str, str], MetricView] = {}
     for name in sorted(by_node):
         history = by_node[name]
         if len(history) > 1:
             history.sort(key=lambda s: (s["finished"], s["report_id"]))
         nodes.append(NodeView(name, history))
+        profile = history[-1]["profile"]
         seen: set[str] = set()
         for summary in reversed(history):
             for key, (unit, sense, worst, entity, _median, _n) in summary["metrics"].items():
                 if key in seen:
                     continue
                 seen.add(key)
-                view = metrics.get(key)
+                view = metrics.get((key, profile))
                 if view is None:
-                    view = metrics[key] = MetricView(key, unit, sense)
+                    view = metrics[key, profile] = MetricView(key, profile, unit, sense)
                 view.values.append((name, worst, entity))
     return nodes, metrics
 
 
 def _score_metric(view: MetricView, margin: float) -> None:
-    """Fill in ``view``'s fleet statistics and its outliers (worst first)."""
+    """Fill in the statistics of ``view``'s nodes (those of one profile) and its outliers
+    (worst first)."""
     ordered = sorted(value for _, value, _ in view.values)
     median = _percentile(ordered, 0.5)
     view.stats = {
@@ -330,7 +355,7 @@ def _score_metric(view: MetricView, margin: float) -> None:
         "max": ordered[-1],
     }
     if median == 0 or len(ordered) < MIN_NODES:
-        return  # no meaningful relative margin (error counters, tiny fleets)
+        return  # no meaningful relative margin (error counters, profiles of few nodes)
     scale = abs(median)
     higher = view.direction == "higher"
     for node, value, entity in view.values:
@@ -339,7 +364,8 @@ def _score_metric(view: MetricView, margin: float) -> None:
             continue
         deviation = (value - median) / scale
         if deviation < -margin if higher else deviation > margin:
-            view.outliers.append(Outlier(node, entity, value, round(deviation * 100, 2)))
+            view.outliers.append(Outlier(node, entity, value, round(deviation * 100, 2),
+                                         view.profile))
     view.outliers.sort(key=lambda o: abs(o.deviation_pct), reverse=True)
 
 

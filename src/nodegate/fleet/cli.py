@@ -22,7 +22,8 @@ def register(subparsers: Any) -> None:
         "report", help="fleet view over a directory of node reports (text, JSON, HTML)",
         description="Read every *.json node report below DIR (several per node = history): "
                     "each node's verdict and failing checks, each metric's spread across "
-                    "nodes and the nodes worse than the fleet median by more than --margin.")
+                    "the nodes of each profile and the nodes worse than their profile's "
+                    "median by more than --margin.")
     parser.add_argument("dir", type=Path, metavar="DIR")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report with plots (only "
@@ -30,8 +31,8 @@ def register(subparsers: Any) -> None:
                              "*.json name: docs/gate.md)")
     parser.add_argument("--margin", type=arg_number(float, 0, 1000, low_open=True),
                         default=10.0, metavar="PCT",
-                        help="outlier margin in percent of the fleet median (default "
-                             "%(default)s)")
+                        help="outlier margin in percent of the median of the node's "
+                             "profile (default %(default)s)")
     parser.add_argument("--plots", type=arg_number(int, 0, 10000), default=50, metavar="N",
                         help="nodes with per-node plots in the HTML (default %(default)s)")
     parser.add_argument("--drift", type=arg_number(float, 0, 1000, low_open=True),

@@ -233,7 +233,8 @@ def line_chart_svg(title: str, lines: Mapping[str, Sequence[Sequence[Any]]], uni
 
 def distribution_svg(metric: MetricView, margin_pct: float, width: int = 520,
                      height: int = 130) -> str:
-    """Histogram of each node's worst value, with the median and the outlier margin."""
+    """Histogram of each node's worst value (the nodes of one profile), with their median and
+    the outlier margin; the title names the metric and the profile."""
     values = [value for _, value, _ in metric.values]
     if not values:
         return ""
@@ -254,9 +255,10 @@ def distribution_svg(metric: MetricView, margin_pct: float, width: int = 520,
     peak = max(counts)
     bar_w = plot_w / bins
     outlier_nodes = {o.node for o in metric.outliers}
+    name = f"{metric.key}, {metric.profile}"
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="{escape(metric.key)}">',
-             f'<text x="4" y="14" font-weight="600">{escape(metric.key)} '
+             f'role="img" aria-label="{escape(name)} across nodes">',
+             f'<text x="4" y="14" font-weight="600">{escape(name)} '
              f'({escape(metric.unit) or "no unit"}), {len(values)} nodes, '
              f'{len(outlier_nodes)} outlier nodes</text>']
 
@@ -430,12 +432,15 @@ def _cards_table(view: FleetView, ordered: Sequence[NodeView]) -> list[str]:
 
 
 def _distributions(view: FleetView) -> list[str]:
-    """Per-metric histograms of the fleet and the outlier table."""
+    """Histograms per metric and profile, the notes on profiles too few for outliers, and the
+    outlier table."""
     if not view.metrics:
         return []
     out = [f"<h2>Fleet distributions</h2><p class=\"muted\">Each node's worst entity "
-           f"per metric; outliers are worse than the fleet median by more than "
-           f"{view.margin_pct:g}%.</p><div class=\"plots\">"]
+           f"per metric, one histogram per metric and profile; outliers are worse than the "
+           f"median of their profile's nodes by more than {view.margin_pct:g}%.</p>"]
+    out += [f'<p class="muted">{escape(note)}</p>' for note in view.notes]
+    out.append('<div class="plots">')
     for metric in view.metrics:
         svg = distribution_svg(metric, view.margin_pct)
         if svg:
@@ -449,10 +454,12 @@ def _outliers_table(view: FleetView) -> list[str]:
     rows = [(m, o) for m in view.metrics for o in m.outliers]
     if not rows:
         return []
-    out = ["<h3>Outliers</h3><table><thead><tr><th>node</th><th>metric</th>"
-           "<th>entity</th><th>value</th><th>vs median</th></tr></thead><tbody>"]
+    out = ["<h3>Outliers</h3><table><thead><tr><th>node</th><th>profile</th>"
+           "<th>metric</th><th>entity</th><th>value</th><th>vs profile median</th></tr>"
+           "</thead><tbody>"]
     for metric, outlier in rows[:500]:
-        out.append(f"<tr><td>{escape(outlier.node)}</td><td>{escape(metric.key)}</td>"
+        out.append(f"<tr><td>{escape(outlier.node)}</td><td>{escape(outlier.profile)}</td>"
+                   f"<td>{escape(metric.key)}</td>"
                    f"<td>{escape(outlier.entity)}</td><td>{_num(outlier.value)} "
                    f"{escape(metric.unit)}</td><td>{outlier.deviation_pct:+.1f}% "
                    f"(median {_num(metric.stats['median'])})</td></tr>")

@@ -38,7 +38,7 @@ def _fmt(value: float) -> str:
 
 def render_text(view: FleetView, *, history: int = 5) -> str:
     """The fleet summary an operator reads in a terminal: nodes (failing first), metrics with
-    their spread and outliers, and the recent history of nodes that have one."""
+    their spread and outliers per profile, and the recent history of nodes that have one."""
     ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
     lines = [*_header_lines(view), "", *_node_lines(ordered), *_metric_lines(view),
              *_card_lines(ordered), *_swap_lines(view), *_history_lines(view, history),
@@ -74,27 +74,31 @@ def _node_lines(ordered: list[NodeView]) -> list[str]:
 
 
 def _metric_lines(view: FleetView) -> list[str]:
-    """The per-metric spread table, then every outlier (each section led by a blank line)."""
+    """The spread table per metric and profile, the notes on profiles too few for outliers,
+    then every outlier (each section led by a blank line)."""
     if not view.metrics:
         return []
-    lines = ["", f"Metrics: each node's worst entity; outliers worse than the fleet median "
-                 f"by more than {view.margin_pct:g}%"]
+    lines = ["", f"Metrics: each node's worst entity, per profile; outliers worse than the "
+                 f"median of their profile's nodes by more than {view.margin_pct:g}%"]
     key_width = max(len(m.key) for m in view.metrics)
-    lines.append(f"{'METRIC':<{key_width}}  {'UNIT':<7} {'NODES':>6} {'MIN':>9} "
-                 f"{'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
+    profile_width = max([7, *(len(m.profile) for m in view.metrics)])
+    lines.append(f"{'METRIC':<{key_width}}  {'PROFILE':<{profile_width}}  {'UNIT':<7} "
+                 f"{'NODES':>6} {'MIN':>9} {'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
     for metric in view.metrics:
         stats = metric.stats
-        lines.append(f"{metric.key:<{key_width}}  {metric.unit:<7} {int(stats['n']):>6} "
-                     f"{_fmt(stats['min']):>9} {_fmt(stats['median']):>9} "
-                     f"{_fmt(stats['max']):>9}  {len(metric.outliers)}")
+        lines.append(f"{metric.key:<{key_width}}  {metric.profile:<{profile_width}}  "
+                     f"{metric.unit:<7} {int(stats['n']):>6} {_fmt(stats['min']):>9} "
+                     f"{_fmt(stats['median']):>9} {_fmt(stats['max']):>9}  "
+                     f"{len(metric.outliers)}")
+    lines += [f"  ({note})" for note in view.notes]
     outliers = [(m, o) for m in view.metrics for o in m.outliers]
     if outliers:
         lines += ["", "Outliers:"]
         for metric, outlier in outliers:
             check = metric.key.split("[", 1)[0]
             lines.append(f"  {outlier.node} {check}[{outlier.entity}] {_fmt(outlier.value)} "
-                         f"{metric.unit} ({outlier.deviation_pct:+.1f}% vs median "
-                         f"{_fmt(metric.stats['median'])})")
+                         f"{metric.unit} ({outlier.deviation_pct:+.1f}% vs the "
+                         f"{outlier.profile} median {_fmt(metric.stats['median'])})")
     return lines
 
 
@@ -153,6 +157,7 @@ def to_data(view: FleetView) -> dict[str, Any]:
         "margin_pct": view.margin_pct,
         "verdicts": view.verdicts(),
         "read_in_full": view.full_reads,
+        "notes": view.notes,
         "nodes": [
             {
                 "node": node.node,
@@ -181,10 +186,11 @@ def to_data(view: FleetView) -> dict[str, Any]:
         ],
         "metrics": [
             {
-                "metric": m.key, "unit": m.unit, "direction": m.direction, "stats": m.stats,
+                "metric": m.key, "profile": m.profile, "unit": m.unit,
+                "direction": m.direction, "stats": m.stats,
                 "outliers": [
-                    {"node": o.node, "entity": o.entity, "value": o.value,
-                     "deviation_pct": o.deviation_pct}
+                    {"node": o.node, "profile": o.profile, "entity": o.entity,
+                     "value": o.value, "deviation_pct": o.deviation_pct}
                     for o in m.outliers
                 ],
             }
