@@ -35,9 +35,12 @@ LOCK_WAIT_S = 5
 
 
 def _ready() -> bool:
+    """This lab exactly: node1 without a fault, node2 with it, no other node (another test's
+    lab with the same fault on node3 passed a looser check, and node2 was healthy there)."""
     status = _lab("status", timeout=60).stdout
-    return all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M)
-               for n in (HEALTHY, FAULTY)) and FAULT in status
+    boards = dict(re.findall(r"^(node\d+)\s+node\s+\S+\s+running\s+\d+\s+(\S+)\s*$", status,
+                             re.M))
+    return boards == {HEALTHY: "h100-hgx", FAULTY: f"h100-hgx+{FAULT}"}
 
 
 def _hooks(site: dict[str, object], on: bool) -> None:
@@ -57,6 +60,8 @@ def lab() -> Iterator[None]:
     original: str | None = None
     try:
         if ours:
+            # another test's lab keeps its boards through an `up` (its node2 stays healthy)
+            _lab("down", timeout=600)
             up = _lab("up", "--nodes", "2", "--fault", f"{FAULTY}:{FAULT}", timeout=1800)
             assert up.returncode == 0, up.stdout + up.stderr
         original = SITE.read_text()
