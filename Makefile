@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.nodegate-installed
 
-.PHONY: setup host-setup test test-fast lint demo bench clean
+.PHONY: setup host-setup test test-fast lint demo bench fuzz clean
 
 $(STAMP): pyproject.toml lab/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ lint: setup
 
 demo: host-setup setup
 	bash scripts/demo.sh
+
+fuzz: setup
+	# the fuzz tests with a long random budget (make test runs them with a small fixed one)
+	NODEGATE_FUZZ=long $(PY) -m pytest tests -m fuzz -q
 
 bench: setup
 	$(PY) bench/health_speed.py

@@ -37,3 +37,22 @@ def run_cli(*args: str, env: dict[str, str] | None = None,
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def _register_fuzz_profiles() -> None:
+    """Hypothesis budgets: a fixed, small one in `make test` (derandomized, so CI is
+    repeatable), a long random one behind `make fuzz` (NODEGATE_FUZZ=long)."""
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:  # the dev extra is not installed: the fuzz tests skip themselves
+        return
+    quiet = [HealthCheck.too_slow, HealthCheck.data_too_large,
+             HealthCheck.function_scoped_fixture]
+    settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
+                              suppress_health_check=quiet, print_blob=True)
+    settings.register_profile("long", max_examples=3000, deadline=None,
+                              suppress_health_check=quiet, print_blob=True)
+    settings.load_profile("long" if os.environ.get("NODEGATE_FUZZ") == "long" else "ci")
+
+
+_register_fuzz_profiles()
