@@ -114,8 +114,12 @@ def classify(xid: int) -> tuple[str, str]:
     return event["class"], event["meaning"]
 
 
-def describe(xid: int, message: str) -> dict[str, Any]:
-    """The catalogue's view of one Xid line: action, class, meaning, NVIDIA's buckets."""
+def describe(xid: int | None, message: str) -> dict[str, Any]:
+    """The catalogue's view of one Xid line: action, class, meaning, NVIDIA's buckets. A line
+    whose code could not be read (None) is judged like a code the table lacks: WARN."""
+    if xid is None:
+        return {"action": "unknown", "class": ACTION_VERDICT["unknown"][2],
+                "meaning": "Xid line not readable: its code or bus id is malformed"}
     info = load_catalog().entries.get(xid)
     if info is None:
         out: dict[str, Any] = {"action": "unknown", "meaning": "not in NVIDIA's Xid catalogue "
@@ -150,7 +154,7 @@ def profile_overrides(section: Mapping[str, Any]) -> dict[int, str]:
 @dataclass
 class XidGroup:
     bus_id: str
-    xid: int
+    xid: int | None  # None: the lines' code or bus could not be read
     count: int
     first_s: float | None
     last_s: float | None
@@ -164,10 +168,11 @@ class XidGroup:
 def collapse(events: list[XidEvent]) -> list[XidGroup]:
     groups: dict[tuple[str, int], XidGroup] = {}
     for event in events:
-        key = (normalize_bus_id(event.bus_id), event.xid)
+        bus = _bus_key(event)
+        key = (bus, -1 if event.xid is None else event.xid)
         group = groups.get(key)
         if group is None:
-            group = groups[key] = XidGroup(key[0], event.xid, 0, event.seconds, event.seconds,
+            group = groups[key] = XidGroup(bus, event.xid, 0, event.seconds, event.seconds,
                                            event.line, [], [], event.stamp)
         group.count += 1
         group.last_time = event.stamp or group.last_time
@@ -200,7 +205,7 @@ def judge_xids(events: list[XidEvent], gpu_bus_ids: dict[str, str], *,
     for bus, entity in sorted(known.items(), key=lambda kv: _entity_order(kv[1])):
         judged.append((entity, _xid_events(by_bus.pop(bus, []), overrides or {}), None))
     unknown = list(unknown_bus_gpus or [])
-    if len(unknown) == 1 and len(by_bus) == 1:
+    if len(unknown) == 1 and len(by_bus) == 1 and "unknown" not in by_bus:
         bus, groups = by_bus.popitem()
         judged.append((unknown[0], _xid_events(groups, overrides or {}), bus))
         unknown = []
@@ -229,12 +234,16 @@ def judge_sxids(events: list[SXidEvent], *, boot_id: str | None, source: str, wi
     FAILs (hardware), non-fatal WARNs, and a group with no stated severity WARNs too.
     """
     groups: dict[tuple[int, int], list[SXidEvent]] = {}
-    for event in events:
-        groups.setdefault((event.switch, event.sxid), []).append(event)
+    for event in events:  # -1: a switch number or code that could not be read
+        key = (-1 if event.switch is None else event.switch,
+               -1 if event.sxid is None else event.sxid)
+        groups.setdefault(key, []).append(event)
     per_switch: dict[int, list[dict[str, Any]]] = {}
     for (switch, code), lines in sorted(groups.items()):
         severities = {e.severity for e in lines if e.severity}
-        if "fatal" in severities:
+        if code < 0 or lines[0].unparsed:
+            action, klass = "unknown", "unclassified"
+        elif "fatal" in severities:
             action, klass = "reboot_node", "hardware"
         elif severities:
             action, klass = "none", "non-fatal"
@@ -242,18 +251,24 @@ def judge_sxids(events: list[SXidEvent], *, boot_id: str | None, source: str, wi
             action, klass = "unspecified", "unspecified"
         stated = next((e for e in lines if e.severity), lines[0])
         per_switch.setdefault(switch, []).append(_no_nones({
-            "sxid": code, "class": klass, "action": action,
+            "sxid": code if code >= 0 else None, "unparsed": lines[0].unparsed,
+            "class": klass, "action": action,
             "severity": "fatal" if "fatal" in severities else (
                 "non-fatal" if severities else None),
-            "bus_id": normalize_bus_id(lines[0].bus_id), "count": len(lines),
+            "bus_id": _bus_key(lines[0]), "count": len(lines),
             "first_s": lines[0].seconds, "last_s": lines[-1].seconds,
             "first_time": lines[0].stamp, "last_time": lines[-1].stamp,
             "meaning": stated.message, "sample": stated.line,
         }))
     _mark_recurrent([e for evs in per_switch.values() for e in evs], "sxid", boot_id, history)
-    return [_result(f"nvswitch{switch}", evs, "sxid", boot_id=boot_id, source=source,
-                    window=window)
+    return [_result(f"nvswitch{switch if switch >= 0 else '-unknown'}", evs, "sxid",
+                    boot_id=boot_id, source=source, window=window)
             for switch, evs in sorted(per_switch.items())]
+
+
+def _bus_key(event: XidEvent | SXidEvent) -> str:
+    """The canonical bus id; the parser only passes on ids it has checked, or ``unknown``."""
+    return "unknown" if event.bus_id == "unknown" else normalize_bus_id(event.bus_id)
 
 
 def _xid_events(groups: list[XidGroup], overrides: Mapping[int, str]) -> list[dict[str, Any]]:
@@ -261,11 +276,13 @@ def _xid_events(groups: list[XidGroup], overrides: Mapping[int, str]) -> list[di
     for group in groups:
         message = next((m for m in group.messages if RECOVERY_RE.search(m)), group.messages[0])
         event = describe(group.xid, message)
+        if group.xid is None:
+            event["unparsed"] = True
         event.update(xid=group.xid, bus_id=group.bus_id, count=group.count,
                      first_s=group.first_s, last_s=group.last_s, first_time=group.first_time,
                      last_time=group.last_time, processes=group.processes,
                      sample=group.sample)
-        how = overrides.get(group.xid)
+        how = overrides.get(group.xid) if group.xid is not None else None
         if how is not None:
             event["override"] = how
         out.append(_no_nones(event))
@@ -294,9 +311,12 @@ def _result(entity: str, events: list[dict[str, Any]], kind: str, *, boot_id: st
         v, s = _verdict_of(event)
         if v == Verdict.FAIL or (v == Verdict.WARN and verdict == Verdict.PASS):
             verdict, severity = v, s
-    measured = ",".join(str(e[kind]) for e in events) or "none"
+    measured = ",".join(str(e.get(kind, "unreadable")) for e in events) or "none"
     recurrent = [e for e in events if e.get("recurrent")]
     hint = None
+    if any(kind not in e for e in events):
+        hint = ("a kernel-log line names an Xid/SXid whose code or bus id is not readable "
+                "(see sample): read it by hand")
     if recurrent:
         hint = (f"{kind.upper() if kind == 'sxid' else 'Xid'} "
                 f"{', '.join(str(e[kind]) for e in recurrent)} came back after a reboot: "
@@ -315,7 +335,7 @@ def _is_hardware(event: dict[str, Any]) -> bool:
 def _mark_recurrent(events: list[dict[str, Any]], kind: str, boot_id: str | None,
                     history: History | None) -> None:
     """Mark hardware events whose (bus, code) a report of another boot already holds."""
-    hardware = [e for e in events if _is_hardware(e)]
+    hardware = [e for e in events if _is_hardware(e) and kind in e]
     if not hardware or history is None or boot_id is None:
         return
     seen = previous_boots(history(), kind)
@@ -336,18 +356,26 @@ def previous_boots(reports: list[dict[str, Any]], kind: str = "xid"
     """
     out: dict[tuple[str, int], list[str]] = {}
     for report in reversed(reports):  # oldest first, so ``boots`` reads old -> new
-        boot = report.get("boot_id")
-        for result in report.get("results") or []:
+        boot = report.get("boot_id") if isinstance(report, dict) else None
+        for result in _list(report.get("results") if isinstance(report, dict) else None):
             if not isinstance(result, dict) or result.get("check") != "xid_events":
                 continue
-            for event in (result.get("evidence") or {}).get("events") or []:
-                if not isinstance(event, dict) or kind not in event or not _is_hardware(event):
+            evidence = result.get("evidence")
+            for event in _list(evidence.get("events") if isinstance(evidence, dict) else None):
+                code = event.get(kind) if isinstance(event, dict) else None
+                # an earlier report is data, not trusted: a code that is not a plain int
+                # (edited, corrupt, from a hostile line) is skipped, never a crash
+                if type(code) is not int or not _is_hardware(event):
                     continue
-                boots = out.setdefault((str(event.get("bus_id", "")), int(event[kind])), [])
-                for b in [*(event.get("boots") or []), boot]:
+                boots = out.setdefault((str(event.get("bus_id", "")), code), [])
+                for b in [*_list(event.get("boots")), boot]:
                     if isinstance(b, str) and b not in boots:
                         boots.append(b)
     return out
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _entity_order(entity: str) -> tuple[int, str]:

@@ -1,11 +1,14 @@
 """Read the kernel log of the current boot and extract NVIDIA Xid and NVSwitch SXid events.
 
-Sources, first that applies: ``NODEGATE_KERNEL_LOG`` (a file in dmesg format, used by the
-simulator and for replaying a saved log), ``journalctl -k -b 0 -o short-monotonic``, then
-``dmesg``. Those carry ``[seconds.micros]`` since boot, which the window filter uses. Saved
-logs in other real formats parse too: ``dmesg --ctime`` (``[Tue Mar  5 10:00:00 2024]``) and
-``journalctl -o short-iso`` (``2024-03-05T10:00:00+0000 host kernel: ...``) keep their
-wall-clock stamp as text (no seconds since boot, so the window keeps them).
+Sources, first that applies: ``NODEGATE_KERNEL_LOG`` (a saved log or the simulator's, in any
+format of ``LINE_FORMATS``), ``journalctl -k -b 0 -o short-monotonic``, then ``dmesg``.
+
+Every accepted line format is listed in ``LINE_FORMATS`` with how its time is read: seconds
+since boot (``monotonic``) or a wall-clock instant (``epoch``). ``within_window`` judges each
+event by the time its format carries; an event whose time cannot be read, or is not
+believable, counts as inside every window (never outside). Numbers are ASCII digits of a
+bounded length: a line that looks like an Xid but whose code or bus cannot be read is kept
+as an unparsed event (``xid`` None), never a crash.
 """
 
 from __future__ import annotations
@@ -14,44 +17,96 @@ import os
 import re
 import shutil
 import subprocess
+import time as _time
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TypeVar
 
+#: Longest Xid/SXid code accepted (the catalogue's codes have 3 digits, SXids 5).
+CODE_DIGITS = 6
+#: A stamp more than this many seconds before this boot began cannot belong to this boot's
+#: log: the clock was wrong when it was written, so its time is unknown.
+BOOT_SLACK_S = 300.0
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MON = "(?P<mon>" + "|".join(_MONTHS) + ")"
+# dmesg --decode / -x puts "facility:level : " in front of any time format
+_DECODE = r"(?:[a-z]{2,8}\s*:[a-z]{0,7}\s*: )?"
+_HMS = r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+_FRAC = r"(?:[.,](?P<frac>[0-9]{1,9}))?"
+
+
+@dataclass(frozen=True)
+class LineFormat:
+    """One kernel-log line format: its name, where it comes from, an example, the pattern
+    of its time prefix and which clock that time is on."""
+
+    name: str
+    producer: str
+    example: str
+    pattern: re.Pattern[str]
+    clock: str  # "monotonic" (seconds since boot) or "wall" (an instant)
+
+
+#: The formats the parser accepts, tried in this order at the start of each line. A line in
+#: none of them is still searched for Xids; its time is unknown (inside every window).
+LINE_FORMATS: tuple[LineFormat, ...] = (
+    LineFormat("monotonic", "dmesg; journalctl -o short-monotonic",
+               "[ 8123.456789] NVRM: Xid (PCI:0000:18:00): 79, ...",
+               re.compile(_DECODE + r"\[\s{0,12}(?P<sec>[0-9]{1,10})\.(?P<frac>[0-9]{1,9})\]"),
+               "monotonic"),
+    LineFormat("ctime", "dmesg --ctime / -T (local time)",
+               "[Fri Aug 30 11:43:14 2024] NVRM: Xid ...",
+               re.compile(_DECODE + r"\[(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON
+                          + r" (?P<d>[ 0-9][0-9]) " + _HMS + r" (?P<y>[0-9]{4}))\]"), "wall"),
+    LineFormat("iso", "dmesg --time-format=iso; rsyslog RFC 3339; journalctl -o short-iso, "
+               "short-iso-precise (no zone: local time)",
+               "2025-01-21T04:26:49,803751+00:00 NVRM: Xid ...",
+               re.compile(_DECODE + r"(?P<stamp>(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})T"
+                          + _HMS + _FRAC + r"(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?)(?=\s)"), "wall"),
+    LineFormat("syslog", "classic syslog (RFC 3164); journalctl -o short, short-precise "
+               "(local time, no year: the latest such date not after now)",
+               "Dec  6 05:20:53 host kernel: NVRM: Xid ...",
+               re.compile(_DECODE + r"(?P<stamp>" + _MON + r" (?P<d>[ 0-9][0-9]) " + _HMS + _FRAC
+                          + r")(?=\s)"),
+               "wall"),
+)
+
+_BUS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+_CODE = re.compile(rf"[0-9]{{1,{CODE_DIGITS}}}")
 # NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 # NVRM: Xid (0000:3b:00): 13, Graphics SM Warp Exception on (GPC 0, TPC 1)
-# NVRM: Xid (PCI:3b:00): 31, Ch 00000010, intr 10000000. MMU Fault ...
-XID_RE = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<bus>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\):"
-    r" (?P<xid>\d+),\s*(?P<rest>.*)$"
-)
-TIME_RE = re.compile(r"^\[\s*(?P<t>\d+\.\d+)\]")
-# dmesg --ctime: [Tue Mar  5 10:00:00 2024]; journalctl short-iso: 2024-03-05T10:00:00+0000
-STAMP_RE = re.compile(
-    r"^(?:\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]"
-    r"|(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?))"
-)
+# Anything after the marker is read strictly below; the marker alone makes it an event.
+XID_RE = re.compile(r"NVRM: Xid \((?P<bus>[^)]*)\):? ?(?P<code>[^,]*)"
+                    r"(?:,\s*(?P<rest>.*))?$")
+BUS_RE = re.compile(r"(?:PCI:)?(?P<bus>" + _BUS + ")")
 # nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error
 # nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): 20034, Data {0x50610002, 0x10100030}
-SXID_RE = re.compile(
-    r"nvidia-nvswitch(?P<switch>\d+): SXid \((?:PCI:)?(?P<bus>[0-9a-fA-F:.]+)\):"
-    r" (?P<sxid>\d+),\s*(?P<rest>.*)$"
-)
+SXID_RE = re.compile(r"nvidia-nvswitch(?P<switch>[^:\s]*): SXid \((?P<bus>[^)]*)\):? ?"
+                     r"(?P<code>[^,]*)(?:,\s*(?P<rest>.*))?$")
+SWITCH_RE = re.compile(r"[0-9]{1,4}")
 SEVERITY_RE = re.compile(r"^(?P<sev>Fatal|Non-fatal),\s*", re.IGNORECASE)
-PID_RE = re.compile(r"pid=(?P<pid>'?<?\w+>?'?)")
-NAME_RE = re.compile(r"name=(?P<name>[^,]*)")
+PID_RE = re.compile(r"pid=(?P<pid>'?<?\w{1,32}>?'?)")
+NAME_RE = re.compile(r"name=(?P<name>[^,]{0,64})")
 
 
 @dataclass(frozen=True)
 class XidEvent:
+    """One Xid line. ``xid`` is None when the line's code or bus could not be read
+    (``unparsed`` says why). ``seconds`` (since boot) and ``epoch`` (wall clock) are the
+    event's time where its format carries one; both None: time unknown."""
+
     bus_id: str
-    xid: int
+    xid: int | None
     seconds: float | None
     pid: str | None
     process: str | None
     message: str
     line: str
-    stamp: str | None = None  # wall-clock text where the log format carries one
+    stamp: str | None = None  # wall-clock text where the log format carries it
+    epoch: float | None = None
+    unparsed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,14 +114,16 @@ class SXidEvent:
     """One NVSwitch SXid line; ``severity`` is what the driver printed (``fatal`` or
     ``non-fatal``), None on its follow-up ``Data {...}`` lines that state none."""
 
-    switch: int
+    switch: int | None
     bus_id: str
-    sxid: int
+    sxid: int | None
     severity: str | None
     seconds: float | None
     message: str
     line: str
     stamp: str | None = None
+    epoch: float | None = None
+    unparsed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,60 +186,158 @@ def read_kernel_log(timeout_s: float = 20.0) -> KernelLog:
     return KernelLog("none", [], boot_id, _uptime(), problem="; ".join(failed))
 
 
-def _times(line: str) -> tuple[float | None, str | None]:
-    """Seconds since boot (``[ 12.34]``) and/or the wall-clock stamp text of a log line."""
-    time = TIME_RE.search(line)
-    stamp = STAMP_RE.search(line)
-    text = (stamp.group("ctime") or stamp.group("iso")) if stamp else None
-    return (float(time.group("t")) if time else None), text
+@dataclass(frozen=True)
+class LineTime:
+    """The time a line's format carries: seconds since boot, or an instant (epoch seconds)
+    with its text; no time at all when the line is in no known format or its stamp names no
+    real date (Feb 30, 25:61): unknown, never a guess."""
+
+    format: str | None = None
+    seconds: float | None = None
+    epoch: float | None = None
+    stamp: str | None = None
 
 
-def parse_xids(lines: list[str]) -> list[XidEvent]:
-    events = []
-    for line in lines:
-        match = XID_RE.search(line)
+def line_time(line: str, *, now_wall: float | None = None) -> LineTime:
+    """Which of ``LINE_FORMATS`` the line starts with, and its time. ``now_wall`` (default:
+    now) places a syslog date, which has no year, in the latest year not after now."""
+    for fmt in LINE_FORMATS:
+        match = fmt.pattern.match(line)
         if match is None:
             continue
-        seconds, stamp = _times(line)
-        rest = match.group("rest")
+        fields = match.groupdict()
+        if fmt.clock == "monotonic":
+            return LineTime(fmt.name, seconds=float(f"{fields['sec']}.{fields['frac']}"))
+        epoch = _epoch(fields, _time.time() if now_wall is None else now_wall)
+        return LineTime(fmt.name, epoch=epoch,
+                        stamp=fields["stamp"] if epoch is not None else None)
+    return LineTime()
+
+
+def _epoch(fields: dict[str, str | None], now_wall: float) -> float | None:
+    """Seconds since the epoch of a wall-clock stamp; None when it names no real instant."""
+    frac = fields.get("frac") or ""
+    micro = int(frac[:6].ljust(6, "0")) if frac else 0
+    month = _MONTHS.index(fields["mon"]) + 1 if fields.get("mon") else int(fields["mo"] or 0)
+    try:
+        zone = _zone(fields.get("tz"))
+        if fields.get("y") is None:  # syslog: no year; the latest such date not after now
+            now = datetime.fromtimestamp(now_wall)
+            stamp = _local(now.year, month, fields, micro)
+            if stamp is not None and stamp.timestamp() > now_wall + 86400:
+                stamp = _local(now.year - 1, month, fields, micro)
+            return stamp.timestamp() if stamp is not None else None
+        value = datetime(int(fields["y"] or 0), month, int(fields["d"] or 0),
+                         int(fields["h"] or 0), int(fields["mi"] or 0), int(fields["s"] or 0),
+                         micro, tzinfo=zone)
+        return value.timestamp()
+    except (ValueError, OverflowError, OSError):  # Feb 30, hour 25, year 0, out of range
+        return None
+
+
+def _local(year: int, month: int, fields: dict[str, str | None],
+           micro: int) -> datetime | None:
+    try:
+        return datetime(year, month, int(fields["d"] or 0), int(fields["h"] or 0),
+                        int(fields["mi"] or 0), int(fields["s"] or 0), micro)
+    except ValueError:  # Feb 29 outside a leap year
+        return None
+
+
+def _zone(text: str | None) -> timezone | None:
+    """``Z``, ``+00:00``, ``-0500`` as a fixed offset; None (local time) when absent."""
+    if not text:
+        return None
+    if text == "Z":
+        return timezone.utc
+    digits = text[1:].replace(":", "")
+    offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return timezone(-offset if text[0] == "-" else offset)
+
+
+def _code(text: str | None) -> int | None:
+    """An Xid/SXid code: ASCII digits only, at most ``CODE_DIGITS`` of them."""
+    text = (text or "").strip()
+    return int(text) if _CODE.fullmatch(text) else None
+
+
+def _bus(text: str) -> str | None:
+    match = BUS_RE.fullmatch(text.strip())
+    return match.group("bus") if match else None
+
+
+def _unparsed(code: int | None, bus: str | None, what: str) -> str | None:
+    if code is None:
+        return f"{what} code is not 1-{CODE_DIGITS} ASCII digits"
+    if bus is None:
+        return "PCI bus id is not domain:bus:device"
+    return None
+
+
+def parse_xids(lines: list[str], *, now_wall: float | None = None) -> list[XidEvent]:
+    """Every line holding ``NVRM: Xid``; one whose code or bus cannot be read is kept with
+    ``xid`` None and the reason in ``unparsed``."""
+    events = []
+    for line in lines:
+        if "NVRM: Xid (" not in line:
+            continue
+        match = XID_RE.search(line)
+        when = line_time(line, now_wall=now_wall)
+        code = _code(match.group("code")) if match else None
+        bus = _bus(match.group("bus")) if match else None
+        rest = (match.group("rest") or "") if match else line[line.index("NVRM: Xid ("):]
         pid = PID_RE.search(rest)
         name = NAME_RE.search(rest)
         message = rest
         if pid or name:
             # strip the "pid=..., name=..., " prefix the 470+ drivers add
             message = re.sub(r"^(pid=[^,]*,\s*)?(name=[^,]*,\s*)?", "", rest)
+        unparsed = _unparsed(code, bus, "Xid")
         events.append(XidEvent(
-            bus_id=match.group("bus"),
-            xid=int(match.group("xid")),
-            seconds=seconds,
+            bus_id=bus or "unknown",
+            xid=code if unparsed is None else None,
+            seconds=when.seconds,
             pid=pid.group("pid") if pid else None,
             process=name.group("name").strip() if name else None,
-            message=message.strip(),
-            line=line.strip(),
-            stamp=stamp,
+            message=message.strip()[:500],
+            line=line.strip()[:500],
+            stamp=when.stamp,
+            epoch=when.epoch,
+            unparsed=unparsed,
         ))
     return events
 
 
-def parse_sxids(lines: list[str]) -> list[SXidEvent]:
-    """NVSwitch SXid lines, with the severity the driver printed in them."""
+def parse_sxids(lines: list[str], *, now_wall: float | None = None) -> list[SXidEvent]:
+    """NVSwitch SXid lines, with the severity the driver printed in them; one whose switch,
+    code or bus cannot be read is kept with ``sxid`` None and the reason in ``unparsed``."""
     events = []
     for line in lines:
+        if ": SXid (" not in line or "nvidia-nvswitch" not in line:
+            continue
         match = SXID_RE.search(line)
         if match is None:
             continue
-        seconds, stamp = _times(line)
-        rest = match.group("rest")
+        when = line_time(line, now_wall=now_wall)
+        switch = match.group("switch")
+        number = int(switch) if SWITCH_RE.fullmatch(switch) else None
+        code = _code(match.group("code"))
+        bus = _bus(match.group("bus"))
+        unparsed = _unparsed(code, bus, "SXid") or (
+            None if number is not None else "NVSwitch number is not 1-4 ASCII digits")
+        rest = match.group("rest") or ""
         sev = SEVERITY_RE.match(rest)
         events.append(SXidEvent(
-            switch=int(match.group("switch")),
-            bus_id=match.group("bus"),
-            sxid=int(match.group("sxid")),
+            switch=number,
+            bus_id=bus or "unknown",
+            sxid=code if unparsed is None else None,
             severity=sev.group("sev").lower() if sev else None,
-            seconds=seconds,
-            message=(rest[sev.end():] if sev else rest).strip(),
-            line=line.strip(),
-            stamp=stamp,
+            seconds=when.seconds,
+            message=(rest[sev.end():] if sev else rest).strip()[:500],
+            line=line.strip()[:500],
+            stamp=when.stamp,
+            epoch=when.epoch,
+            unparsed=unparsed,
         ))
     return events
 
@@ -190,9 +345,28 @@ def parse_sxids(lines: list[str]) -> list[SXidEvent]:
 _E = TypeVar("_E", XidEvent, SXidEvent)
 
 
-def within_window(events: list[_E], window_s: float | None, now_s: float | None) -> list[_E]:
-    """Events in the last ``window_s`` seconds of this boot (all of it when None)."""
-    if window_s is None or now_s is None:
+def within_window(events: list[_E], window_s: float | None, now_s: float | None, *,
+                  now_wall: float | None = None) -> list[_E]:
+    """Events in the last ``window_s`` seconds (all of them when None).
+
+    ``now_s`` is the uptime when the log is this boot's (journalctl, dmesg), None for a
+    file. An event is outside only when its own time proves it: seconds since boot against
+    the uptime, or its wall-clock instant against ``now_wall`` (default: now). An event with
+    no time, or a stamp from before this boot began (the clock was wrong when it was
+    written), is inside every window.
+    """
+    if window_s is None:
         return events
-    start = now_s - window_s
-    return [e for e in events if e.seconds is None or e.seconds >= start]
+    wall = _time.time() if now_wall is None else now_wall
+    return [e for e in events if _inside(e, window_s, now_s, wall)]
+
+
+def _inside(event: XidEvent | SXidEvent, window_s: float, now_s: float | None,
+            wall: float) -> bool:
+    if event.seconds is not None and now_s is not None:
+        return event.seconds >= now_s - window_s
+    if event.epoch is not None:
+        if now_s is not None and event.epoch < wall - now_s - BOOT_SLACK_S:
+            return True  # stamped before this boot: that clock cannot be trusted
+        return event.epoch >= wall - window_s
+    return True
