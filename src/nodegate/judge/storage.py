@@ -14,7 +14,11 @@ The SMART checks read nvme-cli's log (``nodegate.probes.nvme``) and decide per c
 
 fio floors are the profile's explicit thresholds when set, else the drive datasheet figure
 (``nvme.drive``) x the array's disk count x ``nvme.fio.efficiency``, with both sources.
-A device or run that could not be read is ERROR; no number lives here.
+A device or run that could not be read is ERROR; no number lives here. What could not be
+read fails only the checks that need it: a SMART log that could not be read (or one missing a
+field) never touches the firmware and namespace checks, which come from id-ctrl and
+``nvme list``; an id-ctrl that could not be read fails the firmware check (and the temperature
+check where only the drive's WCTEMP would have given its limit).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ def judge_devices(devices: Sequence[NvmeDevice], profile: Profile,
         if dev.smart is None:
             out += [make(check, dev.controller, Verdict.ERROR, severity=CRIT,
                          reason=dev.problem or "SMART log not read", **ident)
-                    for check in (*SMART_CHECKS, "nvme_firmware")]
+                    for check in SMART_CHECKS]
             continue
         out += _smart(dev, profile, previous or {}, ident)
     if devices:
@@ -77,9 +81,14 @@ def _smart(dev: NvmeDevice, profile: Profile, previous: Mapping[str, int],
     assert smart is not None
     entity = dev.controller
     bits = smart.warnings()
-    out = [make("nvme_critical_warning", entity, Verdict.FAIL if bits else Verdict.PASS,
-                measured=f"0x{smart.critical_warning:02x}", threshold="0x00", severity=CRIT,
-                warnings=bits or None, **ident)]
+    if smart.critical_warning is None:
+        out = [make("nvme_critical_warning", entity, Verdict.ERROR, severity=CRIT,
+                    reason="critical_warning missing from the SMART log (or not one byte)",
+                    **ident)]
+    else:
+        out = [make("nvme_critical_warning", entity, Verdict.FAIL if bits else Verdict.PASS,
+                    measured=f"0x{smart.critical_warning:02x}", threshold="0x00",
+                    severity=CRIT, warnings=bits or None, **ident)]
     if smart.available_spare is None or smart.spare_threshold is None:
         out.append(make("nvme_spare", entity, Verdict.ERROR, severity=CRIT,
                         reason="available spare or its threshold missing from the SMART log",
@@ -124,6 +133,11 @@ def _temperature(dev: NvmeDevice, threshold: Threshold | None,
     if threshold is not None:
         return against("nvme_temperature", dev.controller, celsius, threshold, severity=WARN,
                        **raw, **ident)
+    if dev.wctemp_k is None and dev.ident_problem:  # the limit could not be read
+        return make("nvme_temperature", dev.controller, Verdict.ERROR, measured=celsius,
+                    unit="C", severity=WARN, reason="no nvme_temperature_max_c in the profile "
+                    f"and id-ctrl (the drive's warning temperature) not read: "
+                    f"{dev.ident_problem}", **raw, **ident)
     if dev.wctemp_k is None:
         return make("nvme_temperature", dev.controller, Verdict.SKIP, measured=celsius,
                     unit="C", reason="no nvme_temperature_max_c in the profile and the drive "
@@ -161,32 +175,40 @@ def previous_unsafe_shutdowns(reports: Sequence[Mapping[str, Any]]) -> dict[str,
     """serial -> unsafe shutdown count from the newest report (``reports`` newest first)
     that judged that serial."""
     out: dict[str, int] = {}
-    for report in reports:
-        for result in report.get("results") or []:
-            if result.get("check") != "nvme_unsafe_shutdowns":
+    for report in reports:  # earlier reports are data: anything malformed is skipped
+        results = report.get("results") if isinstance(report, Mapping) else None
+        for result in results if isinstance(results, list) else []:
+            if not isinstance(result, Mapping) or result.get("check") != "nvme_unsafe_shutdowns":
                 continue
-            evidence = result.get("evidence") or {}
+            evidence = result.get("evidence")
+            if not isinstance(evidence, Mapping):
+                continue
             serial, count = evidence.get("serial"), evidence.get("unsafe_shutdowns")
-            if isinstance(serial, str) and isinstance(count, int) and serial not in out:
+            if isinstance(serial, str) and type(count) is int and serial not in out:
                 out[serial] = count
     return out
 
 
 def _by_model(devices: Sequence[NvmeDevice]) -> dict[str, list[NvmeDevice]]:
+    """Devices per model, whatever their SMART log said: identity and namespaces come from
+    id-ctrl and ``nvme list``, not from it."""
     groups: dict[str, list[NvmeDevice]] = defaultdict(list)
     for dev in devices:
-        if dev.smart is not None:  # a device that could not be read is ERROR already
-            groups[dev.model].append(dev)
+        groups[dev.model].append(dev)
     return groups
 
 
 def _firmware(devices: Sequence[NvmeDevice], pinned: Sequence[str] | None) -> list[CheckResult]:
     out = []
     for model, group in _by_model(devices).items():
-        revisions = sorted({d.firmware for d in group})
+        revisions = sorted({d.firmware for d in group if _firmware_read(d)})
         for dev in group:
             ident: dict[str, Any] = {"model": model or None, "serial": dev.serial or None}
-            if pinned:
+            if not _firmware_read(dev):
+                out.append(make("nvme_firmware", dev.controller, Verdict.ERROR, severity=WARN,
+                                reason=dev.ident_problem or "no firmware revision in id-ctrl "
+                                "or nvme list", **ident))
+            elif pinned:
                 ok = dev.firmware in pinned
                 out.append(make("nvme_firmware", dev.controller,
                                 Verdict.PASS if ok else Verdict.FAIL, measured=dev.firmware,
@@ -198,6 +220,10 @@ def _firmware(devices: Sequence[NvmeDevice], pinned: Sequence[str] | None) -> li
                                 threshold="identical across drives of one model",
                                 severity=WARN, revisions=None if ok else revisions, **ident))
     return out
+
+
+def _firmware_read(dev: NvmeDevice) -> bool:
+    return bool(dev.firmware) and dev.ident_problem is None
 
 
 def _namespace_sizes(devices: Sequence[NvmeDevice],

@@ -15,12 +15,17 @@ known spellings (``avail_spare``/``available_spare``, ...). Two shapes are handl
 nvme-cli and the Linux nvme hwmon driver compute it.
 
 A device that cannot be read (gone from the bus, a command error, a timeout) is kept with its
-``problem``: the judge makes it ERROR on that device, the other devices are still judged.
+``problem`` (SMART log) or ``ident_problem`` (id-ctrl): the judge makes ERROR only the checks
+that need what could not be read, on that device; the other devices are still judged. A field
+missing from a log it could read (no ``critical_warning``, no ``media_errors``) is None and
+fails only its own check. Numbers are ASCII digits, at most 40 (a 128-bit counter has 39),
+never negative: anything else is a field that could not be read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +45,9 @@ CRITICAL_WARNING_BITS: dict[int, str] = {
     0x20: "persistent memory region read-only or unreliable",
 }
 DEFAULT_TIMEOUT_S = 30.0
+#: The largest value a SMART counter can hold (128-bit) and its digits as text.
+COUNTER_MAX = 2**128 - 1
+_DIGITS = re.compile(r"[0-9]{1,40}")
 
 Runner = Callable[[list[str], float], "subprocess.CompletedProcess[str]"]
 
@@ -110,7 +118,7 @@ def _tail(text: str, limit: int = 200) -> str:
 class SmartLog:
     """The SMART / Health Information log fields the judge reads (NVMe base spec 02h)."""
 
-    critical_warning: int
+    critical_warning: int | None  # None: the log did not carry it (fails its own check only)
     temperature_k: int | None
     available_spare: int | None  # %
     spare_threshold: int | None  # %
@@ -126,6 +134,8 @@ class SmartLog:
 
     def warnings(self) -> list[str]:
         """The critical_warning bits set, in words (unknown bits by value)."""
+        if self.critical_warning is None:
+            return []
         out = [text for bit, text in CRITICAL_WARNING_BITS.items() if self.critical_warning & bit]
         unknown = self.critical_warning & ~sum(CRITICAL_WARNING_BITS)
         if unknown:
@@ -155,7 +165,8 @@ class NvmeDevice:
     wctemp_k: int | None = None  # warning composite temperature threshold (id-ctrl)
     namespaces: list[Namespace] = field(default_factory=list)
     smart: SmartLog | None = None
-    problem: str | None = None
+    problem: str | None = None  # why the SMART log could not be read
+    ident_problem: str | None = None  # why id-ctrl could not be read (firmware, wctemp)
 
 
 # --- field readers -------------------------------------------------------------------------
@@ -174,18 +185,19 @@ _SMART_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _int(value: Any) -> int | None:
-    """A counter as nvme-cli writes it: a number or a decimal string (128-bit counters)."""
+    """A counter as nvme-cli writes it: a number or a decimal string (128-bit counters).
+    None when it is not one: negative, above 128 bits, not ASCII digits, too long."""
+    number: int | None = None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
         text = value.strip().replace(",", "")
-        if text.isdigit():
-            return int(text)
-    return None
+        number = int(text) if _DIGITS.fullmatch(text) else None
+    return number if number is not None and 0 <= number <= COUNTER_MAX else None
 
 
 def _field(doc: Mapping[str, Any], names: tuple[str, ...]) -> Any:
@@ -206,9 +218,8 @@ def parse_smart_log(doc: Any, *, what: str = "smart-log") -> SmartLog:
             raw = raw["value"]
         values[attr] = _int(raw)
     warning = values.pop("critical_warning")
-    if warning is None:
-        raise ToolFailed(f"{what}: no critical_warning in the SMART log: "
-                         f"keys {', '.join(sorted(doc)) or 'none'}")
+    if warning is not None and warning > 0xFF:  # one byte (NVMe base spec): not a reading
+        warning = None
     return SmartLog(critical_warning=warning, **values)
 
 
@@ -216,7 +227,7 @@ def parse_id_ctrl(doc: Any) -> dict[str, Any]:
     """Model, serial, firmware and the warning temperature (Kelvin) from ``id-ctrl -o json``;
     nvme-cli pads the strings with spaces, as the controller returns them."""
     if not isinstance(doc, Mapping):
-        return {}
+        raise ToolFailed(f"id-ctrl: expected a JSON object, got {type(doc).__name__}")
     wctemp = _int(doc.get("wctemp"))
     return {"model": str(doc.get("mn", "")).strip(), "serial": str(doc.get("sn", "")).strip(),
             "firmware": str(doc.get("fr", "")).strip(),
@@ -228,7 +239,7 @@ def controller_of(path: str) -> str:
     name = path.rsplit("/", 1)[-1]
     digits = ""
     for ch in name[4:] if name.startswith("nvme") else "":
-        if not ch.isdigit():
+        if ch not in "0123456789":
             break
         digits += ch
     return f"nvme{digits}" if digits else name
@@ -240,9 +251,7 @@ def parse_list(doc: Any) -> list[Namespace]:
     if not isinstance(doc, Mapping):
         raise ToolFailed("nvme list: expected a JSON object")
     out: list[Namespace] = []
-    for dev in doc.get("Devices") or []:
-        if not isinstance(dev, Mapping):
-            continue
+    for dev in _maps(doc.get("Devices")):
         if "DevicePath" in dev:
             path = str(dev["DevicePath"])
             out.append(Namespace(path=path, controller=controller_of(path),
@@ -251,10 +260,10 @@ def parse_list(doc: Any) -> list[Namespace]:
                                  firmware=str(dev.get("Firmware", "")).strip(),
                                  size_bytes=_int(dev.get("PhysicalSize"))))
             continue
-        for subsystem in dev.get("Subsystems") or []:
-            for ctrl in subsystem.get("Controllers") or []:
+        for subsystem in _maps(dev.get("Subsystems")):
+            for ctrl in _maps(subsystem.get("Controllers")):
                 name = str(ctrl.get("Controller", ""))
-                for ns in ctrl.get("Namespaces") or []:
+                for ns in _maps(ctrl.get("Namespaces")):
                     path = f"/dev/{ns.get('NameSpace', '')}"
                     size = _int(ns.get("PhysicalSize"))
                     if size is None:
@@ -266,6 +275,11 @@ def parse_list(doc: Any) -> list[Namespace]:
                                          firmware=str(ctrl.get("Firmware", "")).strip(),
                                          size_bytes=size))
     return out
+
+
+def _maps(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a JSON list; anything else in it (or no list) is left out."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
 # --- the probe -----------------------------------------------------------------------------
@@ -282,8 +296,9 @@ def read_devices(run: Runner = local_runner, *,
     and rescan). A device is named by its block devices' ``nvmeX``, as ``nvme list`` shows it.
 
     Raises ToolMissing (exit 3) without nvme-cli and ToolFailed when ``nvme list`` itself
-    fails (nothing can be said about any device). A controller whose ``id-ctrl`` or
-    ``smart-log`` fails (it vanished, it timed out) carries ``problem`` instead."""
+    fails (nothing can be said about any device). A controller whose ``id-ctrl`` fails
+    carries ``ident_problem``, one whose ``smart-log`` fails ``problem``: each is read on
+    its own, so one failing never hides what the other says."""
     namespaces = parse_list(run_json(run, ["nvme", "list", "-o", "json"], package="nvme-cli",
                                      timeout_s=timeout_s))
     devices: dict[str, NvmeDevice] = {}
@@ -300,6 +315,12 @@ def read_devices(run: Runner = local_runner, *,
             dev.serial = ident.get("serial") or dev.serial
             dev.firmware = ident.get("firmware") or dev.firmware
             dev.wctemp_k = ident.get("wctemp_k")
+        except ToolFailed as exc:
+            dev.ident_problem = str(exc)
+        if dev.ident_problem and "no answer within" in dev.ident_problem:
+            dev.problem = dev.ident_problem  # a hung device: do not wait for it twice
+            continue
+        try:
             dev.smart = parse_smart_log(
                 run_json(run, ["nvme", "smart-log", dev.path, "-o", "json"],
                          package="nvme-cli", timeout_s=timeout_s),
@@ -310,5 +331,5 @@ def read_devices(run: Runner = local_runner, *,
 
 
 def _natural(name: str) -> tuple[str, int]:
-    digits = "".join(ch for ch in name if ch.isdigit())
+    digits = "".join(ch for ch in name if ch in "0123456789")[:9]
     return name.rstrip("0123456789"), int(digits) if digits else -1
