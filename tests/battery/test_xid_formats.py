@@ -161,3 +161,16 @@ def test_a_corrupt_earlier_report_never_stops_the_recurrence_check() -> None:
         {"boot_id": "b2", "results": "nope"},
     ]
     assert previous_boots(reports) == {("0000:18:00", 79): ["b1"]}
+
+
+@pytest.mark.parametrize("line", ["NVRM: Xid (" * 200_000, "nvidia-nvswitch0: SXid (" * 100_000,
+                                  "[" + "9" * 1_000_000, "Dec  6 " * 300_000])
+def test_a_long_hostile_line_is_read_in_bounded_time(line: str) -> None:
+    """Only the first LINE_MAX characters of a line are parsed, matched once at the marker:
+    a line of repeated markers once took minutes (each search rescanned the line)."""
+    import time
+
+    started = time.monotonic()
+    parse_xids([line])
+    parse_sxids([line])
+    assert time.monotonic() - started < 5.0

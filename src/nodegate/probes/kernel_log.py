@@ -25,6 +25,10 @@ from typing import TypeVar
 
 #: Longest Xid/SXid code accepted (the catalogue's codes have 3 digits, SXids 5).
 CODE_DIGITS = 6
+#: Characters read from the marker on (and of the time prefix): a kernel record's text is at
+#: most 1,024 bytes (printk). The marker is found in the whole line and matched once, so a
+#: hostile line costs linear time and a long prefix never hides an Xid.
+LINE_MAX = 4096
 #: A stamp more than this many seconds before this boot began cannot belong to this boot's
 #: log: the clock was wrong when it was written, so its time is unknown.
 BOOT_SLACK_S = 300.0
@@ -279,13 +283,15 @@ def parse_xids(lines: list[str], *, now_wall: float | None = None) -> list[XidEv
     ``xid`` None and the reason in ``unparsed``."""
     events = []
     for line in lines:
-        if "NVRM: Xid (" not in line:
+        at = line.find("NVRM: Xid (")
+        if at < 0:
             continue
-        match = XID_RE.search(line)
-        when = line_time(line, now_wall=now_wall)
+        body = line[at:at + LINE_MAX]
+        match = XID_RE.match(body)
+        when = line_time(line[:LINE_MAX], now_wall=now_wall)
         code = _code(match.group("code")) if match else None
         bus = _bus(match.group("bus")) if match else None
-        rest = (match.group("rest") or "") if match else line[line.index("NVRM: Xid ("):]
+        rest = (match.group("rest") or "") if match else body
         pid = PID_RE.search(rest)
         name = NAME_RE.search(rest)
         message = rest
@@ -313,12 +319,12 @@ def parse_sxids(lines: list[str], *, now_wall: float | None = None) -> list[SXid
     code or bus cannot be read is kept with ``sxid`` None and the reason in ``unparsed``."""
     events = []
     for line in lines:
-        if ": SXid (" not in line or "nvidia-nvswitch" not in line:
-            continue
-        match = SXID_RE.search(line)
+        sxid_at = line.find(": SXid (")
+        at = line.rfind("nvidia-nvswitch", max(0, sxid_at - 40), max(sxid_at, 0))
+        match = SXID_RE.match(line[at:at + LINE_MAX]) if sxid_at >= 0 and at >= 0 else None
         if match is None:
             continue
-        when = line_time(line, now_wall=now_wall)
+        when = line_time(line[:LINE_MAX], now_wall=now_wall)
         switch = match.group("switch")
         number = int(switch) if SWITCH_RE.fullmatch(switch) else None
         code = _code(match.group("code"))
