@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
@@ -103,57 +104,45 @@ BUSES = st.one_of(st.sampled_from(GOOD_BUSES), st.just("PCI:::"),
                   st.text(max_size=20).filter(lambda t: ")" not in t))
 
 
-def _check_time(event: XidEvent | SXidEvent, seconds: float | None,
-                epoch: float | None) -> None:
+def _judged(line: str, sxid: bool) -> tuple[XidEvent | SXidEvent, int | None, bool,
+                                            list[Any]]:
+    """(event, its code, whether a 1 s window keeps it, the judge's results) for one line."""
+    if sxid:
+        sxids = parse_sxids([line], now_wall=NOW)
+        assert len(sxids) == 1
+        kept = within_window(sxids, 1.0, 1e6, now_wall=NOW)
+        return sxids[0], sxids[0].sxid, kept == sxids, judge_sxids(
+            kept, boot_id="b", source="f", window="1s")
+    xids = parse_xids([line], now_wall=NOW)
+    assert len(xids) == 1
+    kept_x = within_window(xids, 1.0, None, now_wall=NOW)
+    return xids[0], xids[0].xid, kept_x == xids, judge_xids(
+        kept_x, {"gpu0": "00000000:18:00.0"}, boot_id="b", source="f", window="1s")
+
+
+@given(stamped(), CODES, BUSES, st.booleans())
+def test_a_line_in_any_format_parses_with_its_time_or_none(
+        stamp: tuple[str, str, float | None, float | None], code: str, bus: str,
+        sxid: bool) -> None:
+    _, prefix, seconds, epoch = stamp
+    body = (f"nvidia-nvswitch0: SXid ({bus}): {code}, Fatal, Link 3" if sxid
+            else f"NVRM: Xid ({bus}): {code}, pid='<unknown>', lost")
+    started = time.monotonic()
+    event, parsed, kept, results = _judged(prefix + body, sxid)
     assert event.seconds == seconds
     if epoch is None:
         assert event.epoch is None
     else:
         assert event.epoch is not None and math.isclose(event.epoch, epoch, abs_tol=1e-6)
-
-
-def _check_code(parsed: int | None, unparsed: str | None, code: str, bus: str) -> None:
     head = code.split(",", maxsplit=1)[0].strip()  # what the line holds before a comma
     code_ok = head.isascii() and head.isdigit() and len(head) <= 6
     if code_ok and bus in GOOD_BUSES:
         assert parsed == int(head)
     if not code_ok:
-        assert parsed is None and unparsed
-
-
-@given(stamped(), CODES, BUSES)
-def test_an_xid_line_in_any_format_parses_with_its_time_or_none(
-        stamp: tuple[str, str, float | None, float | None], code: str, bus: str) -> None:
-    _, prefix, seconds, epoch = stamp
-    started = time.monotonic()
-    events = parse_xids([f"{prefix}NVRM: Xid ({bus}): {code}, pid='<unknown>', lost"],
-                        now_wall=NOW)
-    (event,) = events
-    _check_time(event, seconds, epoch)
-    _check_code(event.xid, event.unparsed, code, bus)
+        assert parsed is None and event.unparsed
     if event.seconds is None and event.epoch is None:  # unknown: inside every window
-        assert within_window(events, 1.0, 1e6, now_wall=NOW) == events
-        assert within_window(events, 1.0, None, now_wall=NOW) == events
-    results = judge_xids(events, {"gpu0": "00000000:18:00.0"}, boot_id="b", source="f",
-                         window="1h")
-    assert results and all(isinstance(r.verdict, Verdict) for r in results)
-    assert time.monotonic() - started < 2.0
-
-
-@given(stamped(), CODES, BUSES)
-def test_an_sxid_line_in_any_format_parses_with_its_time_or_none(
-        stamp: tuple[str, str, float | None, float | None], code: str, bus: str) -> None:
-    _, prefix, seconds, epoch = stamp
-    started = time.monotonic()
-    events = parse_sxids([f"{prefix}nvidia-nvswitch0: SXid ({bus}): {code}, Fatal, Link 3"],
-                         now_wall=NOW)
-    (event,) = events
-    _check_time(event, seconds, epoch)
-    _check_code(event.sxid, event.unparsed, code, bus)
-    if event.seconds is None and event.epoch is None:
-        assert within_window(events, 1.0, 1e6, now_wall=NOW) == events
-    results = judge_sxids(events, boot_id="b", source="f", window="1h")
-    assert results and all(isinstance(r.verdict, Verdict) for r in results)
+        assert kept
+    assert all(isinstance(r.verdict, Verdict) for r in results)
     assert time.monotonic() - started < 2.0
 
 
