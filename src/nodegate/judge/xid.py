@@ -251,7 +251,7 @@ def judge_sxids(events: list[SXidEvent], *, boot_id: str | None, source: str, wi
             action, klass = "unspecified", "unspecified"
         stated = next((e for e in lines if e.severity), lines[0])
         per_switch.setdefault(switch, []).append(_no_nones({
-            "sxid": code if code >= 0 else None, "unparsed": lines[0].unparsed,
+            "sxid": code if code >= 0 else None, "unparsed": True if lines[0].unparsed else None,
             "class": klass, "action": action,
             "severity": "fatal" if "fatal" in severities else (
                 "non-fatal" if severities else None),
