@@ -20,6 +20,7 @@ def test_pruning_keeps_the_report_just_written_among_future_names(
     """Fails before this change: three older reports named (and dated) 2099 sorted after
     today's by name, so pruning to two deleted the report just written."""
     monkeypatch.setattr(outputs, "KEEP_REPORTS", 2)
+    monkeypatch.setattr(outputs, "PRUNE_SLACK", 0, raising=False)
     for hour in range(3):
         _write(_report(FUTURE + dt.timedelta(hours=hour)), tmp_path)
     files = _write(_report(TODAY), tmp_path)

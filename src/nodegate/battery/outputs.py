@@ -99,17 +99,23 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     prom = None
     if textfile_dir is not None:
         prom = write_prometheus(report, textfile_dir / f"nodegate_{level}.prom")
-    prune(report_dir, level, keep=KEEP_REPORTS, written=dated)
+    prune(report_dir, level, keep=KEEP_REPORTS, written=dated, slack=PRUNE_SLACK)
     return WrittenFiles(json=dated, latest=latest, junit=junit_path, prometheus=prom,
                         report=report)
 
 
 #: Dated reports kept per level: 5-minute cron runs fill a disk otherwise (~3.5 days).
 KEEP_REPORTS = 1000
+#: How many more a run lets accumulate before pruning back to ``KEEP_REPORTS``: ordering
+#: them reads each one's summary (~1 s for 1000 on a busy machine), once every 50 runs
+#: rather than on every 5-minute health check.
+PRUNE_SLACK = 50
 
 
-def prune(report_dir: Path, level: str, *, keep: int, written: Path | None = None) -> None:
-    """Remove all but the newest ``keep`` dated reports of ``level``, each with its summary.
+def prune(report_dir: Path, level: str, *, keep: int, written: Path | None = None,
+          slack: int = 0) -> None:
+    """Remove all but the newest ``keep`` dated reports of ``level``, each with its summary,
+    once there are more than ``keep + slack``.
 
     Newest by the reports' own order (``nodegate.report.order``: sequence, then boot time),
     never by file name: after a clock step, older files can carry names from the future.
@@ -120,7 +126,7 @@ def prune(report_dir: Path, level: str, *, keep: int, written: Path | None = Non
              if p.name != latest and not fleet_summary.is_summary_name(p.name)
              and p != written]
     room = keep - (1 if written is not None else 0)
-    if len(dated) <= max(room, 0):
+    if len(dated) <= max(room, 0) + slack:
         return
     ordered = sorted(dated, key=_file_key)
     for old in ordered[: len(ordered) - max(room, 0)]:
