@@ -199,13 +199,16 @@ def test_an_unreadable_suite_report_is_not_health_evidence(gate, tmp_path: Path)
     assert "netload-latest.json" in err
 
 
-def test_only_unreadable_reports_with_a_node_drain(gate, tmp_path: Path) -> None:
+def test_only_unreadable_reports_change_nothing(gate, tmp_path: Path) -> None:
+    """Nothing readable: nothing was judged, so nothing is changed (exit 2 naming the file
+    and why), as before; ERROR evidence needs a readable report beside it to act on."""
     folder = tmp_path / "reports"
     folder.mkdir()
     (folder / "quick-latest.json").write_text('{"schema": "nodegate.report/1", "x": NaN}')
     code, decision, err = gate("--report-dir", str(folder))
-    assert (code, decision["action"]) == (0, "drain"), (decision, err)
-    assert "NaN" in str(decision["why"])
+    assert (code, decision) == (2, {}), err
+    assert "quick-latest.json" in err and "NaN" in err
+    assert Recorder.DONE == []
 
 
 def test_a_join_with_an_unreadable_required_suite_holds(gate, tmp_path: Path) -> None:

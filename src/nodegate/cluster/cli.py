@@ -106,14 +106,14 @@ def run(args: argparse.Namespace) -> int:
     max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
     node_hint = args.node or os.environ.get("SLURMD_NODENAME")
     reports, unreadable = read_node_reports(report_dir, node_hint)
-    if not reports and not (unreadable and node_hint):
+    newest = latest(battery_reports(reports)) or latest(reports)
+    if newest is None:  # nothing readable: nothing was judged, nothing is changed (exit 2)
         raise ConfigError(
             "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge"
             + "".join(f"; unreadable: {path}: {why}" for path, why in unreadable[:3]),
             file=str(report_dir),
         )
-    newest = latest(battery_reports(reports)) or latest(reports)
-    node = node_hint or scheduler_name(newest) if newest is not None else str(node_hint)
+    node = node_hint or scheduler_name(newest)
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     state = scheduler.state(node)
     clock = Clock.here()
@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
         join = JoinPolicy(level=Level(args.level), require=tuple(args.require))
         if max_age is not None:
             join = JoinPolicy(level=join.level, max_age_s=max_age, require=join.require)
-        profile = join_profile(args.profile, newest.profile) if newest is not None else None
-        decision = decide_join(state, reports, policy=join, now=clock, profile=profile)
+        decision = decide_join(state, reports, policy=join, now=clock,
+                               profile=join_profile(args.profile, newest.profile))
         decision = with_unreadable(decision, state, unreadable, level=join.level,
                                    require=join.require)
     else:
