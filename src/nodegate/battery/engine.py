@@ -121,8 +121,10 @@ def _judge_growth(results: list[CheckResult], profile: Profile,
     from nodegate.report.history import recent_reports
 
     reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
+    from nodegate.report.order import read_boottime
+
     return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
-                        now=time.time())
+                        now=time.time(), boottime_s=read_boottime())
 
 
 def _judge_network(profile: Profile, options: QuickOptions, board: BoardSnapshot | None,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from nodegate.errors import ConfigError
 from nodegate.report import NodeReport, fleet_summary
+from nodegate.report.order import OrderKey
 
 DEFAULT_TEXTFILE_DIR = Path("/var/lib/node_exporter/textfile_collector")
 DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
@@ -19,6 +22,8 @@ class WrittenFiles:
     latest: Path
     junit: Path | None
     prometheus: Path | None
+    #: the report as written: numbered (``number``)
+    report: NodeReport | None = None
 
 
 def default_report_dir() -> Path:
@@ -75,6 +80,7 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     preflight(report_dir, textfile_dir)
     _ensure_dirs([(report_dir, "--report-dir")]
                  + ([(textfile_dir, "--textfile-dir")] if textfile_dir is not None else []))
+    report = number(report, report_dir)
     # serialized once; not re-validated on this path (the builder is schema-tested), which
     # keeps the cron health check inside its time budget
     data = report.to_dict()
@@ -93,19 +99,121 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     prom = None
     if textfile_dir is not None:
         prom = write_prometheus(report, textfile_dir / f"nodegate_{level}.prom")
-    prune(report_dir, level, keep=KEEP_REPORTS)
-    return WrittenFiles(json=dated, latest=latest, junit=junit_path, prometheus=prom)
+    prune(report_dir, level, keep=KEEP_REPORTS, written=dated, slack=PRUNE_SLACK)
+    return WrittenFiles(json=dated, latest=latest, junit=junit_path, prometheus=prom,
+                        report=report)
 
 
 #: Dated reports kept per level: 5-minute cron runs fill a disk otherwise (~3.5 days).
 KEEP_REPORTS = 1000
+#: How many more a run lets accumulate before pruning back to ``KEEP_REPORTS``: ordering
+#: them reads each one's summary (~1 s for 1000 on a busy machine), once every 50 runs
+#: rather than on every 5-minute health check.
+PRUNE_SLACK = 50
 
 
-def prune(report_dir: Path, level: str, *, keep: int) -> None:
-    """Remove all but the newest ``keep`` dated reports of ``level``, each with its summary."""
+def prune(report_dir: Path, level: str, *, keep: int, written: Path | None = None,
+          slack: int = 0) -> None:
+    """Remove all but the newest ``keep`` dated reports of ``level``, each with its summary,
+    once there are more than ``keep + slack``.
+
+    Newest by the reports' own order (``nodegate.report.order``: sequence, then boot time),
+    never by file name: after a clock step, older files can carry names from the future.
+    ``written`` (the report just written) is never removed.
+    """
     latest = f"{level}-latest.json"
-    dated = sorted(p for p in report_dir.glob(f"{level}-*.json")
-                   if p.name != latest and not fleet_summary.is_summary_name(p.name))
-    for old in dated[:-keep] if keep else dated:
+    dated = [p for p in report_dir.glob(f"{level}-*.json")
+             if p.name != latest and not fleet_summary.is_summary_name(p.name)
+             and p != written]
+    room = keep - (1 if written is not None else 0)
+    if len(dated) <= max(room, 0) + slack:
+        return
+    ordered = sorted(dated, key=_file_key)
+    for old in ordered[: len(ordered) - max(room, 0)]:
         old.unlink(missing_ok=True)
         fleet_summary.path_for(old).unlink(missing_ok=True)
+
+
+#: The sequence counter beside the reports (hidden: no reader of ``*.json`` lists it).
+SEQUENCE_FILE = ".sequence"
+SEQUENCE_LOCK = ".sequence.lock"
+
+
+def _file_key(path: Path) -> OrderKey:
+    """A dated report's order key, read from its summary (small) or else the report; a file
+    that cannot be read sorts first (the first pruned), by name among such."""
+    from nodegate.report.model import decode
+    from nodegate.report.order import dict_key
+
+    for source in (fleet_summary.path_for(path), path):
+        try:
+            data = decode(source.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return dict_key(data)
+    return (-1, 0, 0.0, 0.0, path.name)
+
+
+def _sequences(paths: Iterable[Path]) -> Iterable[int]:
+    from nodegate.report.model import decode
+
+    for path in paths:
+        try:
+            data = decode(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        value = data.get("sequence") if isinstance(data, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            yield value
+
+
+def highest_sequence(report_dir: Path) -> int:
+    """The highest sequence among the reports (and summaries) in ``report_dir``, 0 if none:
+    what a lost or corrupt counter resumes after, so no number is ever used twice."""
+    names = {p.name for p in report_dir.glob("*.json")}
+    # a report's summary carries its sequence: read the small file where there is one
+    wanted = [report_dir / name for name in sorted(names) if not name.startswith(".")
+              and (fleet_summary.is_summary_name(name)
+                   or fleet_summary.name_for(name) not in names)]
+    return max(_sequences(wanted), default=0)
+
+
+def next_sequence(report_dir: Path) -> int:
+    """Take this node's next report number: under a lock of its own (two runs writing at
+    once never share one), persisted atomically in ``SEQUENCE_FILE`` before any report
+    carries it. A missing or corrupt counter resumes after the highest number among the
+    reports present."""
+    from nodegate import flock
+    from nodegate.report._atomic import atomic_write_text
+
+    counter = report_dir / SEQUENCE_FILE
+    with flock.exclusive(report_dir / SEQUENCE_LOCK, what="report sequence lock",
+                         busy=lambda pid: f"report sequence lock held by pid {pid}",
+                         wait_s=30.0, poll_s=0.05, mode=0o644):
+        try:
+            with open(counter, "rb") as handle:
+                text = handle.read(32).decode("ascii").strip()
+            current = int(text) if text.isdigit() and len(text) <= 16 else None
+        except (OSError, UnicodeDecodeError):
+            current = None
+        if current is None:
+            current = highest_sequence(report_dir)
+        number = current + 1
+        atomic_write_text(counter, f"{number}\n")
+    return number
+
+
+def number(report: NodeReport, report_dir: Path) -> NodeReport:
+    """``report`` with what orders it without the wall clock (``nodegate.report.order``):
+    the next sequence number, the boot-relative time, the machine id and boot id where they
+    are readable and not already set."""
+    from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.report.order import read_boottime, read_machine_id
+
+    return dataclasses.replace(
+        report,
+        boot_id=report.boot_id or read_boot_id(),
+        machine_id=report.machine_id or read_machine_id(),
+        boottime_s=report.boottime_s if report.boottime_s is not None else read_boottime(),
+        sequence=next_sequence(report_dir))

@@ -99,6 +99,7 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
     # the cron health path skips re-validating (time budget); load levels validate
     files = write_outputs(report, report_dir=report_dir, textfile_dir=textfile,
                           validate=level != "health", name=name)
+    report = files.report or report  # as written: numbered (battery.outputs.number)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     if args.json:
         print(to_json(report))

@@ -84,10 +84,13 @@ def run(args: argparse.Namespace) -> int:
         battery_reports,
         decide_health,
         decide_join,
+        health_evidence,
         latest,
+        with_unreadable,
     )
     from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
     from nodegate.errors import ConfigError
+    from nodegate.report.order import Clock
     from nodegate.vocabulary import Level
 
     if args.healthcheck:
@@ -102,27 +105,35 @@ def run(args: argparse.Namespace) -> int:
         _run_health(report_dir)
     max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
     node_hint = args.node or os.environ.get("SLURMD_NODENAME")
-    reports = node_reports(report_dir, node_hint)
-    if not reports:
+    reports, unreadable = read_node_reports(report_dir, node_hint)
+    newest = latest(battery_reports(reports)) or latest(reports)
+    if newest is None:  # nothing readable: nothing was judged, nothing is changed (exit 2)
         raise ConfigError(
-            "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge",
+            "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge"
+            + "".join(f"; unreadable: {path}: {why}" for path, why in unreadable[:3]),
             file=str(report_dir),
         )
-    newest = latest(battery_reports(reports)) or latest(reports)
-    assert newest is not None
     node = node_hint or scheduler_name(newest)
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     state = scheduler.state(node)
+    clock = Clock.here()
     if args.mode == "join":
         join = JoinPolicy(level=Level(args.level), require=tuple(args.require))
         if max_age is not None:
             join = JoinPolicy(level=join.level, max_age_s=max_age, require=join.require)
-        decision = decide_join(state, reports, policy=join,
+        decision = decide_join(state, reports, policy=join, now=clock,
                                profile=join_profile(args.profile, newest.profile))
+        decision = with_unreadable(decision, state, unreadable, level=join.level,
+                                   require=join.require)
     else:
         health = HealthPolicy(max_age_s=max_age) if max_age is not None else HealthPolicy()
-        decision = decide_health(state, latest(battery_reports(reports)), policy=health)
-    change, outcome, unwritten = _act(args, decision, state, reports, scheduler)
+        decision = decide_health(state, health_evidence(
+            battery_reports(reports), clock, health.clock_skew_s), policy=health, now=clock)
+        decision = with_unreadable(decision, state, unreadable)
+    for path, why in unreadable:
+        print(f"nodegate gate: unreadable report {path}: {why}", file=sys.stderr)
+    change, outcome, unwritten = _act(args, decision, state, reports, scheduler,
+                                      clear=not unreadable)
     _print(args, node, decision, state, change=change, outcome=outcome)
     if unwritten is not None:  # after the change: exit 2 would say nothing was changed
         print(f"nodegate gate: error: {unwritten} (the decision above was carried out)",
@@ -165,7 +176,7 @@ def check_textfile_dir(folder: Path) -> None:
 
 
 def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
-         reports: list[NodeReport], scheduler: SlurmScheduler
+         reports: list[NodeReport], scheduler: SlurmScheduler, *, clear: bool = True,
          ) -> tuple[Change | None, BudgetOutcome | None, str | None]:
     """Carry the decision out; in health mode with a budget, a drain goes through the budget
     (docs/gate.md, "The drain budget") and its metrics are written (the third value: why
@@ -193,7 +204,7 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         change = outcome.change
     else:
         change = apply(decision, scheduler)
-        if args.mode == "health" and decision.action is not Action.DRAIN and \
+        if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
                 newest_health_passes(reports):
             clear_mark(state, scheduler)
     if budget is not None and _writes_textfile(args):
@@ -263,22 +274,52 @@ def scheduler_name(report: NodeReport) -> str:
 
 
 def node_reports(report_dir: Path, node: str | None) -> list[NodeReport]:
-    """The node's reports: the ``<level>-latest.json`` files when there are any (a node's own
-    report dir holds up to a thousand dated ones), else every ``*.json`` below ``report_dir``
-    (a bastion's fetched reports). Filtered to ``node`` (node or slurm_node label) if given."""
+    """``read_node_reports`` where every report must be readable (the first that is not is
+    a ConfigError naming it)."""
+    from nodegate.errors import ConfigError
+
+    reports, unreadable = read_node_reports(report_dir, node)
+    if unreadable:
+        path, why = unreadable[0]
+        raise ConfigError(why, file=path)
+    return reports
+
+
+def read_node_reports(report_dir: Path, node: str | None
+                      ) -> tuple[list[NodeReport], list[tuple[str, str]]]:
+    """The node's reports and the (path, why) of those that cannot be read: the
+    ``<level>-latest.json`` files when there are any (a node's own report dir holds up to a
+    thousand dated ones), else every ``*.json`` below ``report_dir`` (a bastion's fetched
+    reports). Filtered to ``node`` (node or slurm_node label) if given. An unreadable file is
+    the gate's ERROR evidence, never a reason to act on nothing (``gate.with_unreadable``)."""
     from nodegate.errors import ConfigError
     from nodegate.report import load
     from nodegate.report.fleet_summary import is_summary_name
 
     if not report_dir.is_dir():
         raise ConfigError("report directory not found", file=str(report_dir))
-    paths = sorted(report_dir.glob("*-latest.json")) or sorted(
+    own = sorted(report_dir.glob("*-latest.json"))
+    paths = own or sorted(
         path for path in report_dir.rglob("*.json") if not is_summary_name(path.name))
-    reports = [load(path) for path in paths]
+    reports = []
+    unreadable = []
+    for path in paths:
+        try:
+            reports.append(load(path))
+        except ConfigError as exc:
+            unreadable.append((str(path), exc.message + (f" (key {exc.key})" if exc.key
+                                                         else "")))
     if node is None:
         names = {scheduler_name(r) for r in reports}
         if len(names) > 1:
             raise ConfigError(f"reports for several nodes ({', '.join(sorted(names)[:5])}); "
                               "pass --node", file=str(report_dir))
-        return reports
-    return [r for r in reports if node in (r.node, r.labels.get("slurm_node"))]
+        return reports, unreadable
+    mine = [r for r in reports if node in (r.node, r.labels.get("slurm_node"))]
+    if not own:  # a bastion's tree: an unreadable file is this node's by where it lies
+        folders = {Path(p).parent for p, r in zip(
+            [p for p in paths if str(p) not in dict(unreadable)], reports, strict=True)
+            if node in (r.node, r.labels.get("slurm_node"))}
+        unreadable = [(p, why) for p, why in unreadable
+                      if Path(p).parent in folders or Path(p).parent.name == node]
+    return mine, unreadable

@@ -23,6 +23,7 @@ Drain reasons are a small grammar, so ownership survives in the scheduler itself
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import re
@@ -33,6 +34,7 @@ from typing import Any
 from nodegate.cluster import evidence as _evidence
 from nodegate.cluster.scheduler import Change, NodeState, Scheduler
 from nodegate.report.model import NodeReport, format_timestamp
+from nodegate.report.order import Clock, report_key, same_boot_age, suspect
 from nodegate.results import CheckResult, Verdict
 from nodegate.vocabulary import LEVEL_RANK, Level
 
@@ -156,18 +158,34 @@ def is_passing(report: NodeReport) -> bool:
 
 
 def age_problem(
-    report: NodeReport, now: dt.datetime, max_age_s: float, skew_s: float
+    report: NodeReport, now: dt.datetime | Clock, max_age_s: float, skew_s: float
 ) -> str | None:
-    """Why the report is not fresh, or None when it is."""
-    age = (now - report.finished_at).total_seconds()
+    """Why the report is not fresh, or None when it is (``freshness`` without telling a
+    suspect time from an old one)."""
+    return freshness(report, now, max_age_s, skew_s)[0]
+
+
+def freshness(report: NodeReport, now: dt.datetime | Clock, max_age_s: float,
+              skew_s: float) -> tuple[str | None, bool]:
+    """(why the report is not fresh or None, whether that is because its time is suspect).
+
+    A report of the node's current boot is aged by the boot-relative clock (no wall-clock
+    step changes it); any other by the wall clock. A report dated in the future, or before
+    the boot it belongs to, is suspect (``nodegate.report.order.suspect``): the caller may
+    let it add a failure, never hide one."""
+    clock = now if isinstance(now, Clock) else Clock(now)
+    why = suspect(report, clock, skew_s)
+    if why is not None:
+        return f"finished {format_timestamp(report.finished_at)}: {why}", True
+    age = same_boot_age(report, clock)
+    if age is None:
+        age = (clock.wall - report.finished_at).total_seconds()
     if age > max_age_s:
         return (
             f"finished {format_timestamp(report.finished_at)}, "
             f"older than {_human_seconds(max_age_s)}"
-        )
-    if age < -skew_s:
-        return f"finished {format_timestamp(report.finished_at)}, in the future (clock skew?)"
-    return None
+        ), False
+    return None, False
 
 
 def _clip(text: str, limit: int = 120) -> str:
@@ -183,11 +201,34 @@ def _human_seconds(seconds: float) -> str:
 
 
 def latest(reports: Iterable[NodeReport], *, min_level: Level = Level.QUICK) -> NodeReport | None:
-    """The most recent report at ``min_level`` or deeper (ties: the deeper one)."""
+    """The most recent report at ``min_level`` or deeper, by the node's own order
+    (``nodegate.report.order``: sequence, then boot time; never the wall clock alone)."""
     candidates = [r for r in reports if LEVEL_RANK[r.level] >= LEVEL_RANK[min_level]]
     if not candidates:
         return None
-    return max(candidates, key=lambda r: (r.finished_at, LEVEL_RANK[r.level]))
+    return max(candidates, key=_order)
+
+
+def health_evidence(reports: Iterable[NodeReport], now: dt.datetime | Clock,
+                    skew_s: float = HealthPolicy.clock_skew_s) -> NodeReport | None:
+    """The report periodic health judges: the latest (``latest``); but where that one
+    passes and its time is suspect (dated in the future or before its boot: a clock step),
+    the latest report whose time is believable when that one fails. A suspect report may
+    add a failure, never hide one."""
+    reports = list(reports)
+    newest = latest(reports)
+    if newest is None or not is_passing(newest):
+        return newest
+    clock = now if isinstance(now, Clock) else Clock(now)
+    if suspect(newest, clock, skew_s) is None:
+        return newest
+    believed = latest(r for r in reports if suspect(r, clock, skew_s) is None)
+    return believed if believed is not None and not is_passing(believed) else newest
+
+
+def _order(report: NodeReport) -> tuple[Any, ...]:
+    numbered, sequence, boottime, finished, rid = report_key(report)
+    return (numbered, sequence, boottime, finished, LEVEL_RANK[report.level], rid)
 
 
 # --- decisions --------------------------------------------------------------------------------
@@ -226,7 +267,7 @@ def decide_join(
     reports: Sequence[NodeReport],
     *,
     policy: JoinPolicy | None = None,
-    now: dt.datetime | None = None,
+    now: dt.datetime | Clock | None = None,
     profile: Mapping[str, Any] | None = None,
 ) -> Decision:
     """Resume only on a fresh passing report of the required level (or of a hold's deeper
@@ -264,7 +305,7 @@ def _required_level(state: NodeState, policy: JoinPolicy) -> Level:
 
 
 def _evidence_problem(state: NodeState, evidence: NodeReport, required: Level,
-                      policy: JoinPolicy, now: dt.datetime, *,
+                      policy: JoinPolicy, now: dt.datetime | Clock, *,
                       profile: Mapping[str, Any] | None) -> Decision | None:
     """A drain when the evidence report is failing, stale or incomplete; else None."""
     if not is_passing(evidence):
@@ -286,16 +327,16 @@ def _evidence_problem(state: NodeState, evidence: NodeReport, required: Level,
 def _newer_failure(state: NodeState, evidence: NodeReport,
                    reports: Sequence[NodeReport]) -> Decision | None:
     """A drain when any report newer than the evidence fails: the latest word wins."""
-    newer = [r for r in reports if r.finished_at > evidence.finished_at and not is_passing(r)]
+    newer = [r for r in reports if _order(r) > _order(evidence) and not is_passing(r)]
     if not newer:
         return None
-    worst = max(newer, key=lambda r: r.finished_at)
+    worst = max(newer, key=_order)
     return _drain(state, drain_reason(worst),
                   f"a newer {worst.level.value} report {worst.verdict.value}", worst)
 
 
 def _suites_problem(state: NodeState, suites: Sequence[NodeReport], policy: JoinPolicy,
-                    now: dt.datetime) -> Decision | None:
+                    now: dt.datetime | Clock) -> Decision | None:
     """The first drain among the required suites and a suite hold's own suite; else None."""
     held_suite = suite_hold(state.reason) if state.drained else None
     for suite in dict.fromkeys([*policy.require, *([held_suite] if held_suite else [])]):
@@ -321,13 +362,13 @@ def _join(state: NodeState, evidence: NodeReport) -> Decision:
 
 
 def _suite_problem(state: NodeState, suite: str, reports: Sequence[NodeReport],
-                   policy: JoinPolicy, now: dt.datetime) -> Decision | None:
+                   policy: JoinPolicy, now: dt.datetime | Clock) -> Decision | None:
     """A drain when the suite's latest report is missing, failing or stale; else None."""
     mine = [r for r in reports if suite_of(r) == suite]
     if not mine:
         return _drain(state, f"{REASON_PREFIX} {suite} report missing", f"no {suite} report",
                       None)
-    newest = max(mine, key=lambda r: r.finished_at)
+    newest = max(mine, key=_order)
     if not is_passing(newest):
         return _drain(state, drain_reason(newest), f"{suite} report {newest.verdict.value}",
                       newest)
@@ -343,14 +384,16 @@ def decide_health(
     report: NodeReport | None,
     *,
     policy: HealthPolicy | None = None,
-    now: dt.datetime | None = None,
+    now: dt.datetime | Clock | None = None,
 ) -> Decision:
     """Periodic health from the node's latest report.
 
     FAIL drains with a ``nodegate:`` reason (a gate hold is kept: it is the stronger one).
     PASS resumes only a nodegate health drain, or a hold whose level this report reaches.
     A stale report decides nothing: acting on old evidence would undo an operator's resume
-    or resume a node nobody has looked at; the Prometheus staleness alert covers it.
+    or resume a node nobody has looked at; the Prometheus staleness alert covers it. A
+    report whose time is suspect (dated in the future or before its boot: a clock step) is
+    not stale: its failure drains, its pass lifts nothing.
     """
     policy = policy or HealthPolicy()
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -359,10 +402,11 @@ def decide_health(
         return foreign
     if report is None:
         return Decision(state.node, Action.NONE, "no report to judge")
-    problem = age_problem(report, now, policy.max_age_s, policy.clock_skew_s)
-    if problem is not None:
-        return Decision(state.node, Action.NONE, f"latest report stale ({problem}); no change",
-                        report_id=report.report_id)
+    problem, suspicious = freshness(report, now, policy.max_age_s, policy.clock_skew_s)
+    if problem is not None and not (suspicious and not is_passing(report)):
+        what = "time suspect" if suspicious else "stale"
+        return Decision(state.node, Action.NONE, f"latest report {what} ({problem}); "
+                        "no change", report_id=report.report_id)
     held = hold_level(state.reason) if state.drained else None
     held_suite = suite_hold(state.reason) if state.drained else None
     if not is_passing(report):
@@ -394,6 +438,55 @@ def decide_health(
     return Decision(state.node, Action.RESUME,
                     f"{report.level.value} report {report.verdict.value}; lifting {state.reason}",
                     report_id=report.report_id)
+
+
+def relevant_unreadable(unreadable: Sequence[tuple[str, str]], *, mode: str,
+                        require: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The unreadable report files (path, why) that are evidence for this decision: a
+    battery report's (its level is unknown once unreadable), and in join mode a required
+    suite's. A suite's file (``netload-latest.json``) is not health's evidence."""
+    out = []
+    for path, why in unreadable:
+        name = path.replace("\\", "/").rsplit("/", 1)[-1]
+        suite = next((s for s in SUITES if name.startswith(f"{s}-")), None)
+        if suite is None or (mode == "join" and suite in require):
+            out.append((path, why))
+    return out
+
+
+def with_unreadable(decision: Decision, state: NodeState,
+                    unreadable: Sequence[tuple[str, str]], *, level: Level | None = None,
+                    require: Sequence[str] = ()) -> Decision:
+    """``decision`` with the node's unreadable reports counted as ERROR evidence: what was
+    read still decides a drain (any readable FAIL drains); an unreadable report that is
+    evidence for this decision (``relevant_unreadable``) blocks a resume and a join, and
+    drains a node otherwise left in service; every one is named in ``why``. Someone else's
+    drain and an upgrade hold stay untouched. ``level``: the join's level (its hold
+    reason), None for periodic health; ``require``: the join's required suites."""
+    if not unreadable:
+        return decision
+    names = "; ".join(f"{path}: {why}" for path, why in unreadable)
+    unreadable = relevant_unreadable(unreadable, mode="health" if level is None else "join",
+                                     require=require)
+    if not unreadable:
+        return dataclasses.replace(decision, why=f"{decision.why}; unreadable, not evidence "
+                                   f"for this decision: {names}")
+    first = unreadable[0][0].replace("\\", "/").rsplit("/", 1)[-1]
+    note = f"unreadable report{'s' if len(unreadable) > 1 else ''} (ERROR): {names}"
+    if decision.action is Action.DRAIN:
+        return dataclasses.replace(decision, why=f"{decision.why}; also {note}")
+    if _foreign(state) is not None or _upgrading(state) is not None:
+        return dataclasses.replace(decision, why=f"{decision.why}; {note}")
+    if state.drained and is_nodegate_reason(state.reason) and decision.action is Action.NONE:
+        return dataclasses.replace(decision, why=f"{decision.why}; {note}")
+    core = f"report unreadable ({_clip(first, 60)})"
+    reason = (f"{REASON_PREFIX} {core}" if level is None
+              else f"{REASON_PREFIX} {level.value} {core}")
+    if decision.action is Action.RESUME and state.drained and \
+            is_nodegate_reason(state.reason):
+        return Decision(state.node, Action.NONE, f"not resumed: {note}",
+                        state.reason, decision.report_id)
+    return _drain(state, reason, note, None)
 
 
 def apply(decision: Decision, scheduler: Scheduler) -> Change | None:

@@ -12,8 +12,10 @@ median per metric and profile, and a node is only compared with its own kind.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import time
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,8 @@ __all__ = ["MIN_NODES", "FleetView", "MetricView", "NodeView", "Outlier", "Summa
 #: node moves the median, so no outliers are sought among the nodes of a profile with fewer
 #: (and ``trends`` gives no verdict against the median of a profile with fewer).
 MIN_NODES = 3
+#: How far past the viewer's clock a report may be dated before it counts as suspect.
+SKEW_S = 300.0
 
 # --- the fleet ---------------------------------------------------------------------------------
 
@@ -89,22 +93,40 @@ class NodeView:
     #: (path, error) of the report files that could not be read and are this node's by where
     #: they lie (``_owners``): any one may be its newest report, so the node is ERROR
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    #: why this node's reports come from more than one machine (``identity_conflict``):
+    #: the node is ERROR, and both are named
+    conflict: str | None = None
+    #: the wall clock a report must not be dated after (``SKEW_S`` allowed): a report dated
+    #: later is suspect, and may add a failure to the node's verdict, never hide one
+    now: float | None = field(default=None, compare=False)
 
     @property
     def latest(self) -> Summary:
         return self.history[-1]
 
     def current(self) -> list[Summary]:
-        """The newest report of each level, shallow to deep."""
+        """The newest report of each level, shallow to deep; where the newest is dated in
+        the future (suspect), the newest one that is not is current too."""
         newest: dict[str, Summary] = {}
+        trusted: dict[str, Summary] = {}
         for summary in self.history:
             newest[summary["level"]] = summary
-        return [newest[level] for level in sorted(newest, key=_level_rank)]
+            if not self._future(summary):
+                trusted[summary["level"]] = summary
+        out = []
+        for level in sorted(newest, key=_level_rank):
+            out.append(newest[level])
+            if level in trusted and trusted[level] is not newest[level]:
+                out.append(trusted[level])
+        return out
+
+    def _future(self, summary: Summary) -> bool:
+        return self.now is not None and summary["finished"] > self.now + SKEW_S
 
     @property
     def verdict(self) -> str:
-        verdicts = [s["verdict"] for s in self.current()] + (["ERROR"] if self.unreadable
-                                                              else [])
+        verdicts = [s["verdict"] for s in self.current()] + (
+            ["ERROR"] if self.unreadable or self.conflict else [])
         return str(max(verdicts, key=lambda v: VERDICT_RANK.get(v, 0)))
 
     def failing(self) -> tuple[list[str], int]:
@@ -118,7 +140,9 @@ class NodeView:
                 prefix = "" if summary is self.latest else f"{summary['level']}: "
                 shown.extend(prefix + item for item in summary["failing"])
         shown[:0] = [f"unreadable report {path}" for path, _ in self.unreadable]
-        return shown, total + len(self.unreadable)
+        if self.conflict:
+            shown.insert(0, self.conflict)
+        return shown, total + len(self.unreadable) + (1 if self.conflict else 0)
 
     def gpus(self) -> dict[str, dict[str, str]]:
         """Entity -> identity of the node's cards as its newest report with them says."""
@@ -222,7 +246,8 @@ def _percentile(ordered: Sequence[float], q: float) -> float:
 
 
 def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0,
-               full_reads: int = 0, history: History | None = None) -> FleetView:
+               full_reads: int = 0, history: History | None = None,
+               now: float | None = None) -> FleetView:
     """Group by node (history oldest first), then compare each metric across the nodes of
     each profile (the one a node's newest report names).
 
@@ -251,7 +276,7 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
             continue  # the same report twice (a latest copy beside its dated original)
         else:
             by_node.setdefault(item["node"], []).append(item)
-    nodes, metrics = _node_values(by_node)
+    nodes, metrics = _node_values(by_node, time.time() if now is None else now)
     _charge_unreadable(nodes, unreadable, by_node)
     margin = margin_pct / 100.0
     for view in metrics.values():
@@ -317,7 +342,41 @@ def _folders(path: str) -> list[str]:
     return out
 
 
-def _node_values(by_node: dict[str, list[Summary]],
+def identity_conflict(node: str, history: Sequence[Summary]) -> str | None:
+    """Why ``history`` (ordered) cannot be one machine's, naming both reports (None when it
+    can be): two machine ids; one sequence number used by two reports; or boots that
+    interleave by sequence (boot A, then B, then A again: two machines taking turns)."""
+    first: dict[str, Summary] = {}
+    for item in history:
+        machine = item.get("machine_id")
+        if machine is not None:
+            seen = first.setdefault(machine, item)
+            if len(first) > 1:
+                other = next(v for k, v in first.items() if k != machine)
+                return (f"two machines report as {node}: machine-id {other['machine_id']} "
+                        f"({other['path']}) and {machine} ({seen['path']})")
+    numbered = [item for item in history if "sequence" in item]
+    for older, newer in itertools.pairwise(numbered):
+        if older["sequence"] == newer["sequence"]:
+            return (f"two machines report as {node}: sequence {newer['sequence']} in "
+                    f"{older['path']} and {newer['path']}")
+    ended: dict[str, Summary] = {}
+    current: Summary | None = None
+    for item in numbered:
+        boot = item.get("boot_id")
+        if boot is None:
+            continue
+        if current is not None and boot != current["boot_id"]:
+            if boot in ended:
+                return (f"two machines report as {node}: boot {boot} "
+                        f"({ended[boot]['path']}) resumes after boot {current['boot_id']} "
+                        f"({current['path']}) by sequence")
+            ended[current["boot_id"]] = current
+        current = item
+    return None
+
+
+def _node_values(by_node: dict[str, list[Summary]], now: float | None = None,
                  ) -> tuple[list[NodeView], dict[tuple[str, str], MetricView]]:
     """Each node's history (oldest first) and, per metric and profile (the one the node's
     newest report names), every node's value taken from its newest report that measured the
@@ -327,8 +386,9 @@ def _node_values(by_node: dict[str, list[Summary]],
     for name in sorted(by_node):
         history = by_node[name]
         if len(history) > 1:
-            history.sort(key=lambda s: (s["finished"], s["report_id"]))
-        nodes.append(NodeView(name, history))
+            history.sort(key=lambda s: s["order"])
+        nodes.append(NodeView(name, history, conflict=identity_conflict(name, history),
+                              now=now))
         profile = history[-1]["profile"]
         seen: set[str] = set()
         for summary in reversed(history):

@@ -26,6 +26,7 @@ from typing import Any
 from nodegate.errors import ConfigError
 from nodegate.report import fleet_summary
 from nodegate.report.model import decode, load, parse_timestamp
+from nodegate.report.order import key_of
 
 __all__ = ["MAX_REPORT_BYTES", "UNREADABLE", "History", "Summary", "entry",
            "from_report_file", "from_summary", "read_files", "scan", "summaries"]
@@ -60,6 +61,12 @@ def entry(summary: dict[str, Any], rel: str) -> Summary:
         finished = parse_timestamp(summary["finished_at"]).timestamp()
     except ValueError as exc:
         raise ValueError(f"key $.finished_at: {exc}") from None
+    n_results = sum(counts.values())
+    verdict, failing, n_failing = summary["verdict"], digest["failing"], \
+        counts["FAIL"] + counts["ERROR"]
+    if not n_results:  # nothing was judged: no evidence of health (docs/verdicts.md)
+        verdict, failing, n_failing = "ERROR", [NO_RESULTS], 1
+    order = {key: summary[key] for key in fleet_summary.ORDER_TYPES if key in summary}
     return {
         "path": rel,
         "report_id": summary["report_id"],
@@ -70,14 +77,21 @@ def entry(summary: dict[str, Any], rel: str) -> Summary:
         "started_at": summary["started_at"],
         "finished_at": summary["finished_at"],
         "finished": finished,
-        "verdict": summary["verdict"],
+        "verdict": verdict,
         "counts": counts,
         "gpus": summary["gpus"],
-        "failing": digest["failing"],
-        "n_failing": counts["FAIL"] + counts["ERROR"],
-        "n_results": sum(counts.values()),
+        "failing": failing,
+        "n_failing": n_failing,
+        "n_results": n_results,
         "metrics": digest["metrics"],
+        **order,
+        "order": key_of(order.get("sequence"), order.get("boottime_s"), finished,
+                        summary["report_id"]),
     }
+
+
+#: What a report of no results shows as failing: nothing was judged, so it is ERROR.
+NO_RESULTS = "no results (no check ran: nothing was judged)"
 
 
 class History:
@@ -134,8 +148,7 @@ class History:
         previous = self._newest.get(slot)
         if previous is None:
             self._newest[slot] = item
-        elif (item["finished"], item["report_id"]) > (previous["finished"],
-                                                       previous["report_id"]):
+        elif item["order"] > previous["order"]:
             self._newest[slot] = item
             previous["metrics"] = {}
         else:

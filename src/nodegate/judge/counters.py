@@ -18,6 +18,7 @@ from nodegate.judge.common import make, threshold_repr
 from nodegate.profiles import Profile
 from nodegate.profiles.loader import Threshold
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate.vocabulary import VERDICT_RANK
 
 #: check -> its per-hour threshold key (``profiles.threshold_keys``).
 RATE_KEYS = {
@@ -68,21 +69,57 @@ def _totals(report: Mapping[str, Any]) -> dict[tuple[str, str], float]:
 
 def previous_of_boot(reports: Sequence[Mapping[str, Any]],
                      boot_id: str | None) -> Mapping[str, Any] | None:
-    """The newest report (``reports`` newest first) of this boot that holds counters."""
+    """The newest report of this boot that holds counters, by the reports' own order
+    (``nodegate.report.order``), never the wall clock."""
+    from nodegate.report.order import dict_key
+
     if boot_id is None:
         return None
-    for report in reports:
+    for report in sorted(reports, key=dict_key, reverse=True):
         if report.get("boot_id") == boot_id and _totals(report):
             return report
     return None
 
 
+def interval(previous: Mapping[str, Any], *, now: float,
+             boottime_s: float | None) -> tuple[float | None, str]:
+    """Seconds since ``previous`` (a report of this boot) and how they were measured; None
+    with the reason when they cannot be trusted. The boot-relative clock (``boottime_s``,
+    CLOCK_BOOTTIME now; the report's own) is used where both have it: no wall-clock step
+    changes it. Else the wall clock, refused when it says the report is from the future or
+    from before this boot began (a clock step: a rate over 26 years hides any storm)."""
+    before = previous.get("boottime_s")
+    if boottime_s is not None and isinstance(before, (int, float)) and \
+            not isinstance(before, bool):
+        since = boottime_s - float(before)
+        if since < 0:
+            return None, "the previous report's boot time is after now"
+        return since, "boot-relative clock"
+    then = _timestamp(previous.get("finished_at"))
+    if then is None:
+        return None, "the previous report's finish time does not parse"
+    since = now - then
+    if since < 0:
+        return None, "the previous report is dated in the future (clock step?)"
+    if boottime_s is not None and since > boottime_s + CLOCK_SLACK_S:
+        return None, "the previous report of this boot is dated before the boot (clock step?)"
+    return since, "wall clock"
+
+
+#: Wall-clock slack when a report's date is compared with the boot's start.
+CLOCK_SLACK_S = 300.0
+
+
 def judge_growth(results: Sequence[CheckResult], previous: Mapping[str, Any] | None,
-                 profile: Profile, *, now: float) -> list[CheckResult]:
+                 profile: Profile, *, now: float,
+                 boottime_s: float | None = None) -> list[CheckResult]:
     """``results`` with each counter check rejudged by its growth since ``previous`` (a report
-    dict of this boot, or None); other results are returned unchanged."""
+    dict of this boot, or None); other results are returned unchanged. ``boottime_s``: this
+    boot's CLOCK_BOOTTIME now (``interval``). The total is judged as well: a rate that
+    passes never hides a total above the profile's maximum."""
     totals = _totals(previous) if previous is not None else {}
-    then = _timestamp(previous.get("finished_at")) if previous is not None else None
+    since, clock = (interval(previous, now=now, boottime_s=boottime_s)
+                    if previous is not None else (None, ""))
     out = []
     for result in results:
         key = RATE_KEYS.get(result.check)
@@ -93,8 +130,10 @@ def judge_growth(results: Sequence[CheckResult], previous: Mapping[str, Any] | N
             continue
         prior = totals.get((result.check, result.entity))
         threshold = profile.threshold(key)
-        if previous is None or then is None:
+        if previous is None:
             why = "no earlier report of this boot"
+        elif since is None:
+            why = clock
         elif prior is None:
             why = "the previous report has no figure for it"
         elif measured < prior:
@@ -102,8 +141,9 @@ def judge_growth(results: Sequence[CheckResult], previous: Mapping[str, Any] | N
         elif threshold is None:
             why = f"no {key} in the profile"
         else:
-            out.append(_rate(result, float(measured), prior, threshold, since_s=now - then,
-                             report_id=str(previous.get("report_id"))))
+            rated = _rate(result, float(measured), prior, threshold, since_s=since,
+                          report_id=str(previous.get("report_id")), clock=clock)
+            out.append(_with_total(rated, result))
             continue
         out.append(dataclasses.replace(result, evidence={
             **result.evidence, "absolute": measured,
@@ -111,8 +151,20 @@ def judge_growth(results: Sequence[CheckResult], previous: Mapping[str, Any] | N
     return out
 
 
+def _with_total(rated: CheckResult, total: CheckResult) -> CheckResult:
+    """The rate's result, made as bad as the total's own verdict against ``*_max`` where that
+    is worse (totals are judged as well as rates)."""
+    if VERDICT_RANK[total.verdict] <= VERDICT_RANK[rated.verdict]:
+        return rated
+    return dataclasses.replace(rated, verdict=total.verdict, severity=total.severity,
+                               evidence={**rated.evidence, "total_verdict": total.verdict.value,
+                                         "total_threshold": total.threshold,
+                                         "basis": rated.evidence["basis"]
+                                         + "; the total is above the profile's maximum"})
+
+
 def _rate(result: CheckResult, total: float, prior: float, threshold: Threshold, *,
-          since_s: float, report_id: str) -> CheckResult:
+          since_s: float, report_id: str, clock: str = "wall clock") -> CheckResult:
     hours = max(since_s, MIN_INTERVAL_S) / 3600.0
     rate = round((total - prior) / hours, 3)
     ok = rate <= threshold.value
@@ -123,7 +175,7 @@ def _rate(result: CheckResult, total: float, prior: float, threshold: Threshold,
                 severity=Severity.HARDWARE, **{
                     **result.evidence, "absolute": _number(total), "previous": _number(prior),
                     "growth": _number(total - prior), "since_s": round(since_s, 1),
-                    "previous_report": report_id,
+                    "previous_report": report_id, "clock": clock,
                     "basis": "growth since the previous report of this boot"})
 
 

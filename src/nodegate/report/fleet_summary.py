@@ -31,7 +31,11 @@ from nodegate.report import digest as report_digest
 from nodegate.report._atomic import atomic_write_text
 from nodegate.report.model import SCHEMA_ID as REPORT_SCHEMA
 from nodegate.report.model import NodeReport, dumps, validate
-from nodegate.vocabulary import FAILING
+from nodegate.report.order import MACHINE_ID_RE
+from nodegate.vocabulary import FAILING, VERDICT_ORDER
+
+#: The verdicts, exactly as written (upper case): ``pass`` is no verdict.
+VERDICTS = tuple(v.value for v in VERDICT_ORDER)
 
 #: Bump when the summary's fields or their meaning change.
 SCHEMA_ID = "nodegate.fleet-summary/1"
@@ -78,6 +82,9 @@ def from_report(data: Mapping[str, Any], *, source: str = "<report>") -> dict[st
     missing = sorted(REPORT_KEYS - data.keys())
     if missing:
         raise ValueError(f"missing key $.{missing[0]}")
+    if data["verdict"] not in VERDICTS:
+        raise ValueError(f"key $.verdict: {str(data['verdict'])[:40]!r} is not a verdict "
+                         f"({', '.join(VERDICTS)})")
     digest = _checked_digest(data, source)
     labels = data.get("labels") or {}
     if not isinstance(labels, Mapping):
@@ -95,7 +102,43 @@ def from_report(data: Mapping[str, Any], *, source: str = "<report>") -> dict[st
         "counts": dict(data["counts"]),
         "gpus": identities(data.get("gpus")),
         "digest": digest,  # the results' part: failing test ids, per metric worst and median
+        **order_fields(data),
     }
+
+
+#: The report's ordering fields a summary carries when the report has them (and their
+#: exact JSON types): ``nodegate.report.order``.
+ORDER_TYPES: dict[str, tuple[type, ...]] = {
+    "boot_id": (str,), "machine_id": (str,), "boottime_s": (int, float), "sequence": (int,)}
+
+
+def order_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's boot id, machine id, boot time and sequence, each where present. They
+    decide which report is a node's newest, so one that is present and malformed makes the
+    report unreadable (ValueError naming the key), as the report's schema would."""
+    out: dict[str, Any] = {}
+    for key, types in ORDER_TYPES.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if type(value) not in types or not _order_value_ok(key, value):
+            raise ValueError(f"key $.{key}: {str(value)[:40]!r} is not a valid {key}")
+        out[key] = value
+    return out
+
+
+def _order_value_ok(key: str, value: Any) -> bool:
+    if key == "sequence":
+        return bool(0 < value <= MAX_SEQUENCE)
+    if key == "boottime_s":
+        return bool(0 <= value < float("inf"))
+    if key == "machine_id":
+        return MACHINE_ID_RE.match(value) is not None
+    return True  # boot_id: any string (the kernel's is a UUID; the schema asks no more)
+
+
+#: The largest sequence a report may carry (the schema's bound: exact in a double).
+MAX_SEQUENCE = 2**53 - 1
 
 
 def _checked_digest(data: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -178,8 +221,14 @@ def problem(summary: Any, report_bytes: int) -> str | None:
     for key in TEXT_FIELDS:
         if type(summary.get(key)) is not str:
             return f"{key} malformed"
+    if summary["verdict"] not in VERDICTS:
+        return "verdict malformed"
     if not _identities_ok(summary.get("gpus")):
         return "gpus malformed"
+    for key, types in ORDER_TYPES.items():
+        if key in summary and (type(summary[key]) not in types
+                               or not _order_value_ok(key, summary[key])):
+            return f"{key} malformed"
     return report_digest.agrees_with_head(summary.get("digest"), summary)
 
 

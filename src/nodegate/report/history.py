@@ -13,25 +13,36 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.report.model import decode
+from nodegate.report.order import dict_key
 
 # <level>-<stamp>.json as battery.outputs writes it: quick-20240501T120000.000Z.json
 DATED_RE = re.compile(r"^[a-z][a-z0-9_]*-(?P<stamp>\d{8}T\d{6}(?:\.\d+)?Z)\.json$")
+LATEST_RE = re.compile(r"^[a-z][a-z0-9_]*-latest\.json$")
 
 
 def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
-    """The newest ``limit`` dated reports of any level in ``report_dir``, newest first."""
+    """The newest ``limit`` reports of any level in ``report_dir``, newest first.
+
+    Newest by the reports' own order (``nodegate.report.order``: sequence, then boot time),
+    never by the stamp in a file name: after a clock step older files carry names from the
+    future. Read are each level's ``<level>-latest.json`` (the newest of its level, whatever
+    its name says) and the ``limit`` dated files whose names sort last; a report seen twice
+    (a latest copy beside its dated original) counts once.
+    """
     try:
         with os.scandir(report_dir) as entries:
-            dated = [(m.group("stamp"), entry.path) for entry in entries
-                     if (m := DATED_RE.match(entry.name))]
+            names = [entry.name for entry in entries]
     except OSError:
         return []
-    out = []
-    for _, path in sorted(dated, reverse=True)[:limit]:
+    dated = sorted(((m.group("stamp"), name) for name in names
+                    if (m := DATED_RE.match(name))), reverse=True)[:limit]
+    latest = sorted(name for name in names if LATEST_RE.match(name))
+    found: dict[str, dict[str, Any]] = {}
+    for name in [*latest, *(name for _, name in dated)]:
         try:
-            data = decode(Path(path).read_bytes())
+            data = decode((report_dir / name).read_bytes())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            out.append(data)
-    return out
+            found.setdefault(str(data.get("report_id")), data)
+    return sorted(found.values(), key=dict_key, reverse=True)[:limit]

@@ -44,6 +44,9 @@ IDENTITY_FIELDS = ("serial", "uuid", "pci_bus_id", "vbios", "board_part_number")
 #: duration scale (absent when no load level ran), the fault-injection seams set in the
 #: environment (``nodegate.load.seams``) and the resolved profile's digest.
 RUN_FIELDS = ("groups", "duration_scale", "seams", "profile_digest")
+#: Optional fields that order a node's reports without the wall clock (added in 1.x, written
+#: after ``backend`` when known): ``nodegate.report.order``.
+ORDER_FIELDS = ("machine_id", "boottime_s", "sequence")
 #: series[set_name][entity][metric] = [[t_seconds_since_start, value], ...]
 Series = dict[str, dict[str, dict[str, list[list[float | None]]]]]
 #: matrices[name] = {"unit": str, "entities": [...], "values": [[...], ...]}
@@ -71,6 +74,12 @@ class NodeReport:
     gpus: Gpus = field(default_factory=dict)
     #: what ran (``RUN_FIELDS``): the evidence a join rests on; empty in older reports
     run: dict[str, Any] = field(default_factory=dict)
+    #: order that survives clock steps (``nodegate.report.order``): /etc/machine-id, the
+    #: boot-relative finish time (CLOCK_BOOTTIME) and the node's report sequence number;
+    #: None in reports from older writers (and from writers that do not number them)
+    machine_id: str | None = None
+    boottime_s: float | None = None
+    sequence: int | None = None
 
     @property
     def schema(self) -> str:
@@ -113,6 +122,10 @@ class NodeReport:
             "boot_id": self.boot_id,
             "backend": self.backend,
         }
+        for key in ORDER_FIELDS:
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = _jsonable(value)
         if self.labels:
             data["labels"] = dict(self.labels)
         data["verdict"] = self.verdict.value
@@ -157,6 +170,9 @@ class NodeReport:
             matrices=data["matrices"],
             gpus={str(entity): dict(ident) for entity, ident in (data.get("gpus") or {}).items()},
             run=dict(data.get("run") or {}),
+            machine_id=data.get("machine_id"),
+            boottime_s=data.get("boottime_s"),
+            sequence=data.get("sequence"),
         )
 
 
@@ -289,9 +305,10 @@ def decode(text: str | bytes) -> Any:
     ValueError with a short reason: malformed JSON (``not valid JSON: MSG (line L, column
     C)``), nesting deeper than the decoder can follow (a file of 200,000 ``[``: Python's own
     RecursionError), an integer of more digits than Python converts, bytes that are not
-    UTF-8."""
+    UTF-8, ``NaN`` or ``Infinity`` (not JSON numbers: ``not valid JSON: NaN is not a JSON
+    number``)."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
@@ -301,6 +318,12 @@ def decode(text: str | bytes) -> Any:
         raise ValueError(f"not UTF-8 at byte {exc.start}") from None
     except ValueError as exc:  # int_max_str_digits: "Exceeds the limit (4300 digits) ..."
         raise ValueError(f"not valid JSON: {_clip(str(exc))}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    """JSON has no NaN or Infinity; Python's decoder accepts them unless told not to, and a
+    NaN measurement compares false with every threshold."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def coerce(report: NodeReport | Mapping[str, Any]) -> NodeReport:
