@@ -25,6 +25,15 @@ import pytest
 from nodegate.report import NodeReport, build, render_junit, render_prometheus
 from nodegate.report.junit import _duration, _seconds, _xml, check_group, result_message
 from nodegate.report.model import format_timestamp
+from nodegate.report.prometheus import (
+    _HELP,
+    PREFIX,
+    _labels,
+    _number,
+    _threshold_bounds,
+    escape_help,
+    format_value,
+)
 from nodegate.results import CheckResult, Severity, Verdict
 from tests.report.conftest import GPUS, START, hgx_results, p2p_matrix, telemetry
 
@@ -217,3 +226,53 @@ def test_junit_matches_the_elementtree_writer(seed: int) -> None:
     rng = random.Random(seed)
     reports = [_random_report(rng, index) for index in range(rng.randrange(4))]
     assert render_junit(reports) == _reference_junit(reports)
+
+
+# --- the textfile writer the Prometheus renderer replaced, kept as the reference ------------
+
+def _reference_prometheus(report: NodeReport) -> str:
+    level = report.level.value
+    families: dict[str, dict[tuple[tuple[str, str], ...], float]] = {n: {} for n in _HELP}
+
+    def add(family: str, labels: dict[str, str], value: float) -> None:
+        key = (*labels.items(), ("level", level))
+        families[family][key] = value
+
+    for result in report.results:
+        base = {"check": result.check, "entity": result.entity}
+        add("check_status",
+            {**base, "verdict": result.verdict.value, "severity": result.severity.value}, 1)
+        measured = _number(result.measured)
+        if measured is not None:
+            add("check_measured", {**base, "unit": result.unit}, measured)
+        for bound, number in _threshold_bounds(result.threshold):
+            add("check_threshold", {**base, "unit": result.unit, "bound": bound}, number)
+    add("node_verdict", {"verdict": report.verdict.value, "profile": report.profile}, 1)
+    for verdict, count in report.counts.items():
+        add("report_results", {"verdict": verdict}, count)
+    add("report_info", {"report_id": report.report_id, "profile": report.profile,
+                        "backend": report.backend, "boot_id": report.boot_id or "",
+                        "version": report.nodegate_version}, 1)
+    add("report_timestamp_seconds", {}, report.finished_at.timestamp())
+    add("report_duration_seconds", {}, report.duration_s)
+    lines: list[str] = []
+    for family, samples in families.items():
+        if samples:
+            name = PREFIX + family
+            lines += [f"# HELP {name} {escape_help(_HELP[family])}", f"# TYPE {name} gauge"]
+            lines += [f"{name}{_labels(labels)} {format_value(v)}"
+                      for labels, v in samples.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_prometheus_matches_the_earlier_writer(seed: int) -> None:
+    rng = random.Random(seed)
+    report = _random_report(rng, seed)
+    # the same check and entity twice: one series, the last value
+    doubled = build([*report.results, *report.results[:3]], node=report.node,
+                    profile=report.profile, level="quick", started_at=report.started_at,
+                    duration_s=report.duration_s, backend=report.backend,
+                    report_id=report.report_id, nodegate_version=report.nodegate_version)
+    for each in (report, doubled):
+        assert render_prometheus(each) == _reference_prometheus(each)
