@@ -247,18 +247,28 @@ def dumps(data: Mapping[str, Any], *, indent: int | None = 2) -> str:
     digest = data.get("digest")
     if not isinstance(digest, Mapping) or tuple(data)[-len(_digest.TAIL_KEYS):] != (
             _digest.TAIL_KEYS):
-        return json.dumps(data, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+        return _json_text(data, indent) + "\n"
     tail = {key: data[key] for key in _digest.TAIL_KEYS}
-    tail_text = json.dumps(tail, indent=indent, allow_nan=False, ensure_ascii=False)
+    tail_text = _json_text(tail, indent)
     # json.dumps opens an object with "{" then, when indenting, a newline and the indent
     body = tail_text[1 if indent is None else 2 + indent :] + "\n"
     head = {key: value for key, value in data.items() if key not in _digest.TAIL_KEYS}
     head["digest"] = {**digest, "tail_bytes": len(body.encode("utf-8"))}
-    head_text = json.dumps(head, indent=indent, allow_nan=False, ensure_ascii=False)
+    head_text = _json_text(head, indent)
     # ... and closes it with an optional newline and "}"; members are joined with ", " or ",\n"
     if indent is None:
         return f"{head_text[:-1]}, {body}"
     return f"{head_text[:-2]},\n{' ' * indent}{body}"
+
+
+def _json_text(data: Mapping[str, Any], indent: int | None) -> str:
+    """``json.dumps(data, indent=indent, allow_nan=False, ensure_ascii=False)``; indented
+    through ``_jsontext`` (the standard library indents in slow pure Python)."""
+    if indent is None:
+        return json.dumps(data, allow_nan=False, ensure_ascii=False)
+    from nodegate.report._jsontext import dumps_indented
+
+    return dumps_indented(data, indent)
 
 
 def write(report: NodeReport, path: str | os.PathLike[str]) -> Path:
