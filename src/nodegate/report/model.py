@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -228,7 +227,7 @@ def new_report_id(node: str, started_at: dt.datetime) -> str:
     """``<node>-<UTC start>-<8 hex>``: sortable by time, unique, safe as a file name."""
     safe_node = re.sub(r"[^A-Za-z0-9._-]+", "_", node).strip("_") or "node"
     stamp = started_at.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{safe_node}-{stamp}-{uuid.uuid4().hex[:8]}"
+    return f"{safe_node}-{stamp}-{os.urandom(4).hex()}"  # not uuid: its import is ~5 ms
 
 
 def to_json(report: NodeReport, *, indent: int | None = 2) -> str:
