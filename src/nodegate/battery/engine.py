@@ -118,9 +118,9 @@ def _judge_growth(results: list[CheckResult], profile: Profile,
     from nodegate.battery.outputs import default_report_dir
     from nodegate.judge.counters import COUNTER_HISTORY, judge_growth, previous_of_boot
     from nodegate.probes.kernel_log import read_boot_id
-    from nodegate.report.history import recent_reports
+    from nodegate.report.history import iter_recent_reports
 
-    reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
+    reports = iter_recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
     return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
                         now=time.time())
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +21,23 @@ DATED_RE = re.compile(r"^[a-z][a-z0-9_]*-(?P<stamp>\d{8}T\d{6}(?:\.\d+)?Z)\.json
 
 def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
     """The newest ``limit`` dated reports of any level in ``report_dir``, newest first."""
+    return list(iter_recent_reports(report_dir, limit))
+
+
+def iter_recent_reports(report_dir: Path, limit: int) -> Iterator[dict[str, Any]]:
+    """``recent_reports`` read one file at a time: a caller that stops at the first report
+    that fits (the counters' previous report of this boot) parses one file, not ``limit``
+    (each ~0.3 MB of JSON on an 8-GPU node)."""
     try:
         with os.scandir(report_dir) as entries:
             dated = [(m.group("stamp"), entry.path) for entry in entries
                      if (m := DATED_RE.match(entry.name))]
     except OSError:
-        return []
-    out = []
+        return
     for _, path in sorted(dated, reverse=True)[:limit]:
         try:
             data = decode(Path(path).read_bytes())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            out.append(data)
-    return out
+            yield data
