@@ -77,14 +77,16 @@ def preflight_file(path: str | os.PathLike[str]) -> Path:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644,
-                      make_parents: bool = True) -> Path:
+                      make_parents: bool = True, sync_dir: bool = True) -> Path:
     """Write ``text`` to ``path`` so that no reader ever sees a partial file.
 
     The temp file is a dot-file ending in ``.tmp`` in the target's directory (same filesystem,
     so the rename is atomic; and node_exporter's textfile collector ignores it, as it only reads
     ``*.prom``). ``mode`` defaults to 0644 because mkstemp's 0600 would hide the file from a
     collector running as another user. Only a regular file is replaced (``check_target``);
-    ``make_parents`` False: a missing folder is an error, not created.
+    ``make_parents`` False: a missing folder is an error, not created. ``sync_dir`` False
+    leaves persisting the rename to the caller (``fsync_dir`` once after several files in
+    one folder: each file is still old or new after a crash, never half).
     """
     target = check_target(path, make_parents=make_parents)
     try:
@@ -107,7 +109,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
         if isinstance(exc, OSError):
             raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
         raise
-    _fsync_dir(target.parent)
+    if sync_dir:
+        fsync_dir(target.parent)
     return target
 
 
@@ -144,7 +147,7 @@ def _remove_stale(target: Path) -> None:
                         os.unlink(entry.path)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Persist the rename itself; best effort where directories cannot be opened."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY)

@@ -136,13 +136,14 @@ def text_for(data: Mapping[str, Any], report_text: str) -> str:
 
 
 def write_files(path: str | os.PathLike[str], report_text: str,
-                summary_text: str | None) -> Path:
+                summary_text: str | None, *, sync_dir: bool = True) -> Path:
     """Write a report's text atomically, then (unless None) its summary beside it, also
     atomically. Report first: a crash in between leaves a report whose summary is missing or
-    stale (its ``report_bytes`` no longer fits), which readers notice and parse the report."""
-    written = atomic_write_text(path, report_text)
+    stale (its ``report_bytes`` no longer fits), which readers notice and parse the report.
+    ``sync_dir``: as ``atomic_write_text``'s."""
+    written = atomic_write_text(path, report_text, sync_dir=sync_dir)
     if summary_text is not None:
-        atomic_write_text(path_for(written), summary_text)
+        atomic_write_text(path_for(written), summary_text, sync_dir=sync_dir)
     return written
 
 

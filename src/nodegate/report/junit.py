@@ -88,9 +88,11 @@ def render_junit(reports: ReportLike | Sequence[ReportLike]) -> str:
     return f"{_DECLARATION}{root}>\n{''.join(lines)}</testsuites>\n"
 
 
-def write_junit(reports: ReportLike | Sequence[ReportLike], path: str | os.PathLike[str]) -> Path:
-    """Render and write atomically (CI may collect the file while a run is finishing)."""
-    return atomic_write_text(path, render_junit(reports))
+def write_junit(reports: ReportLike | Sequence[ReportLike], path: str | os.PathLike[str], *,
+                sync_dir: bool = True) -> Path:
+    """Render and write atomically (CI may collect the file while a run is finishing);
+    ``sync_dir`` as ``atomic_write_text``'s."""
+    return atomic_write_text(path, render_junit(reports), sync_dir=sync_dir)
 
 
 def as_reports(reports: ReportLike | Sequence[ReportLike]) -> list[NodeReport]:
