@@ -29,6 +29,9 @@ _ILLEGAL_CHARS = [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xFFFE, 0x
 _TEXT_ESCAPES = {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"}
 _ATTR_ESCAPES = {**dict.fromkeys(_ILLEGAL_CHARS, "\ufffd"), **_TEXT_ESCAPES,
                  ord('"'): "&quot;", ord("\r"): "&#13;", ord("\n"): "&#10;", ord("\t"): "&#09;"}
+#: Whether a string needs either table at all (a search is cheaper than a translate).
+_ATTR_SPECIAL = re.compile("[\x00-\x1f&<>\"\ufffe\uffff]")
+_TEXT_SPECIAL = re.compile("[&<>]")
 _DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
 #: Verdicts whose testcase carries a child element (PASS carries none).
 _OUTCOME_VERDICTS = frozenset({Verdict.FAIL, Verdict.ERROR, Verdict.SKIP, Verdict.WARN})
@@ -188,9 +191,9 @@ def _xml(text: str) -> str:
 def _attr(text: str) -> str:
     """An attribute value: XML-illegal characters replaced, then escaped as ElementTree
     escapes attributes (``& < > "`` and CR, LF, TAB as character references)."""
-    return text.translate(_ATTR_ESCAPES)
+    return text.translate(_ATTR_ESCAPES) if _ATTR_SPECIAL.search(text) else text
 
 
 def _text(text: str) -> str:
     """Element text as ElementTree escapes it (``& < >``); illegal characters already gone."""
-    return text.translate(_TEXT_ESCAPES)
+    return text.translate(_TEXT_ESCAPES) if _TEXT_SPECIAL.search(text) else text

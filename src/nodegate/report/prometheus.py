@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from nodegate.report.model import NodeReport, coerce
 
 PREFIX = "nodegate_"
 _LABEL_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n"}
+_LABEL_SPECIAL = re.compile('[\\\\"\n]')  # a search is cheaper than a translate
 
 _HELP = {
     "check_status": "1 for the current verdict of a check on an entity.",
@@ -38,7 +40,7 @@ _HELP = {
 
 def escape_label_value(value: str) -> str:
     """Exposition-format label escaping: backslash, double quote and newline."""
-    return value.translate(_LABEL_ESCAPES)
+    return value.translate(_LABEL_ESCAPES) if _LABEL_SPECIAL.search(value) else value
 
 
 def escape_help(text: str) -> str:
