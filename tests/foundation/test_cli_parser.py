@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import io
 import re
@@ -104,3 +105,23 @@ def test_the_whole_help_still_lists_every_command(monkeypatch: pytest.MonkeyPatc
     for name in cli.COMMANDS:
         assert re.search(rf"^    {name}\s", out, re.M), name
     assert "\n    lab" not in out  # the moved command stays out of the help
+
+
+def test_health_pauses_the_collector_only_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodegate.commands import health
+
+    seen: list[bool] = []
+
+    def fake_run(args: argparse.Namespace) -> int:
+        seen.append(gc.isenabled())
+        if args.fail:
+            raise RuntimeError("boom")
+        return 0
+
+    monkeypatch.setattr(health, "_run", fake_run)
+    assert gc.isenabled()
+    assert health.run(argparse.Namespace(fail=False)) == 0
+    with pytest.raises(RuntimeError):
+        health.run(argparse.Namespace(fail=True))
+    assert seen == [False, False]
+    assert gc.isenabled()
