@@ -276,3 +276,16 @@ def test_prometheus_matches_the_earlier_writer(seed: int) -> None:
                     report_id=report.report_id, nodegate_version=report.nodegate_version)
     for each in (report, doubled):
         assert render_prometheus(each) == _reference_prometheus(each)
+
+
+def test_the_summary_from_the_writers_digest_is_the_checked_summary() -> None:
+    """The cron path hands the summary the digest to_dict just computed instead of
+    computing and checking it again: the file must be the same."""
+    from nodegate.report import fleet_summary
+    from nodegate.report.model import dumps
+
+    for report in (golden_report(), _random_report(random.Random(7), 7)):
+        data = report.to_dict()
+        text = dumps(data)
+        assert fleet_summary.text_for(data, text, digest=data["digest"]) == \
+            fleet_summary.text_for(data, text)

@@ -87,7 +87,8 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
 
         validate_report(data, source=str(report_dir))
     # each report with its fleet summary beside it (``nodegate report DIR`` reads those)
-    summary = fleet_summary.text_for(data, text)
+    # the digest to_dict computed from these results a moment ago, not computed again
+    summary = fleet_summary.text_for(data, text, digest=data["digest"])
     # the renames in the report folder persisted by one folder fsync after the last of them
     dated = fleet_summary.write_files(report_dir / f"{level}-{stamp}.json", text, summary,
                                       sync_dir=False)

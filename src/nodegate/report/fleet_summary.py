@@ -66,19 +66,25 @@ def is_summary_name(name: str) -> bool:
     return name.endswith(SUFFIX)
 
 
-def from_report(data: Mapping[str, Any], *, source: str = "<report>") -> dict[str, Any]:
+def from_report(data: Mapping[str, Any], *, source: str = "<report>",
+                digest: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of a decoded report, without ``report_bytes``.
 
     Its results are summarized here (``digest.compute``), and the report's counts, verdict
     and any embedded digest must agree with them. Raises ValueError (KeyError, TypeError) on
     a malformed report and ConfigError (``key $.digest...``) on a digest that disagrees.
+    ``digest``: the one the writer computed from these very results a moment ago
+    (``NodeReport.to_dict``'s), taken as is instead of computed and checked again.
     """
     if data.get("schema") != REPORT_SCHEMA:
         raise ValueError(f"not a {REPORT_SCHEMA} report (schema {data.get('schema')!r})")
     missing = sorted(REPORT_KEYS - data.keys())
     if missing:
         raise ValueError(f"missing key $.{missing[0]}")
-    digest = _checked_digest(data, source)
+    if digest is None:
+        digest = _checked_digest(data, source)
+    else:
+        digest = {key: value for key, value in digest.items() if key != "tail_bytes"}
     labels = data.get("labels") or {}
     if not isinstance(labels, Mapping):
         raise ValueError("$.labels is not an object")
@@ -130,9 +136,11 @@ def render(summary: Mapping[str, Any], report_bytes: int) -> str:
     return json.dumps(out, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def text_for(data: Mapping[str, Any], report_text: str) -> str:
-    """The summary file's text for the report ``data`` serialized as ``report_text``."""
-    return render(from_report(data), len(report_text.encode("utf-8")))
+def text_for(data: Mapping[str, Any], report_text: str, *,
+             digest: Mapping[str, Any] | None = None) -> str:
+    """The summary file's text for the report ``data`` serialized as ``report_text``;
+    ``digest`` as ``from_report``'s."""
+    return render(from_report(data, digest=digest), len(report_text.encode("utf-8")))
 
 
 def write_files(path: str | os.PathLike[str], report_text: str,
