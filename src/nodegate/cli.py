@@ -16,19 +16,21 @@ from collections.abc import Sequence
 
 from nodegate.errors import ExitCode, NodegateError
 
-#: Explicit registry, in help order. No register-on-import magic.
-COMMAND_MODULES: tuple[str, ...] = (
-    "nodegate.commands.version",
-    "nodegate.commands.profiles",
-    "nodegate.commands.health",
-    "nodegate.commands.validate",
-    "nodegate.commands.multinode",
-    "nodegate.commands.netload",
-    "nodegate.sim.cli",
-    "nodegate.power.cli",
-    "nodegate.cluster.cli",
-    "nodegate.fleet.cli",
-)
+#: Explicit registry, in help order: each command and the module whose ``register`` adds it.
+#: No register-on-import magic; tests/foundation/test_cli_parser.py holds it to the modules.
+COMMANDS: dict[str, str] = {
+    "version": "nodegate.commands.version",
+    "profiles": "nodegate.commands.profiles",
+    "health": "nodegate.commands.health",
+    "validate": "nodegate.commands.validate",
+    "multinode": "nodegate.commands.multinode",
+    "netload": "nodegate.commands.netload",
+    "sim": "nodegate.sim.cli",
+    "power": "nodegate.power.cli",
+    "gate": "nodegate.cluster.cli",
+    "report": "nodegate.fleet.cli",
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())
 #: Commands that moved out of the node package: a one-line pointer instead of argparse's
 #: "invalid choice" (hidden from the help). The lab is the nodegate-lab distribution (lab/).
 MOVED_COMMANDS: dict[str, str] = {
@@ -50,7 +52,17 @@ OPTIONAL_EXTRAS: dict[str, str] = {
 ISSUES_URL = "the nodegate issue tracker"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the command line, only the parser of the command it names.
+
+    Every command module imports its own dependencies and builds its options: the cron
+    health check paid ~0.1 s for nine parsers it never used. Argparse hands everything
+    after the command word to that command's parser, and the top-level usage names no
+    command (``COMMAND``), so one command's parser parses, prints help and fails exactly as
+    the whole one does. A line that names no command plainly (help, an unknown word, any
+    option but ``--debug`` first) gets the whole parser: its help and its errors list them all.
+    """
+    chosen = _chosen_command(argv) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="nodegate",
         description="Provision and gate 8-GPU NVIDIA servers.",
@@ -59,14 +71,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the traceback of an unexpected error (also: NODEGATE_DEBUG=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for name, module_name in COMMANDS.items():
+        if chosen in (None, name):
+            importlib.import_module(module_name).register(subparsers)
     for name, message in MOVED_COMMANDS.items():  # no help=: left out of the help
+        if chosen not in (None, name):
+            continue
         # no option prefix: every word after the name (--help too) is taken, none refused
         moved = subparsers.add_parser(name, add_help=False, prefix_chars="\0")
         moved.add_argument("rest", nargs="*")
         moved.set_defaults(func=lambda _args, message=message: _moved(message))
     return parser
+
+
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names after any ``--debug`` flags; None for anything else."""
+    for word in argv:
+        if word != "--debug":
+            return word if word in COMMANDS or word in MOVED_COMMANDS else None
+    return None
 
 
 def _moved(message: str) -> int:
@@ -76,7 +99,7 @@ def _moved(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every way out is a documented exit code (docs/exit-codes.md)."""
-    return run(build_parser(), argv)
+    return run(build_parser(sys.argv[1:] if argv is None else argv), argv)
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,

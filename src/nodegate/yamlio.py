@@ -9,12 +9,14 @@ exhausts memory as soon as a schema check or an error message walks it.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from nodegate.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 #: Largest YAML file read: profiles, site files and scenarios are a few KiB to a few hundred.
 MAX_BYTES = 4 * 1024 * 1024
@@ -22,21 +24,33 @@ MAX_BYTES = 4 * 1024 * 1024
 MAX_ALIASES = 128
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    aliases_seen = 0
+@cache
+def _loader_class() -> type[yaml.SafeLoader]:
+    """The SafeLoader that counts aliases and refuses duplicate keys; PyYAML is imported on
+    the first parse, not with this module (the cron health check reads its profile from a
+    JSON cache and never parses YAML: importing PyYAML was ~15 ms of it)."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases_seen += 1
-            if self.aliases_seen > MAX_ALIASES:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise ConfigError(f"more than {MAX_ALIASES} YAML aliases (line {mark.line + 1}); "
-                                  "nested aliases can expand without bound",
-                                  file=str(getattr(self, "name", None) or ""))
-        return super().compose_node(parent, index)
+    class UniqueKeyLoader(yaml.SafeLoader):
+        aliases_seen = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases_seen += 1
+                if self.aliases_seen > MAX_ALIASES:
+                    mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                    raise ConfigError(f"more than {MAX_ALIASES} YAML aliases (line "
+                                      f"{mark.line + 1}); nested aliases can expand without "
+                                      "bound", file=str(getattr(self, "name", None) or ""))
+            return super().compose_node(parent, index)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                    _construct_mapping)
+    return UniqueKeyLoader
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode,
+                       deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -48,12 +62,6 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
             )
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
 
 
 def read_text_bounded(path: Path, *, limit: int = MAX_BYTES) -> str:
@@ -82,7 +90,9 @@ def load_yaml(path: Path) -> Any:
 
 
 def load_yaml_text(text: str, *, source: str) -> Any:
-    loader = _UniqueKeyLoader(text)
+    import yaml
+
+    loader = _loader_class()(text)
     loader.name = source
     try:
         return loader.get_single_data()

@@ -119,10 +119,9 @@ def _judge_growth(results: list[CheckResult], profile: Profile,
     from nodegate.judge.counters import COUNTER_HISTORY, judge_growth, previous_of_boot
     from nodegate.probes.kernel_log import read_boot_id
     from nodegate.report.history import recent_reports
-
-    reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
     from nodegate.report.order import read_boottime
 
+    reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
     return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
                         now=time.time(), boottime_s=read_boottime())
 

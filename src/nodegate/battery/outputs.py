@@ -75,6 +75,7 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     """``<name>-<stamp>.json``, ``<name>-latest.json`` (+ .xml, .prom); ``name`` defaults to the
     report's level (a suite outside the battery, ``multinode``, keeps files of its own)."""
     from nodegate.report import write_junit, write_prometheus
+    from nodegate.report._atomic import fsync_dir
     from nodegate.report.model import dumps, format_timestamp
 
     preflight(report_dir, textfile_dir)
@@ -92,10 +93,16 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
 
         validate_report(data, source=str(report_dir))
     # each report with its fleet summary beside it (``nodegate report DIR`` reads those)
-    summary = fleet_summary.text_for(data, text)
-    dated = fleet_summary.write_files(report_dir / f"{level}-{stamp}.json", text, summary)
-    latest = fleet_summary.write_files(report_dir / f"{level}-latest.json", text, summary)
-    junit_path = write_junit([report], report_dir / f"{level}-latest.xml") if junit else None
+    # the digest to_dict computed from these results a moment ago, not computed again
+    summary = fleet_summary.text_for(data, text, digest=data["digest"])
+    # the renames in the report folder persisted by one folder fsync after the last of them
+    dated = fleet_summary.write_files(report_dir / f"{level}-{stamp}.json", text, summary,
+                                      sync_dir=False)
+    latest = fleet_summary.write_files(report_dir / f"{level}-latest.json", text, summary,
+                                       sync_dir=False)
+    junit_path = (write_junit([report], report_dir / f"{level}-latest.xml", sync_dir=False)
+                  if junit else None)
+    fsync_dir(report_dir)
     prom = None
     if textfile_dir is not None:
         prom = write_prometheus(report, textfile_dir / f"nodegate_{level}.prom")

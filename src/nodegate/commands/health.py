@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import sys
 import time
 from typing import Any
@@ -40,6 +41,19 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The quick level with the cyclic garbage collector paused: a run builds ~800 results
+    and their reports in well under a second and exits, and the collector's ~50 passes over
+    those young objects were 5-10 % of it. It runs again afterwards (an in-process caller)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import (
         QuickOptions,

@@ -11,7 +11,7 @@ total is judged against the profile's ``*_max`` as before, and the evidence says
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodegate.judge.common import make, threshold_repr
@@ -67,7 +67,7 @@ def _totals(report: Mapping[str, Any]) -> dict[tuple[str, str], float]:
     return out
 
 
-def previous_of_boot(reports: Sequence[Mapping[str, Any]],
+def previous_of_boot(reports: Iterable[Mapping[str, Any]],
                      boot_id: str | None) -> Mapping[str, Any] | None:
     """The newest report of this boot that holds counters, by the reports' own order
     (``nodegate.report.order``), never the wall clock."""

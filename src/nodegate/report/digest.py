@@ -26,6 +26,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from nodegate.errors import ConfigError
@@ -50,9 +51,11 @@ _INT_LIMIT = 2**1023
 _COUNT_KEYS = ("FAIL", "ERROR", "WARN", "SKIP", "PASS")
 
 
+@lru_cache(maxsize=4096)
 def entity_kind(entity: str) -> str:
     """``gpu3.link5`` -> ``gpu.link``; ``gpu0-gpu1`` -> ``gpu-gpu``: what is compared across
-    nodes is the same kind of thing, not the same index."""
+    nodes is the same kind of thing, not the same index (remembered: a report names each
+    entity for several checks, and a fleet's reports name the same ones)."""
     return _DIGITS.sub("", entity)
 
 

@@ -70,12 +70,15 @@ def is_summary_name(name: str) -> bool:
     return name.endswith(SUFFIX)
 
 
-def from_report(data: Mapping[str, Any], *, source: str = "<report>") -> dict[str, Any]:
+def from_report(data: Mapping[str, Any], *, source: str = "<report>",
+                digest: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of a decoded report, without ``report_bytes``.
 
     Its results are summarized here (``digest.compute``), and the report's counts, verdict
     and any embedded digest must agree with them. Raises ValueError (KeyError, TypeError) on
     a malformed report and ConfigError (``key $.digest...``) on a digest that disagrees.
+    ``digest``: the one the writer computed from these very results a moment ago
+    (``NodeReport.to_dict``'s), taken as is instead of computed and checked again.
     """
     if data.get("schema") != REPORT_SCHEMA:
         raise ValueError(f"not a {REPORT_SCHEMA} report (schema {data.get('schema')!r})")
@@ -85,7 +88,10 @@ def from_report(data: Mapping[str, Any], *, source: str = "<report>") -> dict[st
     if data["verdict"] not in VERDICTS:
         raise ValueError(f"key $.verdict: {str(data['verdict'])[:40]!r} is not a verdict "
                          f"({', '.join(VERDICTS)})")
-    digest = _checked_digest(data, source)
+    if digest is None:
+        digest = _checked_digest(data, source)
+    else:
+        digest = {key: value for key, value in digest.items() if key != "tail_bytes"}
     labels = data.get("labels") or {}
     if not isinstance(labels, Mapping):
         raise ValueError("$.labels is not an object")
@@ -173,19 +179,22 @@ def render(summary: Mapping[str, Any], report_bytes: int) -> str:
     return json.dumps(out, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def text_for(data: Mapping[str, Any], report_text: str) -> str:
-    """The summary file's text for the report ``data`` serialized as ``report_text``."""
-    return render(from_report(data), len(report_text.encode("utf-8")))
+def text_for(data: Mapping[str, Any], report_text: str, *,
+             digest: Mapping[str, Any] | None = None) -> str:
+    """The summary file's text for the report ``data`` serialized as ``report_text``;
+    ``digest`` as ``from_report``'s."""
+    return render(from_report(data, digest=digest), len(report_text.encode("utf-8")))
 
 
 def write_files(path: str | os.PathLike[str], report_text: str,
-                summary_text: str | None) -> Path:
+                summary_text: str | None, *, sync_dir: bool = True) -> Path:
     """Write a report's text atomically, then (unless None) its summary beside it, also
     atomically. Report first: a crash in between leaves a report whose summary is missing or
-    stale (its ``report_bytes`` no longer fits), which readers notice and parse the report."""
-    written = atomic_write_text(path, report_text)
+    stale (its ``report_bytes`` no longer fits), which readers notice and parse the report.
+    ``sync_dir``: as ``atomic_write_text``'s."""
+    written = atomic_write_text(path, report_text, sync_dir=sync_dir)
     if summary_text is not None:
-        atomic_write_text(path_for(written), summary_text)
+        atomic_write_text(path_for(written), summary_text, sync_dir=sync_dir)
     return written
 
 

@@ -44,5 +44,7 @@ def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            found.setdefault(str(data.get("report_id")), data)
+            # a report without a string id (a foreign or old file) is one of its own
+            report_id = data.get("report_id")
+            found.setdefault(report_id if isinstance(report_id, str) else f"file:{name}", data)
     return sorted(found.values(), key=dict_key, reverse=True)[:limit]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,16 @@ ReportLike = NodeReport | Mapping[str, Any]
 #: Characters XML 1.0 forbids even when escaped; a probe's raw stderr can contain them.
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _MESSAGE_EVIDENCE_CHARS = 400
+_ILLEGAL_CHARS = [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xFFFE, 0xFFFF]
+_TEXT_ESCAPES = {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"}
+_ATTR_ESCAPES = {**dict.fromkeys(_ILLEGAL_CHARS, "\ufffd"), **_TEXT_ESCAPES,
+                 ord('"'): "&quot;", ord("\r"): "&#13;", ord("\n"): "&#10;", ord("\t"): "&#09;"}
+#: Whether a string needs either table at all (a search is cheaper than a translate).
+_ATTR_SPECIAL = re.compile("[\x00-\x1f&<>\"\ufffe\uffff]")
+_TEXT_SPECIAL = re.compile("[&<>]")
+_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
+#: Verdicts whose testcase carries a child element (PASS carries none).
+_OUTCOME_VERDICTS = frozenset({Verdict.FAIL, Verdict.ERROR, Verdict.SKIP, Verdict.WARN})
 
 
 def check_group(check: str) -> str:
@@ -60,28 +69,33 @@ def result_message(result: CheckResult) -> str:
 
 
 def render_junit(reports: ReportLike | Sequence[ReportLike]) -> str:
-    """JUnit XML text (with declaration) for one report or several (one suite per node)."""
-    items = as_reports(reports)
-    root = ET.Element("testsuites", name="nodegate")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    """JUnit XML text (with declaration) for one report or several (one suite per node).
+
+    Written as text, laid out as ElementTree's ``indent`` + ``tostring`` lay it out (two
+    spaces a level, `` />`` for an empty element, the same escapes): the cron health check
+    writes this file for ~800 results every few minutes, and building and serializing a
+    tree of them cost more than reading the board.
+    """
+    lines: list[str] = []
+    totals = [0, 0, 0, 0]
     total_time = 0.0
-    for report in items:
-        suite = _suite(report)
-        root.append(suite)
-        for key in totals:
-            totals[key] += int(suite.get(key, "0"))
+    for report in as_reports(reports):
+        counts = _suite(report, lines)
+        totals = [total + count for total, count in zip(totals, counts, strict=True)]
         total_time += report.duration_s
-    for key, value in totals.items():
-        root.set(key, str(value))
-    root.set("time", _seconds(total_time))
-    ET.indent(root, space="  ")
-    body = ET.tostring(root, encoding="unicode")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+    tests, failures, errors, skipped = totals
+    root = (f'<testsuites name="nodegate" tests="{tests}" failures="{failures}" '
+            f'errors="{errors}" skipped="{skipped}" time="{_seconds(total_time)}"')
+    if not lines:
+        return f"{_DECLARATION}{root} />\n"
+    return f"{_DECLARATION}{root}>\n{''.join(lines)}</testsuites>\n"
 
 
-def write_junit(reports: ReportLike | Sequence[ReportLike], path: str | os.PathLike[str]) -> Path:
-    """Render and write atomically (CI may collect the file while a run is finishing)."""
-    return atomic_write_text(path, render_junit(reports))
+def write_junit(reports: ReportLike | Sequence[ReportLike], path: str | os.PathLike[str], *,
+                sync_dir: bool = True) -> Path:
+    """Render and write atomically (CI may collect the file while a run is finishing);
+    ``sync_dir`` as ``atomic_write_text``'s."""
+    return atomic_write_text(path, render_junit(reports), sync_dir=sync_dir)
 
 
 def as_reports(reports: ReportLike | Sequence[ReportLike]) -> list[NodeReport]:
@@ -91,21 +105,16 @@ def as_reports(reports: ReportLike | Sequence[ReportLike]) -> list[NodeReport]:
     return [coerce(report) for report in reports]
 
 
-def _suite(report: NodeReport) -> ET.Element:
+def _suite(report: NodeReport, out: list[str]) -> tuple[int, int, int, int]:
+    """Append one ``<testsuite>``'s lines; returns its tests, failures, errors, skipped."""
     counts = report.counts
-    suite = ET.Element(
-        "testsuite",
-        name=_xml(f"nodegate.{report.node}"),
-        id=_xml(report.report_id),
-        hostname=_xml(report.node),
-        timestamp=format_timestamp(report.started_at),
-        time=_seconds(report.duration_s),
-        tests=str(len(report.results)),
-        failures=str(counts[Verdict.FAIL.value]),
-        errors=str(counts[Verdict.ERROR.value]),
-        skipped=str(counts[Verdict.SKIP.value]),
-    )
-    properties = ET.SubElement(suite, "properties")
+    tally = (len(report.results), counts[Verdict.FAIL.value], counts[Verdict.ERROR.value],
+             counts[Verdict.SKIP.value])
+    out.append(
+        f'  <testsuite name="{_attr(f"nodegate.{report.node}")}" id="{_attr(report.report_id)}" '
+        f'hostname="{_attr(report.node)}" timestamp="{format_timestamp(report.started_at)}" '
+        f'time="{_seconds(report.duration_s)}" tests="{tally[0]}" failures="{tally[1]}" '
+        f'errors="{tally[2]}" skipped="{tally[3]}">\n    <properties>\n')
     for name, value in (
         ("schema", report.schema),
         ("report_id", report.report_id),
@@ -117,36 +126,47 @@ def _suite(report: NodeReport) -> ET.Element:
         ("verdict", report.verdict.value),
         *sorted(report.labels.items()),
     ):
-        ET.SubElement(properties, "property", name=_xml(name), value=_xml(value))
+        out.append(f'      <property name="{_attr(name)}" value="{_attr(value)}" />\n')
+    out.append("    </properties>\n")
+    identities: dict[str, str] = {}  # card -> its rendered <properties> block
     for result in report.results:
-        suite.append(_testcase(result, report.identity_of(result.entity)))
-    return suite
+        card = result.entity.split(".", 1)[0]
+        block = identities.get(card)
+        if block is None:
+            block = identities[card] = _identity_block(report.identity_of(result.entity))
+        out.append(_testcase(result, block))
+    out.append("  </testsuite>\n")
+    return tally
 
 
-def _testcase(result: CheckResult, identity: Mapping[str, str] | None = None) -> ET.Element:
-    """One testcase; a GPU entity's carries its card's identity as ``<property>`` entries,
-    so a CI view of a failure names the physical card (serial) to pull."""
-    case = ET.Element(
-        "testcase",
-        classname=_xml(check_group(result.check)),
-        name=_xml(result.test_id),
-        time=_seconds(_duration(result)),
-    )
-    if identity:
-        properties = ET.SubElement(case, "properties")
-        for name, value in identity.items():
-            ET.SubElement(properties, "property", name=_xml(name), value=_xml(value))
+def _identity_block(identity: Mapping[str, str]) -> str:
+    """A GPU entity's card identity as ``<property>`` entries, so a CI view of a failure
+    names the physical card (serial) to pull; empty for entities that are no card."""
+    if not identity:
+        return ""
+    rows = "".join(f'        <property name="{_attr(name)}" value="{_attr(value)}" />\n'
+                   for name, value in identity.items())
+    return f"      <properties>\n{rows}      </properties>\n"
+
+
+def _testcase(result: CheckResult, identity_block: str) -> str:
+    """One testcase; a passing one carries no message (nothing in it is read)."""
+    head = (f'    <testcase classname="{_attr(check_group(result.check))}" '
+            f'name="{_attr(result.test_id)}" time="{_seconds(_duration(result))}"')
+    verdict = result.verdict
+    if verdict not in _OUTCOME_VERDICTS:
+        return f"{head}>\n{identity_block}    </testcase>\n" if identity_block else f"{head} />\n"
     message = _xml(result_message(result))
-    detail = _xml(json.dumps(result.to_dict(), indent=2, default=str, sort_keys=True))
-    if result.verdict is Verdict.FAIL:
-        ET.SubElement(case, "failure", message=message, type=result.severity.value).text = detail
-    elif result.verdict is Verdict.ERROR:
-        ET.SubElement(case, "error", message=message, type=result.severity.value).text = detail
-    elif result.verdict is Verdict.SKIP:
-        ET.SubElement(case, "skipped", message=message)
-    elif result.verdict is Verdict.WARN:
-        ET.SubElement(case, "system-out").text = message
-    return case
+    if verdict is Verdict.WARN:
+        child = f"      <system-out>{_text(message)}</system-out>\n"
+    elif verdict is Verdict.SKIP:
+        child = f'      <skipped message="{_attr(message)}" />\n'
+    else:
+        tag = "failure" if verdict is Verdict.FAIL else "error"
+        detail = _xml(json.dumps(result.to_dict(), indent=2, default=str, sort_keys=True))
+        child = (f'      <{tag} message="{_attr(message)}" type="{_attr(result.severity.value)}">'
+                 f"{_text(detail)}</{tag}>\n")
+    return f"{head}>\n{identity_block}{child}    </testcase>\n"
 
 
 def _duration(result: CheckResult) -> float:
@@ -166,3 +186,14 @@ def _compact(value: Any) -> str:
 
 def _xml(text: str) -> str:
     return _XML_ILLEGAL.sub("\ufffd", text)
+
+
+def _attr(text: str) -> str:
+    """An attribute value: XML-illegal characters replaced, then escaped as ElementTree
+    escapes attributes (``& < > "`` and CR, LF, TAB as character references)."""
+    return text.translate(_ATTR_ESCAPES) if _ATTR_SPECIAL.search(text) else text
+
+
+def _text(text: str) -> str:
+    """Element text as ElementTree escapes it (``& < >``); illegal characters already gone."""
+    return text.translate(_TEXT_ESCAPES) if _TEXT_SPECIAL.search(text) else text

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from nodegate.report._atomic import atomic_write_text
 from nodegate.report.model import NodeReport, coerce
 
 PREFIX = "nodegate_"
+_LABEL_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n"}
+_LABEL_SPECIAL = re.compile('[\\\\"\n]')  # a search is cheaper than a translate
 
 _HELP = {
     "check_status": "1 for the current verdict of a check on an entity.",
@@ -37,7 +40,7 @@ _HELP = {
 
 def escape_label_value(value: str) -> str:
     """Exposition-format label escaping: backslash, double quote and newline."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value.translate(_LABEL_ESCAPES) if _LABEL_SPECIAL.search(value) else value
 
 
 def escape_help(text: str) -> str:
@@ -57,27 +60,21 @@ def format_value(value: float) -> str:
 
 
 def render_prometheus(report: NodeReport | Mapping[str, Any]) -> str:
-    """The textfile contents for one node report (the collector runs on that node)."""
+    """The textfile contents for one node report (the collector runs on that node).
+
+    Each family maps a sample's rendered label set to its value: the same labels twice keep
+    the last value, never a duplicate series (escaping is reversible, so equal text is equal
+    labels). Labels are rendered once per result, as text: the cron health check writes
+    this file for ~800 results every few minutes.
+    """
     node_report = coerce(report)
-    level = node_report.level.value
-    families: dict[str, dict[tuple[tuple[str, str], ...], float]] = {name: {} for name in _HELP}
+    level = f',level="{escape_label_value(node_report.level.value)}"}}'
+    families: dict[str, dict[str, float]] = {name: {} for name in _HELP}
+    _add_results(families, node_report, level)
 
     def add(family: str, labels: Mapping[str, str], value: float) -> None:
-        key = (*labels.items(), ("level", level))
-        families[family][key] = value  # same labels twice: last wins, never a duplicate series
-
-    for result in node_report.results:
-        base = {"check": result.check, "entity": result.entity}
-        add(
-            "check_status",
-            {**base, "verdict": result.verdict.value, "severity": result.severity.value},
-            1,
-        )
-        measured = _number(result.measured)
-        if measured is not None:
-            add("check_measured", {**base, "unit": result.unit}, measured)
-        for bound, number in _threshold_bounds(result.threshold):
-            add("check_threshold", {**base, "unit": result.unit, "bound": bound}, number)
+        body = ",".join(f'{key}="{escape_label_value(text)}"' for key, text in labels.items())
+        families[family][f"{{{body}{level}" if body else "{" + level[1:]] = value
 
     add("node_verdict", {"verdict": node_report.verdict.value, "profile": node_report.profile}, 1)
     for verdict, count in node_report.counts.items():
@@ -103,8 +100,30 @@ def render_prometheus(report: NodeReport | Mapping[str, Any]) -> str:
         name = PREFIX + family
         lines.append(f"# HELP {name} {escape_help(_HELP[family])}")
         lines.append(f"# TYPE {name} gauge")
-        lines.extend(f"{name}{_labels(labels)} {format_value(v)}" for labels, v in samples.items())
+        lines.extend(f"{name}{labels} {format_value(v)}" for labels, v in samples.items())
     return "\n".join(lines) + "\n"
+
+
+def _add_results(families: dict[str, dict[str, float]], report: NodeReport,
+                 level: str) -> None:
+    """Status, measured value and threshold bounds of every result, labels in the order
+    check, entity, (verdict, severity | unit[, bound]), level."""
+    status, measured, thresholds = (families["check_status"], families["check_measured"],
+                                    families["check_threshold"])
+    escape = escape_label_value
+    for result in report.results:
+        base = f'{{check="{escape(result.check)}",entity="{escape(result.entity)}"'
+        status[f'{base},verdict="{escape(result.verdict.value)}",'
+               f'severity="{escape(result.severity.value)}"{level}'] = 1
+        number = _number(result.measured)
+        bounds = _threshold_bounds(result.threshold)
+        if number is None and not bounds:
+            continue
+        unit = f'{base},unit="{escape(result.unit)}"'
+        if number is not None:
+            measured[f"{unit}{level}"] = number
+        for bound, value in bounds:
+            thresholds[f'{unit},bound="{bound}"{level}'] = value
 
 
 def render_gauges(families: Iterable[tuple[str, str, Iterable[tuple[Mapping[str, str], float]]]]
