@@ -201,3 +201,15 @@ def test_ecc_not_reported_is_no_corrupt_inforom() -> None:
     results = judge_board(board, resolve_profile_cached("h200-single"))
     assert _by(results, "inforom_uniform").verdict is Verdict.PASS
     assert _by(results, "ecc_mode").verdict is Verdict.ERROR
+
+
+def test_remapped_rows_not_supported_under_mig_is_explained() -> None:
+    """nvml.h: no remapped rows on a MIG-enabled GPU with active instances (a real MIG A100
+    capture, telegraf-a100-sxm4-v12.xml, shows N/A); mig_mode judges that mode."""
+    gpu = _healthy_h100(mig_enabled=True, remap_pending=None, remap_failure=None,
+                        remap_uncorrectable=None, remap_correctable=None)
+    gpu.unsupported.append("remapped_rows")
+    results = judge_gpu(gpu, resolve_profile_cached("xe9680-h100"))
+    assert _by(results, "mig_mode").verdict is Verdict.FAIL
+    remap = _by(results, "remap_pending")
+    assert remap.verdict is Verdict.SKIP and "MIG" in remap.evidence["reason"]

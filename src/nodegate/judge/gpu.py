@@ -345,6 +345,13 @@ def _unmeasured(result: CheckResult, gpu: GpuState, features: GpuFeatures) -> Ch
                     unit=result.unit, severity=result.severity, **evidence,
                     reason="ECC is disabled on this GPU (NVML has no counters then): "
                            "ecc_mode judges it")
+    if feature == "row_remapping" and gpu.mig_enabled is True:
+        # nvml.h nvmlDeviceGetRemappedRows: not supported on MIG-enabled GPUs with active
+        # instances (a real MIG A100 capture shows N/A); mig_mode judges the mode
+        return make(result.check, result.entity, Verdict.SKIP, threshold=result.threshold,
+                    unit=result.unit, severity=result.severity, **evidence,
+                    reason="NVML does not report remapped rows while MIG is enabled with "
+                           "active instances: mig_mode judges it")
     declared = (f"the GPU model declares {GPU_FEATURES[feature]} (gpu.features.{feature}: "
                 f"true, {features.source})" if feature is not None
                 else "every GPU nodegate judges reports it")
