@@ -93,7 +93,7 @@ def test_reader_keeps_not_supported_apart_from_errors() -> None:
     assert reader.read("sbe_volatile", _fails(3)) is None  # type: ignore[arg-type]
     assert reader.read("dbe_volatile", _fails(999)) is None  # type: ignore[arg-type]
     assert gpu.unsupported == ["sbe_volatile"]
-    assert gpu.read_errors == {"dbe_volatile": "Unknown Error"}
+    assert gpu.read_errors == {"dbe_volatile": "NVML_ERROR_UNKNOWN (Unknown Error)"}
 
 
 def _by(results: list[CheckResult], check: str, entity: str) -> CheckResult:
@@ -102,7 +102,7 @@ def _by(results: list[CheckResult], check: str, entity: str) -> CheckResult:
 
 def test_a_field_that_errors_is_error_and_not_supported_stays_skip() -> None:
     profile = resolve_profile_cached("xe9680-h100")
-    gpu = GpuState(index=0, name=profile.data["gpu"]["model"],
+    gpu = GpuState(index=0, name=profile.data["gpu"]["model"], ecc_enabled=False,
                    read_errors={"dbe_volatile": "Unknown Error",
                                 "nvlink0.replay": "Unknown Error"},
                    unsupported=["sbe_volatile"],
@@ -112,7 +112,10 @@ def test_a_field_that_errors_is_error_and_not_supported_stays_skip() -> None:
     dbe = _by(results, "ecc_dbe_volatile", "gpu0")
     assert dbe.verdict is Verdict.ERROR
     assert dbe.evidence["reason"] == "NVML error: dbe_volatile: Unknown Error"
-    assert _by(results, "ecc_sbe_volatile", "gpu0").verdict is Verdict.SKIP
+    assert dbe.evidence["nvml_errors"] == {"dbe_volatile": "Unknown Error"}
+    # with ECC off NVML has no counters: NOT_SUPPORTED there is explained, and stays a SKIP
+    sbe = _by(results, "ecc_sbe_volatile", "gpu0")
+    assert sbe.verdict is Verdict.SKIP and "ECC is disabled" in sbe.evidence["reason"]
     assert _by(results, "nvlink_replay_errors", "gpu0.link0").verdict is Verdict.ERROR
     assert _by(results, "nvlink_crc_errors", "gpu0.link0").verdict is Verdict.PASS
 
@@ -132,7 +135,8 @@ def test_page_retirement_not_supported_beside_row_remapping_names_the_remap_chec
     older = GpuState(index=0, unsupported=["retired_pages_sbe", "retired_pages_dbe"])
     plain = _by(judge_gpu(older, profile), "retired_pages", "gpu0")
     assert plain.verdict is Verdict.SKIP
-    assert plain.evidence["reason"] == "not reported by this GPU/driver"
+    # the model declares no page retirement (gpu.features): the SKIP says so
+    assert plain.evidence["reason"].startswith("no page retirement on this GPU")
 
 
 @pytest.mark.parametrize(("current", "pending", "change"),

@@ -55,8 +55,11 @@ def not_applicable(profile: Mapping[str, Any] | None) -> dict[str, str]:
     gpu, nvlink = _section(profile, "gpu"), _section(profile, "nvlink")
     driver, host, nvme = (_section(profile, k) for k in ("driver", "host", "nvme"))
     out: dict[str, str] = {}
-    if not nvlink.get("nvswitch") or gpu.get("architecture") == "ampere":
-        out["fabric_state"] = "no GPU fabric info (no NVSwitch, or pre-Hopper)"
+    features = gpu.get("features") or {}
+    if not nvlink.get("nvswitch") or not features.get("gpu_fabric",
+                                                      gpu.get("architecture") != "ampere"):
+        out["fabric_state"] = ("no GPU fabric info (no NVSwitch, or a GPU model without it: "
+                               "gpu.features.gpu_fabric)")
     if not nvlink.get("links_per_gpu"):
         out.update(dict.fromkeys(_NVLINK, "nvlink.links_per_gpu is 0"))
     if not driver.get("fabricmanager"):

@@ -9,6 +9,7 @@ from nodegate.judge.common import against, expect, make
 from nodegate.probes import nvml_codes
 from nodegate.probes.nvml import BoardSnapshot, GpuState
 from nodegate.profiles import Profile
+from nodegate.profiles.threshold_keys import GPU_FEATURES, GpuFeatures
 from nodegate.results import CheckResult, Severity, Verdict
 
 HW = Severity.HARDWARE
@@ -148,6 +149,8 @@ class Reading(NamedTuple):
 
 
 def _vbios(gpu: GpuState) -> Reading:
+    if gpu.vbios is None and "vbios" in gpu.read_errors:
+        return Reading(None, f"nvmlDeviceGetVbiosVersion: {gpu.read_errors['vbios']}")
     return Reading(gpu.vbios)
 
 
@@ -156,14 +159,23 @@ def _inforom(profile: Profile) -> Callable[[GpuState], Reading]:
     board runs ECC (a corrupt InfoROM loses its objects; NVML then reports none)."""
     need_ecc = bool(profile.data["gpu"].get("ecc"))
     pinned = profile.data["gpu"].get("inforom") is not None
+    calls = {"inforom_validate": "nvmlDeviceValidateInforom",
+             "inforom": "nvmlDeviceGetInforomImageVersion",
+             "inforom_ecc": "nvmlDeviceGetInforomVersion(NVML_INFOROM_ECC)"}
 
     def read(gpu: GpuState) -> Reading:
         if gpu.inforom_valid is False:
             return Reading(None, "nvmlDeviceValidateInforom: NVML_ERROR_CORRUPTED_INFOROM",
                            Verdict.FAIL)
+        failed = [f"{call}: {gpu.read_errors[label]}" for label, call in calls.items()
+                  if label in gpu.read_errors]
+        if failed:  # unmeasured, never "valid" nor "corrupt"
+            return Reading(None, "NVML error: " + "; ".join(failed))
         if gpu.inforom_image is None:
             return Reading(None, "NVML did not report the InfoROM image version")
-        if need_ecc and gpu.inforom_ecc is None:
+        # the ECC object exists where ECC runs: with ECC off or not reported (a capture's N/A)
+        # ecc_mode judges that, and a missing object says nothing about the InfoROM
+        if need_ecc and gpu.ecc_enabled is True and gpu.inforom_ecc is None:
             return Reading(None, "InfoROM ECC object unreadable on an ECC board: a corrupt "
                                  "InfoROM loses its objects")
         # a pin names image versions; agreement compares the whole signature
@@ -226,51 +238,127 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         _idle_temperature(gpu, profile),
         _foreign_processes(gpu),
     ]
-    if profile.data["nvlink"]["nvswitch"] and p_gpu["architecture"] != "ampere":
-        # GPU fabric info exists from Hopper on; on Ampere the host group checks the
-        # fabric manager service instead
+    features = GpuFeatures.of(p_gpu)
+    if profile.data["nvlink"]["nvswitch"] and features.gpu_fabric:
+        # GPU fabric info exists from Hopper on (gpu.features.gpu_fabric); on Ampere the host
+        # group checks the fabric manager service instead
         out.append(_fabric(gpu, profile))
-    out += _nvlinks(gpu, profile)
-    return [_unread_is_error(r, gpu) for r in out] if gpu.read_errors else out
+    out += _nvlinks(gpu, profile, features)
+    return [_unmeasured(r, gpu, features) for r in out]
 
 
 #: The probe's field labels (``nodegate.probes.nvml``) each check is judged from; link checks
-#: name the field after ``nvlink<M>.``.
+#: name the field after ``nvlink<M>.``. Every label the probe reads is here, so an NVML error on
+#: any read makes some check of that GPU ERROR (an error on a label only in evidence too).
 CHECK_FIELDS: dict[str, tuple[str, ...]] = {
-    "gpu_model": ("name",), "gpu_pci_device_id": ("pci",),
+    "gpu_model": ("name", "uuid", "serial", "board_part_number"),
+    "gpu_pci_device_id": ("pci",), "gpu_memory": ("memory",),
     "persistence_mode": ("persistence",), "mig_mode": ("mig_mode",),
     "compute_mode": ("compute_mode",), "ecc_mode": ("ecc_mode",),
     "ecc_dbe_volatile": ("dbe_volatile",), "ecc_dbe_aggregate": ("dbe_aggregate",),
     "ecc_sbe_volatile": ("sbe_volatile",), "ecc_sbe_aggregate": ("sbe_aggregate",),
     "remap_pending": ("remapped_rows",), "remap_failure": ("remapped_rows",),
     "remap_uncorrectable": ("remapped_rows",),
-    "retired_pages": ("retired_pages_sbe", "retired_pages_dbe"),
-    "pcie_replays": ("pcie_replays",), "clock_events": ("clock_event_reasons",),
-    "power_limit": ("power_limit",), "idle_temperature": ("temperature",),
+    "retired_pages": ("retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending"),
+    "pcie_link": ("pcie_gen_max", "pcie_width", "pcie_gen", "pcie_gen_gpu_max",
+                  "pcie_width_max"),
+    "pcie_replays": ("pcie_replays",),
+    "clock_events": ("clock_event_reasons", "sm_clock", "sm_clock_max"),
+    "power_limit": ("power_limit", "power_default_limit", "power"),
+    "idle_temperature": ("temperature", "slowdown_temp", "shutdown_temp", "utilization"),
+    "foreign_processes": ("processes",),
     "fabric_state": ("fabric",),
+    "nvlink_state": ("state", "version", "remote"),
     "nvlink_crc_errors": ("crc_flit", "crc_data"), "nvlink_replay_errors": ("replay",),
     "nvlink_recovery_errors": ("recovery",),
 }
 
+#: The ``gpu.features`` flag a check's NVML calls depend on; a check not named here reads what
+#: every GPU nodegate judges reports, so NOT_SUPPORTED there is always ERROR.
+CHECK_FEATURE: dict[str, str] = {
+    "ecc_mode": "ecc", "ecc_dbe_volatile": "ecc", "ecc_dbe_aggregate": "ecc",
+    "ecc_sbe_volatile": "ecc", "ecc_sbe_aggregate": "ecc",
+    "remap_pending": "row_remapping", "remap_failure": "row_remapping",
+    "remap_uncorrectable": "row_remapping", "retired_pages": "page_retirement",
+    "fabric_state": "gpu_fabric", "mig_mode": "mig",
+}
 
-def _unread_is_error(result: CheckResult, gpu: GpuState) -> CheckResult:
-    """A "not reported" SKIP whose NVML call failed (not NOT_SUPPORTED) becomes ERROR: the GPU
-    should have answered. NOT_SUPPORTED stays a SKIP with its reason (docs/verdicts.md)."""
-    reason = str(result.evidence.get("reason", ""))
-    if result.verdict is not Verdict.SKIP or "not reported" not in reason:
-        return result
+#: SKIP reasons for a feature the model does not have; page retirement names what judges the
+#: same memory instead.
+FEATURE_ABSENT: dict[str, str] = {
+    "page_retirement": "no page retirement on this GPU (Ampere and later remap rows instead: "
+                       "see remap_pending, remap_failure, remap_uncorrectable)",
+}
+
+_ECC_COUNTERS = ("ecc_dbe_volatile", "ecc_dbe_aggregate", "ecc_sbe_volatile",
+                 "ecc_sbe_aggregate")
+
+
+def _fields(result: CheckResult) -> list[str]:
+    """The probe labels ``result`` was judged from (``nvlink3.replay`` for a link check)."""
     prefix = ""
     if ".link" in result.entity:
         prefix = f"nvlink{result.entity.rsplit('.link', 1)[1]}."
-    failed = {f"{prefix}{name}": gpu.read_errors[f"{prefix}{name}"]
-              for name in CHECK_FIELDS.get(result.check, ())
-              if f"{prefix}{name}" in gpu.read_errors}
-    if not failed:
+    return [f"{prefix}{name}" for name in CHECK_FIELDS.get(result.check, ())]
+
+
+def _not_measured(result: CheckResult) -> bool:
+    """A SKIP that only says the value was missing (not "no threshold", not "GPU busy")."""
+    return (result.verdict is Verdict.SKIP
+            and "not reported" in str(result.evidence.get("reason", "")))
+
+
+def _unmeasured(result: CheckResult, gpu: GpuState, features: GpuFeatures) -> CheckResult:
+    """Unmeasured is ERROR, NOT_SUPPORTED is declared (docs/verdicts.md).
+
+    Any NVML error but NOT_SUPPORTED on a field a check reads makes it ERROR, whatever the
+    other fields said (a measured FAIL stays FAIL, with the errors in its evidence). A
+    NOT_SUPPORTED that left the check without its value is ERROR where the GPU model declares
+    the feature (``gpu.features``) or the field is one every GPU reports, and a SKIP naming
+    the feature only where the model lacks it.
+    """
+    fields = _fields(result)
+    failed = {name: gpu.read_errors[name] for name in fields if name in gpu.read_errors}
+    evidence = {k: v for k, v in result.evidence.items() if k not in ("reason", "nvml_errors")}
+    if failed:
+        if result.verdict is Verdict.FAIL:
+            return make(result.check, result.entity, result.verdict, measured=result.measured,
+                        threshold=result.threshold, unit=result.unit, severity=result.severity,
+                        **{**result.evidence, "nvml_errors": failed})
+        if result.verdict is Verdict.ERROR and "nvml_errors" in result.evidence:
+            return result  # already says which NVML call failed
+        return make(result.check, result.entity, Verdict.ERROR, threshold=result.threshold,
+                    unit=result.unit, severity=CRIT, **evidence, nvml_errors=failed,
+                    reason="NVML error: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+    unsupported = [name for name in fields if name in gpu.unsupported]
+    if not unsupported or not _not_measured(result):
         return result
-    evidence = {k: v for k, v in result.evidence.items() if k != "reason"}
+    feature = CHECK_FEATURE.get(result.check)
+    if feature is not None and not features.has(feature):
+        reason = FEATURE_ABSENT.get(feature) or (
+            f"this GPU model has no {GPU_FEATURES[feature]} (gpu.features.{feature}: false)")
+        return make(result.check, result.entity, Verdict.SKIP, threshold=result.threshold,
+                    unit=result.unit, severity=result.severity, **evidence, reason=reason)
+    if result.check in _ECC_COUNTERS and gpu.ecc_enabled is False:
+        # NVML answers NOT_SUPPORTED for the counters while ECC is off; ecc_mode judges that
+        return make(result.check, result.entity, Verdict.SKIP, threshold=result.threshold,
+                    unit=result.unit, severity=result.severity, **evidence,
+                    reason="ECC is disabled on this GPU (NVML has no counters then): "
+                           "ecc_mode judges it")
+    if feature == "row_remapping" and gpu.mig_enabled is True:
+        # nvml.h nvmlDeviceGetRemappedRows: not supported on MIG-enabled GPUs with active
+        # instances (a real MIG A100 capture shows N/A); mig_mode judges the mode
+        return make(result.check, result.entity, Verdict.SKIP, threshold=result.threshold,
+                    unit=result.unit, severity=result.severity, **evidence,
+                    reason="NVML does not report remapped rows while MIG is enabled with "
+                           "active instances: mig_mode judges it")
+    declared = (f"the GPU model declares {GPU_FEATURES[feature]} (gpu.features.{feature}: "
+                f"true, {features.source})" if feature is not None
+                else "every GPU nodegate judges reports it")
     return make(result.check, result.entity, Verdict.ERROR, threshold=result.threshold,
                 unit=result.unit, severity=CRIT, **evidence,
-                reason="NVML error: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+                nvml_errors={name: "NVML_ERROR_NOT_SUPPORTED" for name in unsupported},
+                reason=f"NVML_ERROR_NOT_SUPPORTED for {', '.join(unsupported)}, but {declared}")
 
 
 def _memory(gpu: GpuState, profile: Profile) -> CheckResult:
@@ -380,6 +468,10 @@ def _idle_temperature(gpu: GpuState, profile: Profile) -> CheckResult:
 
 
 def _foreign_processes(gpu: GpuState) -> CheckResult:
+    if "processes" in gpu.unsupported or "processes" in gpu.read_errors:
+        # an unread process list is not an empty one
+        return make("foreign_processes", gpu.entity, Verdict.SKIP, threshold=0,
+                    unit="processes", reason="process list not reported by this GPU/driver")
     procs = [{"pid": p.pid, "name": p.name, "used_memory_mib": p.used_memory_mib}
              for p in gpu.processes]
     verdict = Verdict.WARN if procs else Verdict.PASS
@@ -394,9 +486,10 @@ fabric_health_problems = nvml_codes.fabric_health_problems
 
 def _fabric(gpu: GpuState, profile: Profile) -> CheckResult:
     if gpu.fabric_state is None:
+        # only reached where the model declares GPU fabric info: ``_unmeasured`` makes this
+        # ERROR, naming NVML's answer
         return make("fabric_state", gpu.entity, Verdict.SKIP,
-                    reason="GPU fabric info not reported (pre-Hopper); the host group checks "
-                           "nvidia-fabricmanager instead")
+                    reason="GPU fabric info not reported by this GPU/driver")
     name = FABRIC_STATE_NAMES.get(gpu.fabric_state, str(gpu.fabric_state))
     problems = fabric_health_problems(gpu.fabric_health_mask or 0)
     ok = gpu.fabric_state == FABRIC_STATE_COMPLETED and gpu.fabric_status == 0 and not problems
@@ -411,10 +504,13 @@ def _fabric(gpu: GpuState, profile: Profile) -> CheckResult:
                                      "(CUDA error 802 otherwise)")
 
 
-def _nvlinks(gpu: GpuState, profile: Profile) -> list[CheckResult]:
-    """Each expected link active at the profile's NVLink generation (not NVML's version enum)."""
+def _nvlinks(gpu: GpuState, profile: Profile,
+             features: GpuFeatures | None = None) -> list[CheckResult]:
+    """Each expected link active at an ``nvmlNvlinkVersion_t`` the model declares
+    (``gpu.features.nvlink_versions``: real drivers return more than one for one generation)."""
     expected_links = profile.data["nvlink"]["links_per_gpu"]
     generation = profile.data["nvlink"]["generation"]
+    accepted = (features or GpuFeatures.of(profile.data["gpu"])).nvlink_versions
     wanted = f"active, NVLink {generation}"
     th = profile.threshold
     by_link = {link.link: link for link in gpu.nvlinks}
@@ -423,25 +519,39 @@ def _nvlinks(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         entity = f"{gpu.entity}.link{index}"
         link = by_link.get(index)
         if link is None:
-            out.append(make("nvlink_state", entity, Verdict.FAIL, measured="absent",
-                            threshold=wanted, severity=HW))
+            error = gpu.read_errors.get(f"nvlink{index}.state")
+            if error is not None:
+                out.append(make("nvlink_state", entity, Verdict.ERROR, threshold=wanted,
+                                severity=HW, nvml_errors={f"nvlink{index}.state": error},
+                                reason=f"nvmlDeviceGetNvLinkState: {error}: the link did not "
+                                       "answer, which says nothing about whether it is up"))
+            else:
+                out.append(make("nvlink_state", entity, Verdict.FAIL, measured="absent",
+                                threshold=wanted, severity=HW,
+                                reason="nvmlDeviceGetNvLinkState answered that this GPU has "
+                                       "no such link (NOT_SUPPORTED / INVALID_ARGUMENT)"))
             continue
         if not link.active:
             out.append(make("nvlink_state", entity, Verdict.FAIL, measured="inactive",
                             threshold=wanted, severity=HW, remote=link.remote_bus_id))
             continue
-        if link.generation is None:
+        found = nvml_codes.NVLINK_VERSIONS.get(link.version_enum or 0)
+        name = f"{found[0]}_{found[1]}" if found else None
+        if link.generation is None or name is None:
             out.append(make("nvlink_state", entity, Verdict.ERROR, threshold=wanted,
                             severity=HW, remote=link.remote_bus_id,
                             nvml_version_enum=link.version_enum,
                             reason="NVLink version unreadable or an nvmlNvlinkVersion_t value "
                                    "this nvidia-ml-py does not know"))
         else:
-            ok = link.generation == generation
+            ok = name in accepted if accepted else link.generation == generation
             out.append(make("nvlink_state", entity, Verdict.PASS if ok else Verdict.FAIL,
                             measured=f"active, NVLink {link.generation}", threshold=wanted,
                             severity=HW, remote=link.remote_bus_id,
-                            nvml_version_enum=link.version_enum))
+                            nvml_version_enum=link.version_enum,
+                            nvml_version=f"NVML_NVLINK_VERSION_{name}",
+                            accepted=None if ok else [f"NVML_NVLINK_VERSION_{v}"
+                                                      for v in accepted] or None))
         out.append(against("nvlink_crc_errors", entity, link.crc_errors,
                            th("nvlink_crc_errors_max"), fail=Verdict.WARN,
                            severity=Severity.WARNING, flit=link.crc_flit, data=link.crc_data))

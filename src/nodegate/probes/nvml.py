@@ -1,6 +1,8 @@
 """Read the whole GPU board through NVML (nvidia-ml-py) into one typed snapshot.
 
-Every field is read independently: a call that is not supported stays ``None`` and a lost GPU
+Every field is read independently: a call that is not supported stays ``None`` (its label in
+``GpuState.unsupported``), any other NVML error stays ``None`` with its nvml.h name in
+``GpuState.read_errors`` (the judge makes it ERROR, never a value), and a lost GPU
 (NVML_ERROR_GPU_IS_LOST) marks that GPU lost, so one bad card never hides the state of the
 other seven. ``pynvml`` is imported lazily: importing nodegate must not need the driver.
 """
@@ -13,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from nodegate.errors import CannotRunError
-from nodegate.probes.nvml_codes import mib, nvlink_generation, pci_device_id, watts
+from nodegate.probes.nvml_codes import (
+    describe_error,
+    mib,
+    nvlink_generation,
+    pci_device_id,
+    watts,
+)
 
 T = TypeVar("T")
 
@@ -103,8 +111,9 @@ class GpuState:
     nvlinks: list[NvLinkState] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
-    #: Fields whose NVML call failed with anything but NOT_SUPPORTED (label -> NVML's error):
-    #: the GPU should have answered and did not, so the judge makes their checks ERROR.
+    #: Fields whose NVML call failed with anything but NOT_SUPPORTED (label -> the nvml.h
+    #: error name and the driver's text, ``NVML_ERROR_TIMEOUT (Timeout)``): the GPU should
+    #: have answered and did not, so the judge makes their checks ERROR.
     read_errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -176,7 +185,7 @@ class _Reader:
                           self.nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                 self.gpu.unsupported.append(label)
             else:
-                self.gpu.read_errors[label] = str(exc)
+                self.gpu.read_errors[label] = describe_error(exc)
             return None
 
 
@@ -356,6 +365,10 @@ def _read_inforom(nvml: Any, r: _Reader, h: Any) -> None:
             g.inforom_valid = False
         elif code == nvml.NVML_ERROR_GPU_IS_LOST:
             g.lost, g.lost_error = True, str(exc)
+        elif code in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+            g.unsupported.append("inforom_validate")
+        else:  # the checksum was not verified: unmeasured, not valid
+            g.read_errors["inforom_validate"] = describe_error(exc)
 
 
 def _read_thermal_power(nvml: Any, r: _Reader, h: Any) -> None:
@@ -471,6 +484,13 @@ def _read_processes(nvml: Any, r: _Reader, h: Any) -> None:
         r.gpu.processes.append(Process(pid=pid, name=name, used_memory_mib=used_mib))
 
 
+def _no_such_link(nvml: Any) -> tuple[int, ...]:
+    """What ``nvmlDeviceGetNvLinkState`` answers past the GPU's last link (nvml.h): the link
+    does not exist. Any other error is a link that did not answer."""
+    return (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_INVALID_ARGUMENT,
+            nvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+
 def _read_nvlinks(nvml: Any, r: _Reader, h: Any, *, with_counters: bool) -> None:
     for link in range(MAX_LINKS_PROBED):
         if r.gpu.lost:
@@ -482,6 +502,9 @@ def _read_nvlinks(nvml: Any, r: _Reader, h: Any, *, with_counters: bool) -> None
             if code == nvml.NVML_ERROR_GPU_IS_LOST:
                 r.gpu.lost, r.gpu.lost_error = True, str(exc)
                 return
+            if code not in _no_such_link(nvml):
+                # the link may exist and did not answer: unmeasured, never "absent"
+                r.gpu.read_errors[f"nvlink{link}.state"] = describe_error(exc)
             continue  # link not present on this board (NOT_SUPPORTED / INVALID_ARGUMENT)
         entry = NvLinkState(link=link, active=bool(state))
         entry.version_enum = r.read(f"nvlink{link}.version", nvml.nvmlDeviceGetNvLinkVersion,

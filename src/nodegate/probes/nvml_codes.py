@@ -205,3 +205,35 @@ def fabric_health_problems(mask: int) -> list[str]:
         problems.append("incorrect_configuration="
                         + FABRIC_CONFIG_NAMES.get(config, str(config)))
     return problems
+
+
+# --- return codes -----------------------------------------------------------------------------
+
+def _error_names() -> dict[int, str]:
+    """``nvmlReturn_t`` value -> its nvml.h name (``10`` -> ``NVML_ERROR_TIMEOUT``)."""
+    names: dict[int, str] = {}
+    for name in sorted(dir(pynvml)):
+        if name.startswith("NVML_ERROR_") and isinstance(getattr(pynvml, name), int):
+            names.setdefault(int(getattr(pynvml, name)), name)
+    return names
+
+
+#: ``nvmlReturn_t`` -> name, from pynvml's constants (which mirror nvml.h).
+ERROR_NAMES: dict[int, str] = _error_names()
+#: The name of every ``nvmlReturn_t`` error, for scenario files that inject one.
+ERROR_CODES: dict[str, int] = {name: code for code, name in ERROR_NAMES.items()}
+
+
+def error_name(code: object) -> str:
+    """``NVML_ERROR_TIMEOUT`` for 10; a code nvidia-ml-py does not know keeps its number."""
+    if isinstance(code, int) and code in ERROR_NAMES:
+        return ERROR_NAMES[code]
+    return f"NVML error {code}"
+
+
+def describe_error(exc: BaseException) -> str:
+    """An NVML exception as evidence: the nvml.h name and the driver's own text
+    (``NVML_ERROR_TIMEOUT (Timeout)``)."""
+    name = error_name(getattr(exc, "value", None))
+    text = str(exc).strip()
+    return name if not text or text == name else f"{name} ({text})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
+from nodegate.profiles.threshold_keys import GPU_FEATURES, NVLINK_VERSION_NAMES, THRESHOLD_KEYS
 from nodegate.vocabulary import DTYPES as LOAD_DTYPES
 
 SOURCE_PATTERN = r"^(datasheet|peer-tool|measured|policy): \S.*$"
@@ -72,6 +72,22 @@ _FIRMWARE_PIN = {
     "required": ["versions", "source"],
 }
 
+#: What the GPU model has, as NVML exposes it (``GpuFeatures``): NOT_SUPPORTED on a feature
+#: declared true is ERROR; on one declared false its checks SKIP. Every key, with its source,
+#: once the profile is resolved.
+_GPU_FEATURES = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        **{name: _BOOL for name in GPU_FEATURES},
+        "nvlink_links": {"type": "integer", "minimum": 0, "maximum": 36},
+        "nvlink_versions": {"type": "array", "uniqueItems": True,
+                            "items": {"enum": list(NVLINK_VERSION_NAMES)}},
+        "source": {"type": "string", "pattern": SOURCE_PATTERN},
+    },
+    "x-required": [*GPU_FEATURES, "nvlink_links", "nvlink_versions", "source"],
+}
+
 #: Per-port data rates sysfs can show (``rate``: lanes x lane speed), in Gb/s. InfiniBand:
 #: 1X/2X/4X/8X/12X widths of SDR 2.5, DDR 5, QDR 10, FDR10 10, FDR 14, EDR 25, HDR 50, NDR
 #: 100, XDR 200 (the kernel's ib_rate/ib_width tables; IBTA). Ethernet (RoCE): the IEEE 802.3
@@ -126,9 +142,10 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "idle_temp_margin_c": {"type": "number", "minimum": 0},
             "vbios": _FIRMWARE_PIN,  # nvmlDeviceGetVbiosVersion
             "inforom": _FIRMWARE_PIN,  # nvmlDeviceGetInforomImageVersion
+            "features": _GPU_FEATURES,
         },
         ["model", "pci_device_id", "count", "architecture", "memory_mib", "mig",
-         "compute_mode", "persistence", "ecc", "power_limit_w", "tdp_w"],
+         "compute_mode", "persistence", "ecc", "power_limit_w", "tdp_w", "features"],
     ),
     "nvlink": _section(
         {

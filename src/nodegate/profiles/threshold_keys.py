@@ -121,3 +121,48 @@ THRESHOLD_KEYS: dict[str, ThresholdKey] = {
     "bmc_power_source_spread_max": ThresholdKey(
         "max", "ratio", "spread of one BMC's node power figures / the largest"),
 }
+
+
+# --- GPU model features ---------------------------------------------------------------------
+# What a GPU model has, as NVML exposes it (profile key ``gpu.features``, set by the GPU model
+# layer with its ``source``). The judge (nodegate.judge.gpu) reads an NVML_ERROR_NOT_SUPPORTED
+# answer through it: on a feature the model has, the GPU failed to answer (ERROR); on one it
+# lacks, the checks do not apply (SKIP naming the feature).
+
+#: Boolean feature -> what the model then has (the SKIP reason where it does not).
+GPU_FEATURES: dict[str, str] = {
+    "ecc": "ECC memory (nvmlDeviceGetEccMode, nvmlDeviceGetTotalEccErrors)",
+    "row_remapping": "row remapping (nvmlDeviceGetRemappedRows)",
+    "page_retirement": "page retirement (nvmlDeviceGetRetiredPages)",
+    "gpu_fabric": "GPU fabric info (nvmlDeviceGetGpuFabricInfo(V))",
+    "mig": "MIG (nvmlDeviceGetMigMode)",
+}
+#: ``nvmlNvlinkVersion_t`` names a model may declare it reports (nvml.h ``NVML_NVLINK_VERSION_``
+#: + this suffix); real drivers return more than one value for one NVLink generation.
+NVLINK_VERSION_NAMES: tuple[str, ...] = ("1_0", "2_0", "2_2", "3_0", "3_1", "4_0", "5_0", "6_0")
+
+
+class GpuFeatures(NamedTuple):
+    """``gpu.features`` of a resolved profile, typed."""
+
+    ecc: bool
+    row_remapping: bool
+    page_retirement: bool
+    gpu_fabric: bool
+    mig: bool
+    nvlink_links: int
+    nvlink_versions: tuple[str, ...]
+    source: str
+
+    @classmethod
+    def of(cls, gpu_section: dict[str, object]) -> GpuFeatures:
+        """From a resolved profile's ``gpu`` section (the schema made every key present)."""
+        data = gpu_section["features"]
+        assert isinstance(data, dict)  # the resolved schema requires it
+        return cls(**{name: bool(data[name]) for name in GPU_FEATURES},
+                   nvlink_links=int(data["nvlink_links"]),
+                   nvlink_versions=tuple(str(v) for v in data["nvlink_versions"]),
+                   source=str(data["source"]))
+
+    def has(self, feature: str) -> bool:
+        return bool(getattr(self, feature))

@@ -43,6 +43,19 @@ UNIQUE = (("pci_bus_id", "pci/pci_bus_id"), ("uuid", "uuid"), ("serial", "serial
 # what nvidia-smi prints for "no value", and what people put in place of a redacted one
 ABSENT = ("", "N/A", "Unknown Error", "[N/A]", "Not Available", "Unknown", "[REDACTED]",
           "REDACTED")
+#: What nvidia-smi prints for an NVML answer that is not a value, and that answer: N/A is
+#: NOT_SUPPORTED, any other text the driver's nvmlErrorString. Such a field is replayed as that
+#: answer (the scenario's ``nvml_errors``), never as a default value.
+NVML_ANSWERS: dict[str, str] = {
+    "N/A": "NVML_ERROR_NOT_SUPPORTED",
+    "[N/A]": "NVML_ERROR_NOT_SUPPORTED",
+    "Not Supported": "NVML_ERROR_NOT_SUPPORTED",
+    "Requested functionality has been deprecated": "NVML_ERROR_DEPRECATED",
+    "Unknown Error": "NVML_ERROR_UNKNOWN",
+    "Insufficient Permissions": "NVML_ERROR_NO_PERMISSION",
+    "Timeout": "NVML_ERROR_TIMEOUT",
+    "GPU is lost": "NVML_ERROR_GPU_IS_LOST",
+}
 # nvidia-smi reason element suffix -> scenario reason name (gpu_idle is dynamic, not replayed)
 REASONS = ("applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
            "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
@@ -60,6 +73,29 @@ def _text(node: ET.Element | None, path: str) -> str | None:
     if value in ABSENT:
         return None
     return value
+
+
+def _answer(node: ET.Element | None, *paths: str) -> str | None:
+    """The NVML error a field's text stands for (``N/A`` -> NOT_SUPPORTED) when every one of
+    ``paths`` that is present says so (an element whose own text is N/A, with no children,
+    counts for the paths below it); None when any holds a value or none is present."""
+    if node is None:
+        return None
+    found: list[str] = []
+    for path in paths:
+        element = node.find(path)
+        parent = path.rsplit("/", 1)[0] if "/" in path else None
+        if element is None and parent is not None:
+            element = node.find(parent)
+            if element is not None and len(element):
+                element = None  # the parent has children, just not this one
+        if element is None:
+            continue
+        answer = NVML_ANSWERS.get((element.text or "").strip())
+        if answer is None:
+            return None
+        found.append(answer)
+    return found[0] if found and len(set(found)) == 1 else None
 
 
 def _hex(node: ET.Element, path: str, *, slot: int, source: str) -> int | None:
@@ -188,15 +224,17 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
     gpu["memory"], gpu["processes"] = _memory(node)
     gpu["temperature"] = _temperature(node.find("temperature"))
     gpu["power"] = _power(node)
-    gpu["clocks"] = _clocks(node)
+    errors: dict[str, str] = {}
+    gpu["clocks"] = _clocks(node, errors)
     gpu["clocks_event_reasons"] = [
         reason for reason in REASONS
         if _first(_flag(node, f"clocks_event_reasons/clocks_event_reason_{reason}"),
                   _flag(node, f"clocks_throttle_reasons/clocks_throttle_reason_{reason}"))]
     _put(gpu, "utilization_pct", _int(node, "utilization/gpu_util"))
     gpu["pcie"] = _pcie(node, busy=bool(gpu.get("utilization_pct")))
-    gpu["ecc"] = _ecc(node)
-    gpu["remapped_rows"] = _remapped_rows(node)
+    gpu["ecc"] = _ecc(node, errors)
+    gpu["remapped_rows"] = _remapped_rows(node, errors)
+    _retired_pages_answer(node, errors)
     gpu["retired_pages"] = {
         "sbe": _pages(node.find("retired_pages/multiple_single_bit_retirement"),
                       key=f"gpu[{slot}]/retired_pages/multiple_single_bit_retirement",
@@ -220,6 +258,8 @@ def gpu_from_xml(node: ET.Element, slot: int, count: int, *, source: str = "capt
     # form). Links are not invented from the product name: a capture holds none, so the
     # scenario has none. Add `nvlink:` to the scenario by hand to replay them.
     gpu["nvlink"] = {"links": 0}
+    if errors:
+        gpu["nvml_errors"] = errors
     return gpu
 
 
@@ -320,8 +360,16 @@ def _power(node: ET.Element) -> dict[str, Any]:
     return power
 
 
-def _clocks(node: ET.Element) -> dict[str, Any]:
+def _clocks(node: ET.Element, errors: dict[str, str]) -> dict[str, Any]:
+    """Max and application clocks; application clocks nvidia-smi prints as N/A or
+    "deprecated" (newer drivers) stay that answer, never the max clocks."""
     clocks: dict[str, Any] = {}
+    for function, section in (("nvmlDeviceGetApplicationsClock", "applications_clocks"),
+                              ("nvmlDeviceGetDefaultApplicationsClock",
+                               "default_applications_clocks")):
+        answer = _answer(node, f"{section}/graphics_clock", f"{section}/mem_clock")
+        if answer is not None:
+            errors[function] = answer
     _put(clocks, "graphics_max_mhz", _int(node, "max_clocks/graphics_clock"))
     _put(clocks, "sm_max_mhz", _int(node, "max_clocks/sm_clock"))
     _put(clocks, "memory_max_mhz", _int(node, "max_clocks/mem_clock"))
@@ -355,8 +403,21 @@ def _pcie(node: ET.Element, *, busy: bool) -> dict[str, Any]:
     return pcie
 
 
-def _ecc(node: ET.Element) -> dict[str, Any]:
+_ECC_COUNTERS = ("nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetMemoryErrorCounter")
+
+
+def _ecc(node: ET.Element, answers: dict[str, str]) -> dict[str, Any]:
+    """ECC mode and counters. An ECC mode nvidia-smi could not read (N/A on a card without
+    ECC) is that answer from every ECC call, never "enabled" with zero counters; counters it
+    could not read are that answer from the counter calls."""
     ecc: dict[str, Any] = {}
+    mode = _answer(node, "ecc_mode/current_ecc")
+    if mode is not None:
+        answers["nvmlDeviceGetEccMode"] = answers["nvmlDeviceGetDefaultEccMode"] = mode
+        for function in _ECC_COUNTERS:
+            answers[function] = mode
+        ecc["enabled"] = False  # no ECC path of the simulated card reports a count
+        return ecc
     _put(ecc, "enabled", _flag(node, "ecc_mode/current_ecc"))
     _put(ecc, "pending", _flag(node, "ecc_mode/pending_ecc"))
     errors = node.find("ecc_errors")
@@ -366,16 +427,50 @@ def _ecc(node: ET.Element) -> dict[str, Any]:
     _put(ecc, "volatile_dbe", vol_u)
     _put(ecc, "aggregate_sbe", agg_c)
     _put(ecc, "aggregate_dbe", agg_u)
+    counters = _ecc_counters_answer(node)
+    if all(v is None for v in (vol_c, vol_u, agg_c, agg_u)) and counters is not None:
+        for function in _ECC_COUNTERS:
+            answers[function] = counters
     return ecc
 
 
-def _remapped_rows(node: ET.Element) -> dict[str, Any]:
+def _ecc_counters_answer(node: ET.Element) -> str | None:
+    """The NVML answer every ECC counter element of the capture stands for, if one."""
+    counters = node.find("ecc_errors")
+    if counters is None:
+        return None
+    leaves = [e for e in counters.iter() if not len(e)]
+    answers = {NVML_ANSWERS.get((e.text or "").strip()) for e in leaves}
+    return answers.pop() if len(answers) == 1 and None not in answers else None
+
+
+def _remapped_rows(node: ET.Element, errors: dict[str, str]) -> dict[str, Any]:
+    """Remapped rows; ``<remapped_rows>N/A</remapped_rows>`` (before Ampere, or a card that
+    does not report them) is NVML's NOT_SUPPORTED, never 0 rows."""
+    answer = _answer(node, "remapped_rows/remapped_row_corr", "remapped_rows/remapped_row_unc",
+                     "remapped_rows/remapped_row_pending", "remapped_rows/remapped_row_failure")
+    if answer is not None:
+        errors["nvmlDeviceGetRemappedRows"] = answer
+        return {}
     rows: dict[str, Any] = {}
     _put(rows, "correctable", _int(node, "remapped_rows/remapped_row_corr"))
     _put(rows, "uncorrectable", _int(node, "remapped_rows/remapped_row_unc"))
     _put(rows, "pending", _flag(node, "remapped_rows/remapped_row_pending"))
     _put(rows, "failure", _flag(node, "remapped_rows/remapped_row_failure"))
     return rows
+
+
+def _retired_pages_answer(node: ET.Element, errors: dict[str, str]) -> None:
+    """Page retirement nvidia-smi printed as N/A (Ampere and later) is NOT_SUPPORTED from the
+    retirement calls, never "no pages retired"."""
+    sbe = "retired_pages/multiple_single_bit_retirement/retired_count"
+    dbe = "retired_pages/double_bit_retirement/retired_count"
+    answer = _answer(node, sbe, dbe)
+    if answer is not None:
+        errors["nvmlDeviceGetRetiredPages"] = answer
+    pending = _answer(node, "retired_pages/pending_retirement")
+    if pending is not None:
+        errors["nvmlDeviceGetRetiredPagesPendingStatus"] = pending
 
 
 def _fabric(node: ET.Element) -> dict[str, Any] | None:

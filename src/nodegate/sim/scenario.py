@@ -71,6 +71,9 @@ GPU_DEFAULTS: Gpu = {
     "telemetry": {"tau_s": 2.0},
     "lost": False,
     "missing": False,
+    # nvmlDevice function -> the nvml.h error it returns on this GPU (NVML_ERROR_TIMEOUT, ...,
+    # NVML_ERROR_NOT_SUPPORTED for a field the GPU does not report)
+    "nvml_errors": {},
 }
 
 SYSTEM_DEFAULTS: dict[str, Any] = {
@@ -267,6 +270,7 @@ def _resolve_gpu(board: Board, base: Gpu, entry: Gpu, slot: int,
             )
         seen[f"{unique}:{value}"] = where
     _check_links(gpu, slot, source=source)
+    _check_nvml_errors(gpu, slot, source=source)
     if gpu["memory"]["used_mib"] + gpu["memory"]["reserved_mib"] > gpu["memory"]["total_mib"]:
         raise ConfigError(
             "used + reserved exceeds total", file=source, key=f"gpus[{slot}].memory"
@@ -292,6 +296,34 @@ def _check_links(gpu: Gpu, slot: int, *, source: str) -> None:
                 file=source,
                 key=f"gpus[{slot}].nvlink.errors[{i}].link",
             )
+
+
+_EXPORTED = re.compile(r"^EXPORT nvmlReturn_t (nvmlDevice\w+)\(", re.MULTILINE)
+
+
+@cache
+def exported_device_functions() -> frozenset[str]:
+    """The ``nvmlDevice*`` functions the simulator's C library exports (its source says)."""
+    from nodegate.sim.build import SOURCE
+
+    return frozenset(_EXPORTED.findall(SOURCE.read_text()))
+
+
+def _check_nvml_errors(gpu: Gpu, slot: int, *, source: str) -> None:
+    """Each injected error names a function the library exports (or its unversioned name,
+    which covers its ``_vN``) and an nvml.h error: a typo must not inject nothing."""
+    import pynvml
+
+    exported = exported_device_functions()
+    for function, error in gpu["nvml_errors"].items():
+        key = f"gpus[{slot}].nvml_errors.{function}"
+        if function not in exported and not any(
+                re.fullmatch(re.escape(function) + r"_v\d+", name) for name in exported):
+            raise ConfigError(f"{function} is not an NVML device function the simulator "
+                              "exports", file=source, key=key)
+        if not isinstance(getattr(pynvml, error, None), int) or error == "NVML_SUCCESS":
+            raise ConfigError(f"{error} is not an nvml.h error (NVML_ERROR_TIMEOUT, ...)",
+                              file=source, key=key)
 
 
 def load(name_or_path: str) -> Board:

@@ -14,6 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pynvml
+
 from nodegate.sim.scenario import Board, Gpu, canonical_bus_id, parse_bus_id
 
 # nvml.h nvmlDeviceArchitecture_t (nvidia-ml-py NVML_DEVICE_ARCH_*)
@@ -185,6 +187,8 @@ def _gpu_lines(board: Board, gpu: Gpu, index: int) -> list[str]:
             if _is_uuid(fabric["cluster_uuid"])
             else uuid.uuid5(uuid.NAMESPACE_URL, fabric["cluster_uuid"]).hex,
         )
+    for function, error in sorted(gpu.get("nvml_errors", {}).items()):
+        kv[f"nvml_error.{function}"] = int(getattr(pynvml, error))
     lines = [f"[gpu {index}]"] + [f"{k}={v}" for k, v in kv.items()]
     lines += _link_lines(board, gpu)
     for k, proc in enumerate(gpu["processes"]):

@@ -12,6 +12,9 @@
  *   [system]        driver=, nvml=, cuda=, epoch=
  *   [gpu N]         per-GPU scalar keys (see gpu_fields below)
  *                   link.M.<key> (see link_fields), proc.K.<key> (see proc_fields)
+ *                   nvml_error.<nvmlDevice function>=<nvmlReturn_t>: that call (and its _vN
+ *                   versions) returns the code for this GPU, as a driver that times out,
+ *                   refuses or does not support it would
  * Counter values are "base rate": the reported value is base + rate * (now - epoch).
  */
 #define _GNU_SOURCE
@@ -78,6 +81,7 @@ enum {
 #define MAX_PROCS 16
 #define MAX_PAGES 64
 #define MAX_SEGMENTS 4096
+#define MAX_INJECTED 64
 
 /* ------------------------------------------------------------------ public struct layouts */
 /* Each mirrors the ctypes Structure of the same name in pynvml. */
@@ -261,6 +265,12 @@ typedef struct sim_gpu {
     /* processes */
     unsigned int n_procs;
     sim_proc procs[MAX_PROCS];
+    /* injected NVML return codes, by function name (the scenario's nvml_errors) */
+    unsigned int n_injected;
+    struct {
+        char fn[96];
+        nvmlReturn_t code;
+    } injected[MAX_INJECTED];
 } sim_gpu;
 
 static struct {
@@ -474,6 +484,12 @@ static int load_state(void) {
             if (sscanf(key, "link.%u.%n", &sub, &consumed) == 1 && consumed > 0) {
                 bad = sub >= MAX_LINKS ||
                       set_field(link_fields, &cur->links[sub], key + consumed, val) != 0;
+            } else if (strncmp(key, "nvml_error.", 11) == 0) {
+                bad = cur->n_injected >= MAX_INJECTED || !key[11] || strlen(key + 11) >= 96;
+                if (!bad) {
+                    snprintf(cur->injected[cur->n_injected].fn, 96, "%s", key + 11);
+                    cur->injected[cur->n_injected++].code = (nvmlReturn_t)strtol(val, NULL, 0);
+                }
             } else if (sscanf(key, "proc.%u.%n", &sub, &consumed) == 1 && consumed > 0) {
                 bad = sub >= MAX_PROCS ||
                       set_field(proc_fields, &cur->procs[sub], key + consumed, val) != 0;
@@ -627,13 +643,27 @@ static void wedge(void) {
     for (;;) pause();
 }
 
-static nvmlReturn_t get_gpu(void *handle, sim_gpu **out) {
+/* The scenario's injected return code for function fn on this GPU: an entry names the
+ * function or its unversioned name (nvmlDeviceGetComputeRunningProcesses covers _v3). */
+static nvmlReturn_t injected(const sim_gpu *g, const char *fn) {
+    for (unsigned int i = 0; i < g->n_injected; i++) {
+        size_t n = strlen(g->injected[i].fn);
+        if (strncmp(fn, g->injected[i].fn, n) == 0 &&
+            (fn[n] == 0 || (fn[n] == '_' && fn[n + 1] == 'v' && isdigit((unsigned char)fn[n + 2]))))
+            return g->injected[i].code;
+    }
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t get_gpu(void *handle, sim_gpu **out, const char *fn) {
     if (g_sys.refcount <= 0) return NVML_ERROR_UNINITIALIZED;
     sim_gpu *g = (sim_gpu *)handle;
     if (!g || g < g_gpus || g >= g_gpus + g_sys.count) return NVML_ERROR_INVALID_ARGUMENT;
     if (((char *)g - (char *)g_gpus) % sizeof(sim_gpu) != 0) return NVML_ERROR_INVALID_ARGUMENT;
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
     if (g->hang) wedge();
+    nvmlReturn_t forced = injected(g, fn);
+    if (forced != NVML_SUCCESS) return forced;
     *out = g;
     return NVML_SUCCESS;
 }
@@ -641,7 +671,7 @@ static nvmlReturn_t get_gpu(void *handle, sim_gpu **out) {
 #define GPU_OR_RETURN(handle)                                                          \
     sim_gpu *g;                                                                        \
     do {                                                                               \
-        nvmlReturn_t rc_ = get_gpu((handle), &g);                                      \
+        nvmlReturn_t rc_ = get_gpu((handle), &g, __func__);                            \
         if (rc_ != NVML_SUCCESS) return rc_;                                           \
     } while (0)
 
@@ -737,7 +767,9 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_MEMORY: return "Insufficient Memory";
     case NVML_ERROR_NO_DATA: return "No data";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_DEPRECATED: return "Deprecated";
+    /* the text nvidia-smi -q prints for deprecated queries (application clocks, display
+     * mode) in the public captures of tests/sim/data/corpus */
+    case NVML_ERROR_DEPRECATED: return "Requested functionality has been deprecated";
     case NVML_ERROR_NOT_READY: return "Not Ready";
     case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
     case NVML_ERROR_INVALID_STATE: return "Invalid state";
@@ -1694,9 +1726,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(void *h, nvmlGpuFabricInfo_v3_t 
 
 EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(void *h1, void *h2, unsigned int *level) {
     sim_gpu *a, *b;
-    nvmlReturn_t rc = get_gpu(h1, &a);
+    nvmlReturn_t rc = get_gpu(h1, &a, __func__);
     if (rc != NVML_SUCCESS) return rc;
-    rc = get_gpu(h2, &b);
+    rc = get_gpu(h2, &b, __func__);
     if (rc != NVML_SUCCESS) return rc;
     if (!level) return NVML_ERROR_INVALID_ARGUMENT;
     if (a == b) *level = 0;
@@ -1708,9 +1740,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(void *h1, void *h2, unsi
 EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(void *h1, void *h2, unsigned int index,
                                            unsigned int *status) {
     sim_gpu *a, *b;
-    nvmlReturn_t rc = get_gpu(h1, &a);
+    nvmlReturn_t rc = get_gpu(h1, &a, __func__);
     if (rc != NVML_SUCCESS) return rc;
-    rc = get_gpu(h2, &b);
+    rc = get_gpu(h2, &b, __func__);
     if (rc != NVML_SUCCESS) return rc;
     if (!status || index > 4) return NVML_ERROR_INVALID_ARGUMENT;
     int nvlink = a->nvlink_count > 0 && b->nvlink_count > 0;
