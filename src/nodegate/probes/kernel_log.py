@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
+
 # NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 # NVRM: Xid (0000:3b:00): 13, Graphics SM Warp Exception on (GPC 0, TPC 1)
 # NVRM: Xid (PCI:3b:00): 31, Ch 00000010, intr 10000000. MMU Fault ...
@@ -101,10 +104,11 @@ def read_kernel_log(timeout_s: float = 20.0) -> KernelLog:
     override = os.environ.get("NODEGATE_KERNEL_LOG")
     if override:
         try:
-            text = Path(override).read_text(errors="replace")
-        except OSError as exc:
+            text = read_bytes(override, kind="kernel_log").decode("utf-8", errors="replace")
+        except (OSError, ConfigError) as exc:
+            why = exc.message if isinstance(exc, ConfigError) else exc.strerror or exc
             return KernelLog(f"file:{override}", [], boot_id, None,
-                             problem=f"cannot read {override}: {exc.strerror or exc}")
+                             problem=f"cannot read {override}: {why}")
         return KernelLog(f"file:{override}", text.splitlines(), boot_id, None)
     failed: list[str] = []
     for argv in (["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"],

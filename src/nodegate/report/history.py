@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.report.model import decode
 
 # <level>-<stamp>.json as battery.outputs writes it: quick-20240501T120000.000Z.json
@@ -29,8 +31,8 @@ def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
     out = []
     for _, path in sorted(dated, reverse=True)[:limit]:
         try:
-            data = decode(Path(path).read_bytes())
-        except (OSError, ValueError):
+            data = decode(read_bytes(path, kind="report"))
+        except (OSError, ValueError, ConfigError):
             continue
         if isinstance(data, dict):
             out.append(data)

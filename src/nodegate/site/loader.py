@@ -57,7 +57,7 @@ def load_site(name: str) -> Site:
         raise ConfigError(f"site file not found{hint}; NODEGATE_SITE names a site in "
                           "inventory/ or a path to a site file", file=str(path),
                           key="NODEGATE_SITE")
-    data = load_yaml(path)
+    data = load_yaml(path, kind="site")
     file = str(path)
     if not isinstance(data, dict):
         raise ConfigError("a site file must be a mapping", file=file)
