@@ -136,9 +136,10 @@ def load_yaml(path: Path, *, kind: str = "yaml") -> Any:
 
 def load_yaml_text(text: str, *, source: str) -> Any:
     """Parse YAML text under the limits above; any problem is a ConfigError naming ``source``."""
-    loader = _UniqueKeyLoader(text)
-    loader.name = source
+    loader: _UniqueKeyLoader | None = None
     try:
+        loader = _UniqueKeyLoader(text)  # its reader refuses control characters at once
+        loader.name = source
         return loader.get_single_data()
     except ConfigError as exc:
         exc.file = source
@@ -152,7 +153,8 @@ def load_yaml_text(text: str, *, source: str) -> Any:
         raise ConfigError(f"invalid YAML: {type(exc).__name__}: {exc}"[:300],
                           file=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def shorten(text: str, limit: int = 200) -> str:
