@@ -48,6 +48,7 @@ from nodegate.cluster.rollout import (
     summary_text,
 )
 from nodegate.errors import ConfigError
+from nodegate.fileio import atomic_write_text
 from roles import _ops, _upgrade
 from roles._common import is_deploy_file, knob
 from roles.defaults import role_defaults
@@ -139,8 +140,7 @@ def _print_summary() -> None:
     rows = standings(_SUMMARY["batches"], _upgrade.OUTCOME, failed, _upgrade.SKIPPED)
     print(summary_text(_SUMMARY["target"], rows), flush=True)
     out = Path(_SUMMARY["fetch_dir"]) / "rollout-summary.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"schema": "nodegate.rollout/1", "target": _SUMMARY["target"],
+    atomic_write_text(out, json.dumps({"schema": "nodegate.rollout/1", "target": _SUMMARY["target"],
                                "batches": _SUMMARY["batches"],
                                "nodes": [r.__dict__ for r in rows]}, indent=1) + "\n")
 

@@ -19,6 +19,7 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.operations import files
 
 from nodegate.facts.gate import GateResult, parse_recorded
+from nodegate.fileio import read_bytes
 from nodegate.report.fleet_summary import write_copy
 from roles._common import cmd, q
 
@@ -81,8 +82,8 @@ def take(staging: Path) -> GateResult:
     texts = []
     for suffix in (".report", ".exit"):
         path = Path(f"{staging}{suffix}")
-        texts.append(path.read_text(encoding="utf-8", errors="replace") if path.is_file()
-                     else "")
+        texts.append(read_bytes(path, kind="report").decode("utf-8", errors="replace")
+                     if path.is_file() else "")
         path.unlink(missing_ok=True)
     return parse_recorded(texts[0], texts[1])
 

@@ -58,7 +58,9 @@ from pyinfra.operations import files, systemd
 
 from nodegate.battery.lock import MAX_LOCK_WAIT_S
 from nodegate.bounds import check_range
+from nodegate.errors import ConfigError
 from nodegate.facts.gpu import GpuPlacement
+from nodegate.fileio import read_bytes
 from roles import _ops
 from roles._common import (
     drain_budget_args,
@@ -103,9 +105,9 @@ def read_munge_key(role: str) -> bytes:
         raise DeployError(f"{host.name}: {role} needs {name} (a path on this machine to the "
                           "cluster's munge key; never the key itself)")
     try:
-        data = Path(str(path)).expanduser().read_bytes()
-    except OSError as exc:
-        raise DeployError(f"{host.name}: {name} {path}: {exc.strerror or exc}") from None
+        data = read_bytes(Path(str(path)).expanduser(), kind="credential")
+    except ConfigError as exc:
+        raise DeployError(f"{host.name}: {name} {path}: {exc.message}") from None
     if len(data) < 32:
         raise DeployError(f"{host.name}: {name} {path}: {len(data)} bytes; munge wants at "
                           "least 32 (mungekey makes 1024)")

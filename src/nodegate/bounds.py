@@ -3,6 +3,13 @@
 ``float("nan")``, ``float("inf")`` and ``1e9`` all parse; a timeout of NaN never expires and a
 retry count of 100000 never ends, so every numeric option and URL parameter goes through here
 and the error states the accepted range.
+
+Python's ``int()`` and ``float()`` also take any Unicode digit (``int("١٢")`` is 12, so an
+option or a capture field written in Arabic-Indic digits was read as a number nobody typed)
+and raise a bare ValueError past 4,300 digits; a 5,000-digit float is ``inf``. So every number
+parsed from text (options, URL parameters, capture fields, sysfs and proc files, config
+values) goes through ``ascii_int``/``ascii_float``: ASCII only, at most ``MAX_NUMBER_CHARS``
+characters, floats finite.
 """
 
 from __future__ import annotations
@@ -12,6 +19,43 @@ import math
 from collections.abc import Callable
 
 from nodegate.errors import ConfigError
+
+#: Characters in one number parsed from text: a counter, a threshold or a timeout needs a few
+#: dozen; Python's own limit (4,300 digits) ends in an error no caller expects.
+MAX_NUMBER_CHARS = 64
+
+
+def _checked_text(text: str, *, max_chars: int) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"not text: {type(text).__name__}")
+    if len(text) > max_chars:
+        raise ValueError(f"a number of {len(text)} characters (at most {max_chars})")
+    if not text.isascii():
+        raise ValueError(f"{text!r} is not written in ASCII digits")
+    return text
+
+
+def ascii_int(text: str, *, base: int = 10, max_chars: int = MAX_NUMBER_CHARS) -> int:
+    """``int(text, base)`` for ASCII text of at most ``max_chars`` characters; ValueError
+    (with a short reason) otherwise."""
+    return int(_checked_text(text, max_chars=max_chars), base)
+
+
+def digits(text: str, *, max_chars: int = MAX_NUMBER_CHARS) -> int | None:
+    """The number ASCII decimal digits spell (``"42"``), or None for anything else (a sign,
+    a space, ``"²"`` or ``"١٢"``, which ``str.isdigit`` accepts, or too many characters)."""
+    if 0 < len(text) <= max_chars and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
+def ascii_float(text: str, *, max_chars: int = MAX_NUMBER_CHARS) -> float:
+    """``float(text)`` for ASCII text of at most ``max_chars`` characters and a finite value;
+    ValueError otherwise (``nan``, ``inf`` and an overflow to infinity included)."""
+    value = float(_checked_text(text, max_chars=max_chars))
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
 
 
 def _describe(low: float, high: float, low_open: bool) -> str:
@@ -30,10 +74,15 @@ def check_range(value: float, *, low: float, high: float, low_open: bool = False
 def parse_number(text: str, kind: type[float] | type[int], *, low: float, high: float,
                  low_open: bool = False, key: str, file: str | None = None) -> float:
     """``text`` as ``kind`` within the range, or a ConfigError naming ``key`` and the range."""
+    noun = "an integer" if kind is int else "a number"
+    try:
+        _checked_text(text, max_chars=MAX_NUMBER_CHARS)
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; not {noun} in {_describe(low, high, low_open)}",
+                          key=key, file=file) from None
     try:
         value = kind(text)
     except (TypeError, ValueError):
-        noun = "an integer" if kind is int else "a number"
         raise ConfigError(f"{text!r} is not {noun} in {_describe(low, high, low_open)}",
                           key=key, file=file) from None
     problem = check_range(value, low=low, high=high, low_open=low_open)

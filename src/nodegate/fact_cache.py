@@ -50,6 +50,9 @@ from pyinfra.api.command import StringCommand
 from pyinfra.api.facts import FactBase
 from typing_extensions import override
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import atomic_write_text, read_text
+
 #: Fact names (``FactBase.name``: module path under ``pyinfra.facts``, or the full dotted name
 #: for ours) whose value only changes when a command runs on the node.
 CACHEABLE: frozenset[str] = frozenset({
@@ -327,8 +330,8 @@ def _recall(host: Any) -> None:
     run, so a stale list costs a wasted part, never a wrong answer."""
     path = reads_dir() / f"{host.name}.json"
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        entries = json.loads(read_text(path, kind="cache"))
+    except (OSError, ValueError, ConfigError):
         return
     reads = []
     for entry in entries if isinstance(entries, list) else ():
@@ -344,11 +347,7 @@ def remember() -> None:
     for name, entries in _LEARNED.items():
         path = reads_dir() / f"{name}.json"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps([json.loads(e) for e in sorted(entries)]) + "\n",
-                           encoding="utf-8")
-            tmp.replace(path)
-        except OSError as e:  # a cache: the next run only reads one fact at a time
+            atomic_write_text(path, json.dumps([json.loads(e) for e in sorted(entries)]) + "\n")
+        except (OSError, ConfigError) as e:  # a cache: the next run only reads one fact at a time
             logger.warning("nodegate.fact_cache: cannot keep %s's reads in %s: %s", name,
                            path, e)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_text
 
 #: Credential-looking names: ``*password*``, ``*secret*``, ``*token*``, ``*passphrase*``
 #: anywhere; ``*_pass``, ``*_pwd``, ``community``, ``api_key`` and the SNMPv3 keys as the name
@@ -191,5 +192,5 @@ def resolve_secret(
                 f"secret file {path} is readable by others (mode {stat.S_IMODE(mode):04o}); "
                 "chmod 600 it", file=where, host=host, key=f"{name}_file",
             )
-        return path.read_text(encoding="utf-8").strip()
+        return read_text(path, kind="credential").strip()
     return None

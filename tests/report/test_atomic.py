@@ -1,5 +1,6 @@
 """The atomic writer replaces only a regular file: a rename replaces whatever has the name
-(a ``--html /dev/full`` once replaced the device node with a page)."""
+(a ``--html /dev/full`` once replaced the device node with a page), and a write through a
+symbolic link lands wherever the link points, so a link is refused too."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def _broken_link(path: Path) -> None:
     (_fifo, "not a regular file"),
     (_socket, "not a regular file"),
     (_dir, "is a directory"),
-    (_link_to_fifo, "symbolic link to something that is not a regular file"),
-    (_broken_link, "broken or looping symbolic link"),
+    (_link_to_fifo, "a symbolic link"),
+    (_broken_link, "a symbolic link"),
 ])
 def test_only_a_regular_file_is_replaced(tmp_path: Path, make: Callable[[Path], None],
                                          words: str) -> None:
@@ -61,13 +62,21 @@ def test_only_a_regular_file_is_replaced(tmp_path: Path, make: Callable[[Path], 
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_link_to_a_regular_file_is_written_through(tmp_path: Path) -> None:
+def test_a_link_to_a_regular_file_is_refused_and_the_file_kept(tmp_path: Path) -> None:
     (tmp_path / "real.html").write_text("old\n")
     os.symlink("real.html", tmp_path / "link.html")
-    written = atomic_write_text(tmp_path / "link.html", "new\n", make_parents=False)
-    assert written == (tmp_path / "real.html").resolve()
+    with pytest.raises(ConfigError, match="symbolic link") as caught:
+        atomic_write_text(tmp_path / "link.html", "new\n", make_parents=False)
+    assert caught.value.file == str(tmp_path / "link.html")
     assert (tmp_path / "link.html").is_symlink()
-    assert (tmp_path / "real.html").read_text() == "new\n"
+    assert (tmp_path / "real.html").read_text() == "old\n"
+
+
+def test_a_link_to_a_device_is_refused(tmp_path: Path) -> None:
+    os.symlink("/dev/null", tmp_path / "out.prom")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        atomic_write_text(tmp_path / "out.prom", "x\n")
+    assert os.readlink(tmp_path / "out.prom") == "/dev/null"
 
 
 def test_missing_folders_are_created_only_when_asked(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_text
 from nodegate.judge.common import make
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult, Severity, Verdict
@@ -51,7 +52,7 @@ def load_wiring(path: Path | None = None) -> NodeWiring | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, kind="config"))
         return NodeWiring(source=str(path), power_config=Path(data["power_config"]),
                           outlets=[str(o) for o in data.get("outlets", [])],
                           circuits=int(data.get("circuits", 0)),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_text
 from nodegate.profiles import Profile
 
 NODE_PROFILE_FILE = Path("/etc/nodegate/profile.json")
@@ -63,7 +64,7 @@ def _profile_from_json(path: Path) -> Profile:
     from nodegate.profiles.schema import resolved_schema
 
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, kind="profile"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read resolved profile: {exc}", file=str(path)) from None
     _validate(data, resolved_schema(), file=str(path))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.errors import CannotRunError, ConfigError
+from nodegate.fileio import read_bytes
 
 #: Signs in a client's stderr that the controller, not the request, is the problem.
 UNREACHABLE_MARKERS = (
@@ -388,8 +389,8 @@ def controller_from_conf(conf: Path) -> tuple[str | None, int]:
     host: str | None = None
     port = 6817
     try:
-        text = conf.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_bytes(conf, kind="config").decode("utf-8", errors="replace")
+    except (OSError, ConfigError):
         return None, port
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()

@@ -16,6 +16,8 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.facts import FactBase
 from typing_extensions import override
 
+from nodegate.bounds import digits
+
 _EXIT = "NODEGATE_EXIT="
 
 
@@ -26,7 +28,8 @@ def _exit_and_json(output: list[str]) -> tuple[int, dict[str, Any] | None]:
     for line in output:
         if line.startswith(_EXIT):
             text = line[len(_EXIT):].strip()
-            code = int(text) if text.isdigit() else 3
+            found = digits(text, max_chars=3)
+            code = 3 if found is None else found
         else:
             body.append(line)
     try:

@@ -13,6 +13,8 @@ from typing import TypedDict
 from pyinfra.api.facts import FactBase
 from typing_extensions import override
 
+from nodegate.bounds import digits
+
 
 class RdmaPortInfo(TypedDict):
     device: str
@@ -56,6 +58,6 @@ class RocePorts(FactBase[list[RdmaPortInfo]]):
             device, port, layer, netdev, mtu, tos = parts
             out.append(RdmaPortInfo(device=device, port=int(port), link_layer=layer,
                                     netdev=netdev or None,
-                                    mtu=int(mtu) if mtu.isdigit() else None,
-                                    tos=int(tos) if tos.isdigit() else None))
+                                    mtu=digits(mtu),
+                                    tos=digits(tos)))
         return out

@@ -20,6 +20,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.fleet.aggregate import MIN_NODES, FleetView, MetricView, NodeView
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
 from nodegate.report.model import decode
@@ -300,8 +302,8 @@ def _load_full(view: FleetView, node: NodeView, key: str) -> dict[str, Any] | No
     """The newest report of ``node`` with a non-empty ``key`` (series or matrices)."""
     for summary in reversed(node.history):
         try:
-            data = decode((view.root / summary["path"]).read_bytes())
-        except (OSError, ValueError):
+            data = decode(read_bytes(view.root / summary["path"], kind="report"))
+        except (OSError, ValueError, ConfigError):
             continue
         if isinstance(data, dict) and data.get(key):
             return data

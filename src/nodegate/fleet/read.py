@@ -24,6 +24,7 @@ from stat import S_ISREG
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.report import fleet_summary
 from nodegate.report.model import decode, load, parse_timestamp
 from nodegate.report.order import key_of
@@ -174,9 +175,8 @@ def _read_chunk(paths: Sequence[str]) -> list[bytes | None]:
     out: list[bytes | None] = []
     for path in paths:
         try:
-            with open(path, "rb") as handle:
-                out.append(handle.read(MAX_SUMMARY_BYTES + 1))
-        except OSError:
+            out.append(read_bytes(path, kind="summary", limit=MAX_SUMMARY_BYTES))
+        except (OSError, ConfigError):
             out.append(None)
     return out
 
@@ -203,7 +203,7 @@ def from_report_file(path: Path, rel: str, strict: bool = False) -> Summary:
         if strict:
             data: Any = load(path).to_dict()
         else:
-            data = decode(path.read_bytes())
+            data = decode(read_bytes(path, kind="report", limit=MAX_REPORT_BYTES))
         if not isinstance(data, dict):
             raise ValueError("top level is not a JSON object")
         return entry(fleet_summary.from_report(data, source=rel), rel)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nodegate.bounds import ascii_int
 from nodegate.errors import CannotRunError
 
 SYS_PCI = Path("/sys/bus/pci/devices")
@@ -159,7 +160,7 @@ def gpu_numa_node(backend: Backend, index: int, sys_pci: Path = SYS_PCI) -> int 
     if address is None:
         return None
     try:
-        node = int((sys_pci / address / "numa_node").read_text().strip())
+        node = ascii_int((sys_pci / address / "numa_node").read_text().strip())
     except (OSError, ValueError):
         return None
     return node if node >= 0 else None

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_text
 from nodegate.load import config
 
 NCCL_CONF = Path("/etc/nccl.conf")
@@ -97,8 +98,8 @@ class PairOutcome:
 def nccl_conf_settings(path: Path = NCCL_CONF) -> dict[str, str]:
     """KEY=value lines of nccl.conf (what the nccl role rendered for this node's network)."""
     try:
-        text = path.read_text()
-    except OSError:
+        text = read_text(path, kind="config")
+    except (OSError, ConfigError):
         return {}
     out: dict[str, str] = {}
     for line in text.splitlines():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_text
 
 #: Every secret value resolved in this process, so output can be scrubbed of them.
 _KNOWN_SECRETS: set[str] = set()
@@ -62,7 +63,7 @@ def read_secret_file(path: Path, *, key: str | None = None) -> str:
         raise ConfigError(f"cannot read secret file: {exc.strerror}", file=str(path),
                           key=key) from exc
     check_private_mode(path, info.st_mode, key=key)
-    value = path.read_text(encoding="utf-8").strip()
+    value = read_text(path, kind="credential").strip()
     if not value:
         raise ConfigError("secret file is empty", file=str(path), key=key)
     return value

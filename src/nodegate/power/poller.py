@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import stat
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import atomic_write_text
 from nodegate.power.bmc import BmcTarget, parse_bmc_url, read_bmc
 from nodegate.power.bmc import check_refs as check_bmc_refs
 from nodegate.power.credentials import redact
@@ -97,7 +97,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     if stat.S_IMODE(info.st_mode) & 0o022:
         raise ConfigError(f"mode {stat.S_IMODE(info.st_mode):04o}: group/others may write it; "
                           "chmod 644 (or 600)", file=f)
-    data = load_yaml(path) or {}
+    data = load_yaml(path, kind="poller") or {}
     if not isinstance(data, dict):
         raise ConfigError("top level must be a mapping", file=f)
     reject_literal_secrets(data, file=f)
@@ -226,13 +226,11 @@ class Snapshot:
 
 def write_textfile(path: Path, snapshot: Snapshot) -> None:
     """Atomic: prometheus_client writes a temp file beside it and renames it over the old one."""
-    from prometheus_client import CollectorRegistry, write_to_textfile
+    from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(snapshot)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_to_textfile(str(path), registry)
-    os.chmod(path, 0o644)
+    atomic_write_text(path, generate_latest(registry).decode("utf-8"), mode=0o644)
 
 
 async def run(cfg: PollerConfig, *, once: bool = False) -> int:

@@ -23,6 +23,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TypeVar
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
+
 #: Longest Xid/SXid code accepted (the catalogue's codes have 3 digits, SXids 5).
 CODE_DIGITS = 6
 #: Characters read from the marker on (and of the time prefix): a kernel record's text is at
@@ -162,10 +165,11 @@ def read_kernel_log(timeout_s: float = 20.0) -> KernelLog:
     override = os.environ.get("NODEGATE_KERNEL_LOG")
     if override:
         try:
-            text = Path(override).read_text(errors="replace")
-        except OSError as exc:
+            text = read_bytes(override, kind="kernel_log").decode("utf-8", errors="replace")
+        except (OSError, ConfigError) as exc:
+            why = exc.message if isinstance(exc, ConfigError) else exc.strerror or exc
             return KernelLog(f"file:{override}", [], boot_id, None,
-                             problem=f"cannot read {override}: {exc.strerror or exc}")
+                             problem=f"cannot read {override}: {why}")
         return KernelLog(f"file:{override}", text.splitlines(), boot_id, None)
     failed: list[str] = []
     for argv in (["journalctl", "-k", "-b", "0", "-o", "short-monotonic", "--no-pager", "-q"],

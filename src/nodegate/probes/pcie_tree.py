@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodegate.bounds import ascii_int
+
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
@@ -88,7 +90,7 @@ def numa_node_of(root: Path, bdf: str) -> int | str:
     """The function's NUMA node (``-1``: the firmware gave none), or why it is unknown."""
     path = root / "bus" / "pci" / "devices" / bdf.lower() / "numa_node"
     try:
-        return int(path.read_text().strip())
+        return ascii_int(path.read_text().strip())
     except (OSError, ValueError) as exc:
         return f"bus/pci/devices/{bdf.lower()}/numa_node: " \
                f"{'missing' if isinstance(exc, FileNotFoundError) else exc}"

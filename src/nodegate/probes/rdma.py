@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodegate.bounds import ascii_int
 from nodegate.probes.pcie_tree import PciPath, pci_path_of
 
 ENV_SYSFS_ROOT = "NODEGATE_SYSFS_ROOT"
@@ -140,7 +141,7 @@ class _Reader:
         if text is None:
             return None
         try:
-            return int(text, 0) if text.startswith("0x") else int(text)
+            return ascii_int(text, base=0) if text.startswith("0x") else ascii_int(text)
         except ValueError:
             self.bad(rel, text)
             return None

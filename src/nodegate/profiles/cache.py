@@ -7,13 +7,15 @@ profiles directory (and the overrides), so any edit misses the cache and is vali
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from nodegate import __version__, paths
+from nodegate.errors import ConfigError
+from nodegate.fileio import atomic_write_text, read_bytes, read_text
 from nodegate.profiles.loader import Profile, profiles_dir, resolve_profile
 
 
@@ -21,7 +23,7 @@ def _key(name: str, base: Path, extra: Any) -> str:
     digest = hashlib.sha256(f"{__version__}\0{name}\0".encode())
     for path in sorted(base.rglob("*.yaml")):
         digest.update(str(path.relative_to(base)).encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+        digest.update(read_bytes(path, kind="profile") + b"\0")
     digest.update(json.dumps(extra, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:32]
 
@@ -31,18 +33,14 @@ def resolve_profile_cached(name: str, **kwargs: Any) -> Profile:
     overrides = {k: kwargs.get(k) for k in ("site_overrides", "host_overrides")}
     cache = paths.cache_dir() / "profiles" / f"{_key(name, base, overrides)}.json"
     try:
-        data = json.loads(cache.read_text())
+        data = json.loads(read_text(cache, kind="cache"))
         return Profile(name=data["name"], data=data["data"], origins=data["origins"],
                        layers=data["layers"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, ConfigError):
         pass
     profile = resolve_profile(name, **kwargs)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"name": profile.name, "data": profile.data,
-                                   "origins": profile.origins, "layers": profile.layers}))
-        tmp.replace(cache)
-    except OSError:
-        pass  # a read-only cache only costs speed
+    with contextlib.suppress(OSError, ConfigError):  # a read-only cache only costs speed
+        atomic_write_text(cache, json.dumps({"name": profile.name, "data": profile.data,
+                                             "origins": profile.origins,
+                                             "layers": profile.layers}))
     return profile

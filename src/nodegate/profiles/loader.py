@@ -112,7 +112,7 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
 
 @lru_cache(maxsize=64)
 def _load_layer_cached(path: Path) -> dict[str, Any]:
-    data = load_yaml(path)
+    data = load_yaml(path, kind="profile")
     if not isinstance(data, dict):
         raise ConfigError("a profile must be a mapping", file=str(path))
     _validate(data, layer_schema(), file=str(path))

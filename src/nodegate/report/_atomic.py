@@ -1,161 +1,18 @@
-"""Atomic file replacement shared by every report writer.
+"""Atomic file replacement for every report writer: ``nodegate.fileio`` is the one writer.
 
-A report or textfile is read by other processes (node_exporter, CI, the lead's join step)
-at any moment, and the node may lose power mid-run; readers must see the old file or the new
-one, never half of one. So: write a temp file in the same directory, fsync, rename over.
-
-A rename replaces whatever has the name, so the target is checked first (``check_target``):
-only a regular file is ever replaced. A device, FIFO, socket or directory there is refused
-(a ``--html /dev/full`` once replaced the device node); a symbolic link to a regular file is
-written through (the file it points to is replaced, the link kept); a link to anything else,
-broken or looping, is refused. Writers of nodegate's own folders (reports, summaries,
-textfiles) create missing parent folders; a file the user names (``nodegate report --html``)
-is checked up front by ``preflight_file``, which creates nothing.
+Kept as a name so the report package's writers (and any caller that imported it from here)
+use the same code: a temp file in the target's folder, fsync, rename; only a regular file is
+replaced, never a symbolic link, device, FIFO, socket or directory (``fileio.check_target``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-import time
-from pathlib import Path
+from nodegate.fileio import (
+    STALE_TMP_S,
+    atomic_write_text,
+    check_target,
+    fsync_dir,
+    preflight_file,
+)
 
-from nodegate.errors import ConfigError
-
-#: A temp file this old was left by a writer that was killed (SIGKILL, power loss); removed.
-STALE_TMP_S = 600.0
-
-
-def check_target(path: str | os.PathLike[str], *, make_parents: bool = True) -> Path:
-    """The regular file that writing ``path`` will replace or create (a symbolic link to a
-    regular file: that file); ConfigError naming ``path`` when it is anything else, or (with
-    ``make_parents`` False) when its folder does not exist."""
-    target = Path(path)
-    where = str(target)
-    try:
-        info: os.stat_result | None = os.lstat(target)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=where) from None
-    if info is not None and stat.S_ISLNK(info.st_mode):
-        try:
-            real = target.resolve(strict=True)
-            info = os.stat(real)
-        except (OSError, RuntimeError):
-            raise ConfigError("cannot write: a broken or looping symbolic link (not replaced)",
-                              file=where) from None
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError("cannot write: a symbolic link to something that is not a "
-                              "regular file (not replaced)", file=where)
-        target = real
-    elif info is not None and stat.S_ISDIR(info.st_mode):
-        raise ConfigError("cannot write: is a directory", file=where)
-    elif info is not None and not stat.S_ISREG(info.st_mode):
-        raise ConfigError("cannot write: not a regular file (a device, FIFO or socket; not "
-                          "replaced)", file=where)
-    if not make_parents and not target.parent.is_dir():
-        raise ConfigError(f"cannot write: folder {target.parent} does not exist (not created)",
-                          file=where)
-    return target
-
-
-def preflight_file(path: str | os.PathLike[str]) -> Path:
-    """Check a file the user named before any work: ``check_target`` without creating
-    folders, and a temp file made and removed in its folder (writable, room for an inode).
-    Returns the file ``atomic_write_text`` will write."""
-    target = check_target(path, make_parents=False)
-    try:
-        fd, tmp_name = _create_temp(target)
-    except OSError as exc:
-        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(tmp_name)
-    return target
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644,
-                      make_parents: bool = True, sync_dir: bool = True) -> Path:
-    """Write ``text`` to ``path`` so that no reader ever sees a partial file.
-
-    The temp file is a dot-file ending in ``.tmp`` in the target's directory (same filesystem,
-    so the rename is atomic; and node_exporter's textfile collector ignores it, as it only reads
-    ``*.prom``). ``mode`` defaults to 0644 because mkstemp's 0600 would hide the file from a
-    collector running as another user. Only a regular file is replaced (``check_target``);
-    ``make_parents`` False: a missing folder is an error, not created. ``sync_dir`` False
-    leaves persisting the rename to the caller (``fsync_dir`` once after several files in
-    one folder: each file is still old or new after a crash, never half).
-    """
-    target = check_target(path, make_parents=make_parents)
-    try:
-        if make_parents:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale(target)
-        fd, tmp_name = _create_temp(target)
-    except OSError as exc:
-        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, target)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        if isinstance(exc, OSError):
-            raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
-        raise
-    if sync_dir:
-        fsync_dir(target.parent)
-    return target
-
-
-#: Flags of tempfile.mkstemp: a new file only this writer opened, not a link, not inherited.
-_TEMP_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-               | getattr(os, "O_CLOEXEC", 0))
-
-
-def _create_temp(target: Path) -> tuple[int, str]:
-    """``tempfile.mkstemp`` beside ``target`` (``.<name>.<random>.tmp``, mode 0600), without
-    importing tempfile and random: ~5 ms of every cron health check."""
-    for _ in range(100):
-        name = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
-        try:
-            return os.open(name, _TEMP_FLAGS, 0o600), name
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name beside {target}")
-
-
-def _remove_stale(target: Path) -> None:
-    """Temp files of this target left by a killed writer: nothing else will ever remove them."""
-    cutoff = time.time() - STALE_TMP_S
-    prefix, suffix = f".{target.name}.", ".tmp"
-    # a scan, not glob: a report folder holds ~2000 files, and glob would read "[" in a name
-    # as a pattern
-    with contextlib.suppress(OSError), os.scandir(target.parent) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith(prefix) and name.endswith(suffix) and \
-                    len(name) >= len(prefix) + len(suffix):
-                with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                        os.unlink(entry.path)
-
-
-def fsync_dir(directory: Path) -> None:
-    """Persist the rename itself; best effort where directories cannot be opened."""
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+__all__ = ["STALE_TMP_S", "atomic_write_text", "check_target", "fsync_dir", "preflight_file"]

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.report.model import decode
 from nodegate.report.order import dict_key
 
@@ -40,8 +42,8 @@ def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for name in [*latest, *(name for _, name in dated)]:
         try:
-            data = decode((report_dir / name).read_bytes())
-        except (OSError, ValueError):
+            data = decode(read_bytes(report_dir / name, kind="report"))
+        except (OSError, ValueError, ConfigError):
             continue
         if isinstance(data, dict):
             # a report without a string id (a foreign or old file) is one of its own

@@ -25,6 +25,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_text
 from nodegate.report import digest as _digest
 from nodegate.report._atomic import atomic_write_text
 from nodegate.results import CheckResult, Verdict, overall_verdict
@@ -297,7 +298,7 @@ def load(path: str | os.PathLike[str]) -> NodeReport:
     """Read and validate a report file; any problem is a ConfigError naming file and key."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, kind="report")
     except FileNotFoundError:
         raise ConfigError("report file not found", file=source) from None
     except (OSError, UnicodeDecodeError) as exc:

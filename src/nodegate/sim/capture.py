@@ -18,7 +18,9 @@ from typing import Any
 
 import yaml
 
+from nodegate.bounds import digits, parse_number
 from nodegate.errors import ConfigError
+from nodegate.fileio import atomic_write_text, read_bytes
 from nodegate.sim.gpu_models import SINGLE_CAPABILITY, architecture_key, product_model
 from nodegate.sim.scenario import canonical_bus_id, resolve, validate
 
@@ -114,7 +116,7 @@ def _num(node: ET.Element | None, path: str) -> float | None:
     if value is None:
         return None
     m = _NUM.search(value)
-    return float(m.group(0)) if m else None
+    return parse_number(m.group(0), float, low=-1e18, high=1e18, key=path) if m else None
 
 
 def _int(node: ET.Element | None, path: str) -> int | None:
@@ -286,8 +288,8 @@ def _identity(node: ET.Element, slot: int, *, source: str) -> dict[str, Any]:
     _put(gpu, "module_id", _int(node, "gpu_module_id"))
     board_id = _text(node, "board_id")
     if board_id:
-        if board_id.isdigit():
-            gpu["board_id"] = int(board_id)
+        if (decimal := digits(board_id, max_chars=19)) is not None:
+            gpu["board_id"] = decimal
         else:
             gpu["board_id"] = _hex(node, "board_id", slot=slot, source=source)
     return gpu
@@ -531,7 +533,7 @@ def scenario_from_capture(path: Path, *, name: str, allow_partial: bool = False
                           ) -> dict[str, Any]:
     """Parse the capture at ``path`` into a scenario mapping (validated and resolvable)."""
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(read_bytes(path, kind="capture"))
     except (OSError, ET.ParseError) as exc:
         raise ConfigError(
             f"not a readable nvidia-smi -q -x capture: {exc}", file=str(path)
@@ -590,7 +592,7 @@ def import_capture(path: Path, output: Path, *, name: str, allow_partial: bool =
               "# Fields the capture lacks use the defaults in docs/simulator.md; it has no\n"
               "# NVLink data, so add `nvlink:` per GPU to replay links.\n")
     try:
-        output.write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
+        atomic_write_text(output, header + yaml.safe_dump(data, sort_keys=False, width=100))
     except OSError as exc:
         raise ConfigError(f"cannot write the scenario: {exc.strerror}", file=str(output)
                           ) from exc

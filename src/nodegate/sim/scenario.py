@@ -123,7 +123,7 @@ def validate(data: Any, *, source: str) -> None:
 
 def load_file(path: Path) -> Board:
     """Parse and schema-check one scenario file."""
-    data = load_yaml(path)  # bounded, strict UTF-8, duplicate keys refused
+    data = load_yaml(path, kind="scenario")  # bounded, strict UTF-8, duplicate keys refused
     validate(data, source=str(path))
     board: Board = data
     return board

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import nodegate
+from nodegate.bounds import ascii_int
 from nodegate.errors import CannotRunError, ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.secret_refs import reject_literal_secrets
+from nodegate.site.ansible_load import PASSWORD_FILE_VAR
 from nodegate.site.loader import _validate, build_site
 from nodegate.site.model import Site
 from nodegate.site.schema import GROUP_NAME, HOST_PROPERTIES
@@ -88,12 +91,28 @@ def _entry(source: str, name: str, merged: dict[str, Any]) -> dict[str, Any]:
                 entry.setdefault("data", {})[key] = value
     if "ssh_port" in entry:
         try:
-            entry["ssh_port"] = int(entry["ssh_port"])
+            entry["ssh_port"] = ascii_int(str(entry["ssh_port"]))
         except (TypeError, ValueError):
             raise ConfigError("ansible_port is not a number", file=source,
                               host=name, key="ansible_port") from None
     reject_literal_secrets(entry, file=source, host=name)
     return entry
+
+
+def check_inputs(path: Path) -> None:
+    """ansible-core opens the inventory, its group_vars/host_vars and the vault password
+    file itself: each must be a regular file within its cap before it does (a FIFO there
+    hangs it, ``/dev/zero`` fills its memory); ConfigError naming the first that is not."""
+    roots = [path] if path.is_dir() else [path.parent / "group_vars", path.parent / "host_vars"]
+    if not path.is_dir():
+        read_bytes(path, kind="ansible")
+    for root in roots:
+        for folder, _dirs, names in os.walk(root):
+            for name in names:
+                read_bytes(Path(folder) / name, kind="ansible")
+    password_file = os.environ.get(PASSWORD_FILE_VAR)
+    if password_file:
+        read_bytes(password_file, kind="credential")
 
 
 def load_ansible_inventory(source: str, *, site_name: str | None = None) -> Site:
@@ -102,6 +121,7 @@ def load_ansible_inventory(source: str, *, site_name: str | None = None) -> Site
         raise ConfigError(
             "Ansible inventory not found", file=source, key="NODEGATE_ANSIBLE_INVENTORY"
         )
+    check_inputs(path)
     result = _read(str(path))
     hosts: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[str]] = {}

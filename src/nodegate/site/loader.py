@@ -52,12 +52,12 @@ def _validate(data: Any, file: str) -> None:
 
 def load_site(name: str) -> Site:
     path = site_path(name)
-    if not path.is_file():
+    if not os.path.lexists(path):  # anything else there is the reader's to refuse, by name
         hint = " (`nodegate-lab up` writes it)" if name == "lab" else ""
         raise ConfigError(f"site file not found{hint}; NODEGATE_SITE names a site in "
                           "inventory/ or a path to a site file", file=str(path),
                           key="NODEGATE_SITE")
-    data = load_yaml(path)
+    data = load_yaml(path, kind="site")
     file = str(path)
     if not isinstance(data, dict):
         raise ConfigError("a site file must be a mapping", file=file)
