@@ -47,6 +47,29 @@ def _refuse(loader: Any, message: str, mark: Any) -> ConfigError:
     return ConfigError(message + line, file=str(getattr(loader, "name", None) or ""))
 
 
+def _check_alias(loader: Any, event: Any) -> None:
+    """Refuse the alias ``event`` past ``MAX_ALIASES``, or when it names a node still being
+    composed (a self-referencing document)."""
+    if loader.aliases_seen > MAX_ALIASES:
+        raise _refuse(loader, f"more than {MAX_ALIASES} YAML aliases; nested aliases can "
+                      "expand without bound", event.start_mark)
+    target = loader.anchors.get(event.anchor)
+    if target is not None and id(target) not in loader.sizes:
+        raise _refuse(loader, f"YAML alias *{event.anchor} refers to the node that holds it "
+                      "(a self-referencing document)", event.start_mark)
+
+
+def _expanded_size(sizes: dict[int, int], node: Any) -> int:
+    """A node plus everything under it, each alias at the full size of its anchor (its
+    children's sizes are already in ``sizes``: nodes are composed bottom up)."""
+    value = node.value
+    if not isinstance(value, list):
+        return 1
+    if value and isinstance(value[0], tuple):  # a mapping: (key, value) pairs
+        return 1 + sum(sizes[id(k)] + sizes[id(v)] for k, v in value)
+    return 1 + sum(sizes[id(item)] for item in value)
+
+
 @cache
 def _loader_class() -> type[yaml.SafeLoader]:
     """The bounded SafeLoader below; PyYAML is imported on the first parse, not with this
@@ -65,14 +88,7 @@ def _loader_class() -> type[yaml.SafeLoader]:
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self.aliases_seen += 1
-                event = self.peek_event()  # type: ignore[no-untyped-call]
-                if self.aliases_seen > MAX_ALIASES:
-                    raise _refuse(self, f"more than {MAX_ALIASES} YAML aliases; nested aliases "
-                                  "can expand without bound", event.start_mark)
-                target = self.anchors.get(event.anchor)
-                if target is not None and id(target) not in self.sizes:
-                    raise _refuse(self, f"YAML alias *{event.anchor} refers to the node that holds "
-                                  "it (a self-referencing document)", event.start_mark)
+                _check_alias(self, self.peek_event())  # type: ignore[no-untyped-call]
                 return super().compose_node(parent, index)
             self.depth += 1
             try:
@@ -82,19 +98,12 @@ def _loader_class() -> type[yaml.SafeLoader]:
                 node: Any = super().compose_node(parent, index)
             finally:
                 self.depth -= 1
-            self.sizes[id(node)] = size = self._size(node)
+            self.sizes[id(node)] = size = _expanded_size(self.sizes, node)
             if size > MAX_NODES:
-                raise _refuse(self, f"YAML expands to more than {MAX_NODES} nodes once its aliases "
-                              "are followed (nested aliases or merge keys)", node.start_mark)
+                raise _refuse(self, f"YAML expands to more than {MAX_NODES} nodes once its "
+                              "aliases are followed (nested aliases or merge keys)",
+                              node.start_mark)
             return node
-
-        def _size(self, node: Any) -> int:
-            """A node plus everything under it, each alias at the full size of its anchor."""
-            if isinstance(node, yaml.MappingNode):
-                return 1 + sum(self.sizes[id(k)] + self.sizes[id(v)] for k, v in node.value)
-            if isinstance(node, yaml.SequenceNode):
-                return 1 + sum(self.sizes[id(item)] for item in node.value)
-            return 1
 
     UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                     _construct_mapping)
