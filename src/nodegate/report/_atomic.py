@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from nodegate.errors import ConfigError
+from nodegate.redaction import redact
 
 #: A temp file this old was left by a writer that was killed (SIGKILL, power loss); removed.
 STALE_TMP_S = 600.0
@@ -99,7 +100,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
         raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            handle.write(redact(text))  # no credential the process read reaches a report
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
