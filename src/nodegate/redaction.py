@@ -16,8 +16,10 @@ through an exception message, a library's log line, a report field or a tracebac
 and XML-escaped) and every URL userinfo. The places output leaves call it: ``cli.main``
 wraps stdout and stderr (``redacted_std_streams``), ``cli.run`` its error lines and traceback
 file, the report writer (``report._atomic.atomic_write_text``: JSON, JUnit, HTML, Prometheus
-textfile) and the log handlers (``install_log_filter``). Values shorter than
-``MIN_SECRET_LEN`` are not registered: redacting ``ab`` would shred every line.
+textfile; there the mask keeps the byte length, so a report's digest and its summary's byte
+count stay true) and the log handlers (``install_log_filter``). Values shorter than
+``MIN_SECRET_LEN``, or that read as a number, are not registered: redacting ``ab`` or
+``123456`` would shred every line and rewrite measurements.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ MIN_SECRET_LEN = 3
 #: ``scheme://``: RFC 3986 scheme characters.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 #: Where a URL inside free text ends: whitespace, quotes and brackets a message puts around it.
+_NUMBER = re.compile(r"[+-]?[0-9._eE+-]+")
 _TEXT_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
 
 
@@ -91,15 +94,23 @@ def strip_userinfo(url: str) -> str:
     return url if info is None else url[:info.start] + url[info.end + 1:]
 
 
-def mask_userinfo(url: str) -> str:
+def _mask(text: str, keep_length: bool) -> str:
+    return "*" * len(text.encode("utf-8")) if keep_length else MASK
+
+
+def mask_userinfo(url: str, *, keep_length: bool = False) -> str:
     """``url`` with its userinfo replaced by the mask (``scheme://***@host``)."""
     info = find_userinfo(url)
-    return url if info is None else url[:info.start] + MASK + url[info.end:]
+    return url if info is None else url[:info.start] + _mask(info.raw, keep_length) + url[info.end:]
 
 
 def remember_secret(value: str) -> None:
-    """Register a credential value this process has read: ``redact`` never lets it through."""
-    if len(value) < MIN_SECRET_LEN or value in _REGISTRY.known:
+    """Register a credential value this process has read: ``redact`` never lets it through.
+
+    Not registered: values shorter than ``MIN_SECRET_LEN``, and values that read as a number
+    (``123456``): masking them would rewrite measurements in every report.
+    """
+    if len(value) < MIN_SECRET_LEN or value in _REGISTRY.known or _NUMBER.fullmatch(value):
         return
     _REGISTRY.known.add(value)
     _REGISTRY.pattern = None
@@ -127,12 +138,18 @@ def _pattern() -> re.Pattern[str] | None:
     return _REGISTRY.pattern
 
 
-def redact(text: str) -> str:
-    """``text`` with every URL userinfo and every remembered credential replaced by ``***``."""
+def redact(text: str, *, keep_length: bool = False) -> str:
+    """``text`` with every URL userinfo and every remembered credential replaced by ``***``.
+
+    ``keep_length``: one ``*`` per UTF-8 byte instead, so a file's byte counts stay true
+    (a report's ``digest.tail_bytes``, its summary's ``report_bytes``).
+    """
     if "://" in text:
-        text = _TEXT_URL.sub(lambda m: mask_userinfo(m.group(0)), text)
+        text = _TEXT_URL.sub(lambda m: mask_userinfo(m.group(0), keep_length=keep_length), text)
     pattern = _pattern()
-    return pattern.sub(MASK, text) if pattern is not None else text
+    if pattern is None:
+        return text
+    return pattern.sub(lambda m: _mask(m.group(0), keep_length), text)
 
 
 class RedactingStream:

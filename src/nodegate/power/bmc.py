@@ -45,6 +45,11 @@ class BmcError(Exception):
     """The BMC could not be read; the message is safe to print (no credentials)."""
 
 
+class BmcRedirect(BmcError):
+    """The BMC answered a redirect: never followed, and the whole read is refused (an optional
+    resource that redirects is not just missing)."""
+
+
 @dataclass(frozen=True)
 class BmcTarget:
     """One BMC: base URL (scheme://host:port, no credentials), user, password reference."""
@@ -162,7 +167,7 @@ class _Client:
         if resp.status == 401:
             raise BmcError(f"{self.target.display}: authentication refused (HTTP 401)")
         if 300 <= resp.status < 400:
-            raise BmcError(f"{self.target.display}{path}: HTTP {resp.status} redirect not "
+            raise BmcRedirect(f"{self.target.display}{path}: HTTP {resp.status} redirect not "
                            "followed (credentials go to the configured BMC only)")
         if resp.status != 200:
             raise BmcError(f"{self.target.display}{path}: HTTP {resp.status}")
@@ -174,6 +179,8 @@ class _Client:
             return None
         try:
             return self.get(str(link["@odata.id"]))
+        except BmcRedirect:
+            raise
         except BmcError:
             return None
 

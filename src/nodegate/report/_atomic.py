@@ -100,7 +100,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
         raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(redact(text))  # no credential the process read reaches a report
+            handle.write(redact(text, keep_length=True))  # no credential read reaches a file
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
