@@ -42,7 +42,7 @@ MIN_SECRET_LEN = 3
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 #: Where a URL inside free text ends: whitespace, quotes and brackets a message puts around it.
 _NUMBER = re.compile(r"[+-]?[0-9._eE+-]+")
-_TEXT_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+_TEXT_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"<>`]+")
 
 
 class _Registry:
