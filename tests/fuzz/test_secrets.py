@@ -6,6 +6,7 @@ secret in the message)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -110,10 +111,8 @@ def test_hostile_url_text_is_a_config_error_or_a_target_in_bounded_time(text: st
         redact(url)
         for parse in (lambda u: parse_bmc_url(u, password="env:X", insecure=True),
                       lambda u: parse_snmp_url(u, allow_literal_community=True)):
-            try:
+            with contextlib.suppress(ConfigError):  # bad input: fine; anything else fails
                 parse(url)
-            except ConfigError:
-                pass
     assert time.monotonic() - start < 5
 
 
