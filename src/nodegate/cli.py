@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from nodegate.errors import ExitCode, NodegateError
+from nodegate.redaction import redact, redacted_std_streams
 
 #: Explicit registry, in help order: each command and the module whose ``register`` adds it.
 #: No register-on-import magic; tests/foundation/test_cli_parser.py holds it to the modules.
@@ -98,8 +99,10 @@ def _moved(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; every way out is a documented exit code (docs/exit-codes.md)."""
-    return run(build_parser(sys.argv[1:] if argv is None else argv), argv)
+    """Run one command; every way out is a documented exit code (docs/exit-codes.md).
+    Whatever it prints passes the redaction filter (URL userinfo, credentials read)."""
+    with redacted_std_streams():
+        return run(build_parser(sys.argv[1:] if argv is None else argv), argv)
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
@@ -112,7 +115,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
     try:
         code = int(args.func(args))
     except NodegateError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(redact(f"{prog}: error: {exc}"), file=sys.stderr)
         return int(exc.exit_code)
     except BrokenPipeError:
         # the reader (head, less) went away: not an error of ours
@@ -141,8 +144,8 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
 
     from nodegate.yamlio import shorten
 
-    what = f"{type(exc).__name__}: {shorten(str(exc))}"
-    text = "".join(traceback.format_exception(exc))
+    what = redact(f"{type(exc).__name__}: {shorten(str(exc))}")
+    text = redact("".join(traceback.format_exception(exc)))
     if debug:
         sys.stderr.write(text)
         print(f"{prog}: internal error: {what}", file=sys.stderr)

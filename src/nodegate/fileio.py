@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from nodegate.errors import ConfigError
+from nodegate.redaction import redact
 
 MiB = 1024 * 1024
 
@@ -205,7 +206,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
         raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            handle.write(redact(text, keep_length=True))  # no credential read reaches a file
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)

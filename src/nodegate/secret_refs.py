@@ -7,6 +7,9 @@ host vars is a ConfigError naming file, host and key, and so is a URL carrying c
 files live in git, and whatever is in git ends up in logs. A secret file named by reference must
 be private (0600 or stricter) when it exists here; one that does not exist here is the node's
 (roles/pdu_monitor.py: the site's secret distribution puts it there), so it is checked at use.
+A plain ``http://`` url beside a credential (a BMC's ``password_env``) is refused unless the same
+mapping says ``insecure: true``. Every secret resolved here is registered with
+``nodegate.redaction`` so nothing printed afterwards can carry it.
 """
 
 from __future__ import annotations
@@ -21,24 +24,63 @@ from urllib.parse import parse_qsl
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_text
+from nodegate.redaction import find_userinfo, remember_secret, strip_userinfo
 
-#: Credential-looking names: ``*password*``, ``*secret*``, ``*token*``, ``*passphrase*``
-#: anywhere; ``*_pass``, ``*_pwd``, ``community``, ``api_key`` and the SNMPv3 keys as the name
-#: or its last ``_`` part.
-SECRET_KEY = re.compile(
-    r"password|passwd|secret|token|passphrase"
-    r"|(^|_)(pass|pwd|community|api_key|apikey|auth_key|priv_key|authkey|privkey)$"
-)
+#: The credential key catalogue, in one place. A key names a credential when one of its words
+#: (split at ``_``, ``-``, ``.``, spaces and camelCase; lower-cased) is in ``SECRET_WORDS``,
+#: when its last word is in ``SECRET_LAST_WORDS`` (short words that mean a credential only as
+#: the noun: ``bmc_pw``, ``ansible_become_pass``, ``snmp_community``), or when its last two
+#: words are a pair in ``SECRET_PAIRS`` (``api_key``, ``ssh_private_key``,
+#: ``community_string``). A name ending in ``REFERENCE_SUFFIXES`` (``password_env``,
+#: ``token_file``) is where a credential lives, not one.
+SECRET_WORDS = frozenset({
+    "password", "passwd", "passphrase", "secret", "token", "credential", "credentials",
+    "apikey", "authkey", "privkey", "privatekey", "accesskey", "psk", "community",
+})
+SECRET_LAST_WORDS = frozenset({"pass", "pwd", "pw", "key"})
+SECRET_PAIRS = frozenset({
+    ("api", "key"), ("auth", "key"), ("priv", "key"), ("private", "key"), ("access", "key"),
+    ("secret", "key"), ("encryption", "key"), ("signing", "key"),
+    ("community", "string"), ("shared", "key"), ("session", "id"), ("session", "key"),
+    ("bearer", "key"), ("client", "key"), ("master", "key"), ("vault", "pass"),
+})
 REFERENCE_SUFFIXES = ("_env", "_file")
+_WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _REFERENCE_VALUE = re.compile(r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:/\S+)$")
 
 KeyPath = tuple[str | int, ...]
+CLEAR_TEXT = ("plain http:// would send the credential in clear: use https:// (a lab device "
+              "without TLS: set insecure: true beside the url)")
+
+
+def key_words(name: str) -> list[str]:
+    """``name`` split into lower-case words (``sshPrivateKey`` -> ssh, private, key)."""
+    return [w for w in _WORD_SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
+
+
+def _names_secret(words: list[str]) -> bool:
+    if any(word in SECRET_WORDS for word in words):
+        return True
+    if not words:
+        return False
+    if words[-1] in SECRET_LAST_WORDS and (words[-1] != "key" or len(words) > 1):
+        return words[-1] != "key" or tuple(words[-2:]) in SECRET_PAIRS
+    return tuple(words[-2:]) in SECRET_PAIRS
 
 
 def is_secret_key(name: str) -> bool:
     """A key (or URL parameter) that holds a credential when it holds a literal value."""
-    lowered = name.lower()
-    return bool(SECRET_KEY.search(lowered)) and not lowered.endswith(REFERENCE_SUFFIXES)
+    words = key_words(name)
+    if len(words) > 1 and f"_{words[-1]}" in REFERENCE_SUFFIXES:
+        return False
+    return _names_secret(words)
+
+
+def names_secret_reference(name: str) -> bool:
+    """``password_env``, ``token_file``: a key saying where a credential lives."""
+    words = key_words(name)
+    return len(words) > 1 and f"_{words[-1]}" in REFERENCE_SUFFIXES and _names_secret(words[:-1])
 
 
 def is_reference(value: Any) -> bool:
@@ -47,30 +89,41 @@ def is_reference(value: Any) -> bool:
 
 
 def _url_problem(value: str) -> str | None:
-    """Why a URL string carries a credential, or None; never quotes the value."""
-    if "://" not in value:
-        return None
-    scheme, _, rest = value.partition("://")
-    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-    userinfo, at, _host = netloc.rpartition("@")
+    """Why a URL string carries a credential, or None; never quotes the value. The userinfo
+    comes from ``redaction.find_userinfo`` (a password may hold ``/ ? # @``)."""
+    info = find_userinfo(value)
     # a password is always a secret; an snmp:// user is the v2c community (an HTTP or SNMPv3
-    # user name is not); parsed by hand so a broken IPv6 bracket cannot hide one
-    if at and ":" in userinfo:
+    # user name is not)
+    if info is not None and info.password is not None:
         return "password in the URL (user:password@)"
-    if at and scheme.lower() == "snmp":
+    if info is not None and info.scheme == "snmp":
         return "literal SNMP community in the URL (community@)"
-    query = value.split("?", 1)[1].split("#", 1)[0] if "?" in value else ""
+    rest = strip_userinfo(value)
+    query = rest.split("?", 1)[1].split("#", 1)[0] if "?" in rest else ""
     for name, param in parse_qsl(query, keep_blank_values=True):
         if is_secret_key(name) and param and not is_reference(param):
             return f"URL parameter {name} holds a literal value"
     return None
 
 
+def _clear_text(data: Mapping[Any, Any]) -> bool:
+    """A plain ``http://`` ``url`` beside a credential (a value or a reference to one), with
+    no ``insecure: true``: the credential would cross the network in clear."""
+    url = data.get("url")
+    if not isinstance(url, str) or not url.lower().startswith("http://"):
+        return False
+    if data.get("insecure") is True:
+        return False
+    return any((is_secret_key(str(k)) or names_secret_reference(str(k))) and v not in (None, "")
+               for k, v in data.items())
+
+
 def _walk(data: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
     """(path, reason) for every literal secret under ``data``."""
     if isinstance(data, Mapping):
-        return [hit for key, value in data.items()
-                for hit in _walk_entry(str(key), value, (*path, str(key)))]
+        clear = [((*path, "url"), CLEAR_TEXT)] if _clear_text(data) else []
+        return clear + [hit for key, value in data.items()
+                        for hit in _walk_entry(str(key), value, (*path, str(key)))]
     if isinstance(data, list):
         return [hit for index, item in enumerate(data) for hit in _walk(item, (*path, index))]
     if isinstance(data, str) and path and isinstance(path[-1], int):
@@ -120,6 +173,8 @@ def reject_literal_secrets(data: Any, *, file: str, host: str | None = None) -> 
         if reason == "literal secret":
             reason = "a credential must be a reference, not a literal value"
             hint = f"{leaf}_env: VAR or {leaf}_file: /path (mode 0600), or env:VAR / file:/path"
+        elif reason == CLEAR_TEXT:
+            raise ConfigError(reason, file=file, host=_host_of(path, host), key=dotted(path))
         else:
             hint = "keep credentials out of URLs: ?community=env:VAR or file:/path"
         raise ConfigError(f"{reason}; reference it instead ({hint})", file=file,
@@ -135,7 +190,7 @@ def _secret_files(data: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
             here = (*path, str(key))
             name = str(key).lower()
             if isinstance(value, str):
-                if name.endswith("_file") and SECRET_KEY.search(name.removesuffix("_file")):
+                if name.endswith("_file") and names_secret_reference(name):
                     out.append((here, value))
                 elif is_reference(value) and value.startswith("file:"):
                     out.append((here, value.removeprefix("file:")))
@@ -177,6 +232,7 @@ def resolve_secret(
                 f"environment variable {var} is not set", file=where, host=host,
                 key=f"{name}_env",
             )
+        remember_secret(env[var])
         return env[var]
     path_value = section.get(f"{name}_file")
     if path_value:
@@ -192,5 +248,7 @@ def resolve_secret(
                 f"secret file {path} is readable by others (mode {stat.S_IMODE(mode):04o}); "
                 "chmod 600 it", file=where, host=host, key=f"{name}_file",
             )
-        return read_text(path, kind="credential").strip()
+        value = read_text(path, kind="credential").strip()
+        remember_secret(value)
+        return value
     return None

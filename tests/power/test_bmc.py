@@ -25,6 +25,7 @@ def _password_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _target(port: int, scheme: str = "http", **kw: Any) -> Any:
+    kw.setdefault("insecure", scheme == "http")  # the test BMC speaks plain http
     return parse_bmc_url(f"{scheme}://root@127.0.0.1:{port}", password="env:BMC_PW", **kw)
 
 
@@ -151,7 +152,7 @@ def test_sushy_tools_thermal_read_power_absent(sushy: int) -> None:
 
 def test_cli_bmc_table_and_no_secret_anywhere(bmc_server: tuple[int, Any]) -> None:
     port, _ = bmc_server
-    result = run_cli("power", "read", "--bmc", f"http://root@127.0.0.1:{port}",
+    result = run_cli("power", "read", "--bmc", f"http://root@127.0.0.1:{port}", "--insecure",
                      "--bmc-password", "env:BMC_PW", env={"BMC_PW": BMC_PASSWORD})
     assert result.returncode == 0, result.stderr
     assert "node" in result.stdout and "6800.0  W" in result.stdout

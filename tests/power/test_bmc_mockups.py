@@ -50,7 +50,8 @@ def _served(root: Path) -> Iterator[int]:
 
 def _read(root: Path) -> DeviceReading:
     with _served(root) as port:
-        target = parse_bmc_url(f"http://root@127.0.0.1:{port}", password="env:BMC_PW")
+        target = parse_bmc_url(f"http://root@127.0.0.1:{port}", password="env:BMC_PW",
+                               insecure=True)
         return read_bmc("bmc", target)
 
 

@@ -55,6 +55,7 @@ pdus:
 bmcs:
   - name: node01-bmc
     url: http://root@127.0.0.1:{bmc_port}
+    insecure: true
     password: file:{pw_file}
     max_sessions: 1
 """)

@@ -8,9 +8,13 @@ redundancy from ``PowerSubsystem`` or legacy ``Power``; inlet from ``Sensors``,
 ``Thermal`` or ``Sensors``. Parsing (null-tolerant, both generations) is in ``bmc_chassis``.
 
 Why the care around the library: ``redfish`` turns TLS verification *off* unless a CA file is
-given, retries 10 times with 1 s sleeps by default, and logs session tokens at DEBUG. This
-module always passes a CA bundle (certifi's unless one is configured), bounds retries and
-timeouts, and keeps the library's logger at WARNING.
+given, retries 10 times with 1 s sleeps by default, logs session tokens at DEBUG, and sends
+through a ``requests`` session that times out per ``recv``, reads any body whole and follows
+redirects with its session token. This module always passes a CA bundle (certifi's unless one
+is configured), refuses plain ``http://`` unless the site says ``insecure``, bounds retries,
+keeps the library's logger at WARNING, and swaps the session for
+``bounded_http.BoundedSession`` (a total deadline per request and per device, a body cap, no
+redirects).
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ _CAPS_LOCK = threading.Lock()
 
 class BmcError(Exception):
     """The BMC could not be read; the message is safe to print (no credentials)."""
+
+
+class BmcRedirect(BmcError):
+    """The BMC answered a redirect: never followed, and the whole read is refused (an optional
+    resource that redirects is not just missing)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,10 @@ def parse_bmc_url(
     scheme = {"redfish": "https"}.get(parts.scheme, parts.scheme)
     if scheme not in ("https", "http") or not parts.hostname:
         raise ConfigError("BMC URL must be https://USER@HOST[:PORT]", key=key, file=file)
+    if scheme == "http" and not insecure:
+        raise ConfigError(f"BMC {parts.hostname}: plain http:// would send the password in "
+                          "clear; use https:// (a lab BMC without TLS: set insecure)",
+                          key=key, file=file)
     if parts.password is not None:
         raise ConfigError("BMC URL must not carry a password; use a password reference "
                           "(env:NAME or file:/path)", key=key, file=file)
@@ -85,10 +98,7 @@ def parse_bmc_url(
                           key=key, file=file)
     if max_sessions < 1:
         raise ConfigError("max_sessions must be >= 1", key=key, file=file)
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        raise ConfigError("BMC URL has a bad port", key=key, file=file) from None
+    port = f":{parts.port}" if parts.port else ""
     return BmcTarget(
         url=f"{scheme}://{parts.hostname}{port}", username=parts.username,
         password=parse_ref(password, key=key, file=file), ca_bundle=ca_bundle,
@@ -115,8 +125,10 @@ def _session_cap(target: BmcTarget) -> threading.BoundedSemaphore:
 class _Client:
     """Thin wrapper: bounded GETs returning dicts, errors as BmcError."""
 
-    def __init__(self, target: BmcTarget) -> None:
+    def __init__(self, target: BmcTarget, deadline: float) -> None:
         import redfish
+
+        from nodegate.power.bounded_http import BoundedSession
 
         logging.getLogger("redfish").setLevel(logging.WARNING)
         self.target = target
@@ -133,6 +145,8 @@ class _Client:
             password=target.password.resolve(), cafile=cafile,
             timeout=target.timeout_s, max_retry=target.retries, check_connectivity=False,
         )
+        # every request: one total deadline, a body cap, redirects never followed
+        self._client._session = BoundedSession(device_deadline=deadline)
         self.root = self.get("/redfish/v1")
         self.logged_in = False
 
@@ -152,6 +166,9 @@ class _Client:
         resp = self._client.get(path)
         if resp.status == 401:
             raise BmcError(f"{self.target.display}: authentication refused (HTTP 401)")
+        if 300 <= resp.status < 400:
+            raise BmcRedirect(f"{self.target.display}{path}: HTTP {resp.status} redirect not "
+                           "followed (credentials go to the configured BMC only)")
         if resp.status != 200:
             raise BmcError(f"{self.target.display}{path}: HTTP {resp.status}")
         data = resp.dict
@@ -162,6 +179,8 @@ class _Client:
             return None
         try:
             return self.get(str(link["@odata.id"]))
+        except BmcRedirect:
+            raise
         except BmcError:
             return None
 
@@ -191,6 +210,11 @@ def _read_chassis(client: _Client, dev: DeviceReading) -> None:
     read_chassis(client, chassis, dev)
 
 
+def device_budget(target: BmcTarget) -> float:
+    """Seconds one BMC read may take in total, all its requests and retries together."""
+    return target.timeout_s * (target.retries + 1) * 8 + 5
+
+
 def read_bmc(name: str, target: BmcTarget) -> DeviceReading:
     """Read one BMC under its session cap. Never raises for a device problem (``up=False``)."""
     dev = DeviceReading(name=name, kind="bmc", model="redfish", address=target.display)
@@ -203,7 +227,7 @@ def read_bmc(name: str, target: BmcTarget) -> DeviceReading:
         return dev
     client: _Client | None = None
     try:
-        client = _Client(target)
+        client = _Client(target, start + device_budget(target))
         client.login()
         _read_chassis(client, dev)
         vendor = str(dev.info.get("vendor", "")).lower()
@@ -225,6 +249,8 @@ def _describe(exc: Exception, target: BmcTarget) -> str:
     cause = exc.__cause__ or exc.__context__
     if name == "RetriesExhaustedError":
         detail = type(cause).__name__ if cause else "no answer"
+        if type(cause).__name__ == "HttpLimitError":
+            detail = str(cause)
         if cause is not None and "SSL" in str(cause):
             detail = "TLS verification failed (use ca_bundle for a private CA)"
         budget = target.timeout_s * (target.retries + 1)

@@ -92,7 +92,9 @@ def run_poll(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nodegate.power.poller import load_config, run
+    from nodegate.redaction import install_log_filter
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    install_log_filter()
     cfg = load_config(Path(args.config))
     return asyncio.run(run(cfg, once=args.once))

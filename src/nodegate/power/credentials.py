@@ -1,7 +1,8 @@
 """Credentials by reference: ``env:NAME`` or ``file:/path`` (mode 0600), never literals.
 
 Site data and poller configs name where a secret lives; this module fetches it at the last
-moment and ``redact`` scrubs any known secret from text before it reaches an operator.
+moment and registers it with ``nodegate.redaction``, whose ``redact`` (re-exported here)
+scrubs every known secret from text before it reaches an operator.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_text
+from nodegate.redaction import redact, remember_secret
 
-#: Every secret value resolved in this process, so output can be scrubbed of them.
-_KNOWN_SECRETS: set[str] = set()
+__all__ = ["SecretRef", "check_private_mode", "parse_ref", "read_secret_file", "redact",
+           "remember_secret"]
 
 
 @dataclass(frozen=True)
@@ -75,16 +77,3 @@ def check_private_mode(path: Path, mode: int, *, key: str | None = None) -> None
         raise ConfigError(
             f"mode {stat.S_IMODE(mode):04o} is too open; chmod 600 it", file=str(path), key=key
         )
-
-
-def remember_secret(value: str) -> None:
-    """Register a value that ``redact`` must never let through (short values are too noisy)."""
-    if len(value) >= 3:
-        _KNOWN_SECRETS.add(value)
-
-
-def redact(text: str) -> str:
-    """Replace every secret this process has seen with ``***``."""
-    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import SplitResult, parse_qs, unquote
+from urllib.parse import parse_qs
 
 from nodegate.bounds import parse_number
 from nodegate.errors import ConfigError
 from nodegate.power.credentials import SecretRef, parse_ref, remember_secret
-from nodegate.power.urls import split_url
+from nodegate.power.urls import DeviceUrl, split_url
 
 DEFAULT_PORT = 161
 DEFAULT_TIMEOUT_S = 2.0
@@ -94,7 +94,7 @@ def parse_snmp_url(
                       key=key, file=file)
 
 
-def _v2c_community(parts: SplitResult, query: dict[str, str], allow_literal: bool, *,
+def _v2c_community(parts: DeviceUrl, query: dict[str, str], allow_literal: bool, *,
                    key: str | None, file: str | None) -> str | SecretRef:
     """The community: literal as ``COMMUNITY@`` (only where allowed; remembered for redaction)
     or a reference in ``?community=``."""
@@ -103,7 +103,7 @@ def _v2c_community(parts: SplitResult, query: dict[str, str], allow_literal: boo
             raise ConfigError(
                 "literal SNMP community in URL; use snmp://HOST?community=env:NAME",
                 key=key, file=file)
-        community = unquote(parts.username)
+        community = parts.username
         remember_secret(community)
         return community
     if "community" in query:
@@ -112,7 +112,7 @@ def _v2c_community(parts: SplitResult, query: dict[str, str], allow_literal: boo
                       key=key, file=file)
 
 
-def _v3_target(parts: SplitResult, host: str, port: int, query: dict[str, str], *,
+def _v3_target(parts: DeviceUrl, host: str, port: int, query: dict[str, str], *,
                timeout: float, retries: int, key: str | None, file: str | None) -> SnmpTarget:
     """A v3 authPriv target: a user, known protocols and both keys as references."""
     if not parts.username:
@@ -126,7 +126,7 @@ def _v3_target(parts: SplitResult, host: str, port: int, query: dict[str, str], 
         raise ConfigError("SNMP v3 needs auth_key= and priv_key= references (authPriv only)",
                           key=key, file=file)
     return SnmpTarget(
-        host, port, "3", user=unquote(parts.username),
+        host, port, "3", user=parts.username,
         auth_protocol=auth, auth_key=parse_ref(query["auth_key"], key=key, file=file),
         priv_protocol=priv, priv_key=parse_ref(query["priv_key"], key=key, file=file),
         timeout_s=timeout, retries=retries,

@@ -23,6 +23,8 @@ _BMC = {
         "password": {},  # present only so the secret check can name it
         "ca_bundle": _STR,
         "verify_tls": {"type": "boolean"},
+        # plain http:// only with this set (secret_refs refuses a credential over http without)
+        "insecure": {"type": "boolean"},
     },
     "required": ["url"],
 }

@@ -1,0 +1,207 @@
+"""Secrets out of every output: URL userinfo found by one parser, resolved credentials
+registered once and scrubbed from whatever leaves the process.
+
+Why one parser: ``urllib.parse.urlsplit`` ends the authority at the first ``/ ? #``, so in
+``http://u:p/x@h`` it sees host ``u`` and a path ``/x@h``: a password holding ``/ ? #`` (or
+``@``) slips past any check built on it, and an error message quoting such a URL prints the
+password. ``find_userinfo`` reads the userinfo as everything between ``://`` and the *last*
+``@`` of the URL. An ``@`` that really belongs to a path or query is then taken as userinfo:
+that errs towards refusing (a site file) or over-redacting (a message), never towards a leak;
+a path that needs an ``@`` writes it ``%40``.
+
+Why one filter: a credential read from ``password_env`` / ``password_file`` can reach output
+through an exception message, a library's log line, a report field or a traceback file.
+``remember_secret`` is called where a secret is resolved (``secret_refs.resolve_secret``,
+``power.credentials``); ``redact`` removes each remembered value (raw, percent-encoded, JSON-
+and XML-escaped) and every URL userinfo. The places output leaves call it: ``cli.main``
+wraps stdout and stderr (``redacted_std_streams``), ``cli.run`` its error lines and traceback
+file, the report writer (``report._atomic.atomic_write_text``: JSON, JUnit, HTML, Prometheus
+textfile; there the mask keeps the byte length, so a report's digest and its summary's byte
+count stay true) and the log handlers (``install_log_filter``). Values shorter than
+``MIN_SECRET_LEN``, or that read as a number, are not registered: redacting ``ab`` or
+``123456`` would shred every line and rewrite measurements.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+from urllib.parse import quote, unquote
+
+MASK = "***"
+MIN_SECRET_LEN = 3
+
+#: ``scheme://``: RFC 3986 scheme characters.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+#: Where a URL inside free text ends: whitespace, quotes and brackets a message puts around it.
+_NUMBER = re.compile(r"[+-]?[0-9._eE+-]+")
+_TEXT_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"<>`]+")
+
+
+class _Registry:
+    """The credential values read so far and the pattern that finds any of them."""
+
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self.pattern: re.Pattern[str] | None = None
+
+
+_REGISTRY = _Registry()
+
+
+@dataclass(frozen=True)
+class Userinfo:
+    """The userinfo of one URL: ``raw`` as written, ``user`` and ``password`` decoded
+    (``password`` None when there is no ``:``); ``start``/``end`` index ``raw`` in the URL."""
+
+    scheme: str
+    raw: str
+    user: str
+    password: str | None
+    start: int
+    end: int
+
+
+def find_userinfo(url: str) -> Userinfo | None:
+    """The userinfo of ``url`` (``scheme://USERINFO@host...``), or None when it has none.
+
+    The userinfo runs to the last ``@``: a password may hold ``/ ? # : @`` unencoded or
+    percent-encoded, and both are found (see the module docstring for the rule's trade-off).
+    """
+    match = _SCHEME.match(url)
+    if not match:
+        return None
+    start = match.end()
+    at = url.rfind("@", start)
+    if at < 0:
+        return None
+    raw = url[start:at]
+    user, colon, password = raw.partition(":")
+    return Userinfo(scheme=url[:start - 3].lower(), raw=raw, user=unquote(user),
+                    password=unquote(password) if colon else None, start=start, end=at)
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` with its userinfo (if any) removed: safe to print."""
+    info = find_userinfo(url)
+    return url if info is None else url[:info.start] + url[info.end + 1:]
+
+
+def _mask(text: str, keep_length: bool) -> str:
+    return "*" * len(text.encode("utf-8")) if keep_length else MASK
+
+
+def mask_userinfo(url: str, *, keep_length: bool = False) -> str:
+    """``url`` with its userinfo replaced by the mask (``scheme://***@host``)."""
+    info = find_userinfo(url)
+    return url if info is None else url[:info.start] + _mask(info.raw, keep_length) + url[info.end:]
+
+
+def remember_secret(value: str) -> None:
+    """Register a credential value this process has read: ``redact`` never lets it through.
+
+    Not registered: values shorter than ``MIN_SECRET_LEN``, and values that read as a number
+    (``123456``): masking them would rewrite measurements in every report.
+    """
+    if len(value) < MIN_SECRET_LEN or value in _REGISTRY.known or _NUMBER.fullmatch(value):
+        return
+    _REGISTRY.known.add(value)
+    _REGISTRY.pattern = None
+
+
+def forget_secrets() -> None:
+    """Clear the registry (tests)."""
+    _REGISTRY.known.clear()
+    _REGISTRY.pattern = None
+
+
+def _forms(secret: str) -> set[str]:
+    """How a value may be spelled in output: as is, in a URL, in JSON, in XML/HTML."""
+    forms = {secret, quote(secret, safe=""), quote(secret), json.dumps(secret)[1:-1],
+             json.dumps(secret, ensure_ascii=False)[1:-1], html.escape(secret),
+             html.escape(secret, quote=False)}
+    return {form for form in forms if len(form) >= MIN_SECRET_LEN}
+
+
+def _pattern() -> re.Pattern[str] | None:
+    if _REGISTRY.pattern is None and _REGISTRY.known:
+        forms = {form for secret in _REGISTRY.known for form in _forms(secret)}
+        _REGISTRY.pattern = re.compile(
+            "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+    return _REGISTRY.pattern
+
+
+def redact(text: str, *, keep_length: bool = False) -> str:
+    """``text`` with every URL userinfo and every remembered credential replaced by ``***``.
+
+    ``keep_length``: one ``*`` per UTF-8 byte instead, so a file's byte counts stay true
+    (a report's ``digest.tail_bytes``, its summary's ``report_bytes``).
+    """
+    if "://" in text:
+        text = _TEXT_URL.sub(lambda m: mask_userinfo(m.group(0), keep_length=keep_length), text)
+    pattern = _pattern()
+    if pattern is None:
+        return text
+    return pattern.sub(lambda m: _mask(m.group(0), keep_length), text)
+
+
+class RedactingStream:
+    """A text stream that redacts what is written before passing it on (stdout, stderr).
+
+    A secret split across two ``write`` calls is not seen; ``print`` writes each message in
+    one call. Everything else (``fileno``, ``buffer``, ``isatty``...) is the wrapped stream's.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.wrapped = stream
+
+    def write(self, text: str) -> int:
+        self.wrapped.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
+@contextlib.contextmanager
+def redacted_std_streams() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` redacted for the block, restored after it."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = RedactingStream(sys.stdout)
+    sys.stderr = RedactingStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that renders the record and redacts it (a library's log line too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            import traceback
+
+            record.exc_text = redact("".join(traceback.format_exception(*record.exc_info)))
+            record.exc_info = None
+        return True
+
+
+def install_log_filter(logger: logging.Logger | None = None) -> None:
+    """Put the redacting filter on every handler of ``logger`` (the root logger by default)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
