@@ -81,7 +81,10 @@ def poller_config(env_vars: dict[str, str | None]) -> tuple[list[dict[str, Any]]
                      "url": urlunsplit((parts.scheme, f"{_plain(str(user), 'BMC user')}@"
                                         f"{parts.netloc}", parts.path, "", "")),
                      "password": _ref(bmc, "password", env_vars),
-                     "ca_bundle": bmc.get("ca_bundle")})
+                     "ca_bundle": bmc.get("ca_bundle"),
+                     # the site's explicit opt-out of TLS (an http:// BMC): the poller refuses
+                     # plain http without it
+                     "insecure": bmc.get("insecure") is True})
     return pdus, bmcs
 
 

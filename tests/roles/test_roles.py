@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pyinfra.api.inventory import Inventory
 from pyinfra.api.state import State
 from pyinfra.context import ctx_host, ctx_state
 
+from nodegate.errors import ConfigError
 from nodegate.site import load_site
 from roles import _ops
 from roles.agent import agent
@@ -420,3 +422,27 @@ def test_the_scheduled_gate_names_the_node_as_slurm_knows_it(data: dict[str, Any
     result = run(agent, data=host_data(**data))
     text = "\n".join(result.commands) + "\n".join(result.uploads.values())
     assert set(re.findall(r"gate --node (\S+)", text)) == ({node} if node else set())
+
+
+@pytest.mark.parametrize("insecure", [True, False])
+def test_an_http_bmc_reaches_the_poller_only_with_the_sites_insecure_flag(
+        insecure: bool) -> None:
+    """The poller refuses a plain http:// BMC unless the site opted out of TLS: the role must
+    carry that flag, or a site that set it deploys a poller that will not start."""
+    from nodegate.power.poller import load_config
+
+    data = host_data()
+    bmc = {**data["nodegate_bmc"], "url": "http://10.20.101.11"}
+    if insecure:
+        bmc["insecure"] = True
+    config = run(pdu_monitor, data={**data, "nodegate_bmc": bmc}).uploads[
+        "/etc/nodegate/power-poller.yaml"]
+    assert ("insecure: true" in config) is insecure
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "poller.yaml"
+        path.write_text(config)
+        if insecure:
+            assert load_config(path).bmcs
+        else:
+            with pytest.raises(ConfigError, match="insecure"):
+                load_config(path)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nodegate.cli import run
+from nodegate.redaction import redacted_std_streams
 
 PROG = "nodegate-lab"
 
@@ -78,8 +79,10 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one lab command; exit codes as the node CLI's (docs/exit-codes.md)."""
-    return run(build_parser(), argv, prog=PROG)
+    """Run one lab command; exit codes as the node CLI's (docs/exit-codes.md). What it
+    prints passes the same redaction filter as the node CLI's (lab BMC/PDU credentials)."""
+    with redacted_std_streams():
+        return run(build_parser(), argv, prog=PROG)
 
 
 # --- the lab ------------------------------------------------------------------------------
