@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _moved(message: str) -> int:
-    print(f"nodegate: error: {message}", file=sys.stderr)
+    say("nodegate", f"error: {message}")
     return int(ExitCode.BAD_INPUT)
 
 
@@ -83,31 +83,46 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
         prog: str = "nodegate") -> int:
     """Parse ``argv`` and run the chosen handler (``func``), turning every error into one
     line and a documented exit code; ``nodegate-lab`` runs its own parser through this too.
-    The parser must have a ``--debug`` flag and a ``command`` destination."""
+    The parser must have a ``--debug`` flag and a ``command`` destination.
+
+    The code is the handler's (its verdict) whatever happens to stdout and stderr: a closed
+    pipe, a full disk or a descriptor closed before the start loses the text, never the
+    code (``nodegate.commands._streams``)."""
+    from nodegate.commands._streams import guarded
+
+    with guarded() as lost:
+        code = _dispatch(parser, argv, prog)
+        note = lost.note("stdout")
+        if note is not None:
+            say(prog, f"warning: {note}")
+    return code
+
+
+def say(prog: str, message: str) -> None:
+    """The one place a command's error line is printed (``PROG: MESSAGE`` on stderr)."""
+    print(f"{prog}: {message}", file=sys.stderr)
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
     args = parser.parse_args(argv)
     debug = bool(args.debug) or os.environ.get("NODEGATE_DEBUG", "") not in ("", "0")
     try:
-        code = int(args.func(args))
+        return int(args.func(args))
     except NodegateError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        say(prog, f"error: {exc}")
         return int(exc.exit_code)
-    except BrokenPipeError:
-        # the reader (head, less) went away: not an error of ours
-        sys.stderr.close()
-        return int(ExitCode.PASSED)
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        say(prog, "interrupted")
         return int(ExitCode.CANNOT_RUN)
     except ModuleNotFoundError as exc:
         extra = OPTIONAL_EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
             return _unexpected(exc, debug, prog)
-        print(f"{prog}: error: {args.command} needs the optional package {exc.name}: "
-              f"pip install 'nodegate[{extra}]'", file=sys.stderr)
+        say(prog, f"error: {args.command} needs the optional package {exc.name}: "
+            f"pip install 'nodegate[{extra}]'")
         return int(ExitCode.CANNOT_RUN)
     except Exception as exc:  # the last line of defence: one line and exit 3, no traceback
         return _unexpected(exc, debug, prog)
-    return code
 
 
 def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
@@ -122,7 +137,7 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
     text = "".join(traceback.format_exception(exc))
     if debug:
         sys.stderr.write(text)
-        print(f"{prog}: internal error: {what}", file=sys.stderr)
+        say(prog, f"internal error: {what}")
         return int(ExitCode.CANNOT_RUN)
     where = "rerun with --debug to see it"
     try:
@@ -132,8 +147,8 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
         where = f"traceback in {path}"
     except OSError:
         pass
-    print(f"{prog}: internal error: {what} ({where}); please report it to {ISSUES_URL} "
-          "with that traceback", file=sys.stderr)
+    say(prog, f"internal error: {what} ({where}); please report it to {ISSUES_URL} "
+        "with that traceback")
     return int(ExitCode.CANNOT_RUN)
 
 
