@@ -6,6 +6,9 @@ process with its stdout a pipe nobody reads (the reader closed: EPIPE) and with 
 one the same command gives with working streams (docs/exit-codes.md: the verdict's), never 0
 for a FAIL, never 120 (a failed flush at exit), never 141 (SIGPIPE), never a traceback.
 The sick board is a simulated H100 HGX with a double-bit ECC error on gpu0 (``ecc-dbe``).
+
+Inventory: hostile site files and Ansible inventories through ``pyinfra inventory.py
+debug-inventory`` (the corpus's runner), each one line naming the file, host and key, exit 2.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.badinput.test_corpus import Case, _prepare, _run
 from tests.conftest import ROOT
 
 PY = sys.executable
@@ -176,3 +180,73 @@ def test_a_full_disk_says_so_on_stderr_and_keeps_the_fail(tmp_path: Path) -> Non
     assert done.returncode == 1
     assert "nodegate health: FAIL" in done.stderr
     assert "stdout: No space left on device; output lost" in done.stderr
+
+
+# --- pyinfra inventory -------------------------------------------------------------------------
+
+SITE_HEAD = ("schema: nodegate.site/1\nname: t\nhosts:\n  n1:\n    address: 10.0.0.1\n"
+             "    profile: none\n")
+SITE = {"NODEGATE_SITE": "{d}/s.yaml"}
+ANSIBLE = {"NODEGATE_ANSIBLE_INVENTORY": "{d}/fleet.ini", "ANSIBLE_VAULT_PASSWORD_FILE": ""}
+
+
+def _groups(name: str) -> dict[str, bytes | str]:
+    return {"s.yaml": SITE_HEAD + f"groups:\n  {name}: [n1]\n"}
+
+
+INVENTORY_CASES = [
+    Case("site-group-named-_group", (), 2, ("s.yaml", "groups._group", "reserved"),
+         _groups("_group"), inventory=SITE),
+    Case("site-group-named-_site", (), 2, ("s.yaml", "groups._site", "reserved"),
+         _groups("_site"), inventory=SITE),
+    Case("site-group-named-others", (), 2, ("s.yaml", "groups.others", "reserved"),
+         _groups("others"), inventory=SITE),
+    Case("site-group-named-all", (), 2, ("s.yaml", "groups.all", "pyinfra"),
+         _groups("all"), inventory=SITE),
+    Case("site-group-named-inventory", (), 2, ("s.yaml", "groups.inventory", "pyinfra"),
+         _groups("inventory"), inventory=SITE),
+    Case("site-group-named-override_data", (), 2, ("s.yaml", "groups.override_data"),
+         _groups("override_data"), inventory=SITE),
+    Case("site-group-named-like-a-module-name", (), 2, ("s.yaml", "groups.os", "reserved"),
+         _groups("os"), inventory=SITE),
+    Case("site-gpu-nodes-not-the-profiled-hosts", (), 2, ("s.yaml", "groups.gpu_nodes"),
+         _groups("gpu_nodes"), inventory=SITE),
+    Case("site-self-referencing-yaml", (), 2, ("s.yaml",),
+         {"s.yaml": SITE_HEAD + "groups: &g\n  loop: *g\n"}, inventory=SITE),
+    Case("site-deep-list", (), 2, ("s.yaml",),
+         {"s.yaml": SITE_HEAD + "description: " + "[" * 5000 + "]" * 5000 + "\n"},
+         inventory=SITE),
+    Case("site-huge-integer", (), 2, ("s.yaml", "integer"),
+         {"s.yaml": SITE_HEAD + "    ssh_port: " + "9" * 5000 + "\n"}, inventory=SITE),
+    Case("site-not-a-mapping-of-hosts", (), 2, ("s.yaml", "hosts.n1"),
+         {"s.yaml": "schema: nodegate.site/1\nname: t\nhosts:\n  n1: [a, b]\n"},
+         inventory=SITE),
+    Case("ansible-group-named-_site", (), 2, ("fleet.ini", "gpu01", "groups._site"),
+         {"fleet.ini": "[_site]\ngpu01\n"}, inventory=ANSIBLE),
+    Case("ansible-group-named-others", (), 2, ("fleet.ini", "gpu01", "groups.others"),
+         {"fleet.ini": "[others]\ngpu01\n"}, inventory=ANSIBLE),
+    Case("ansible-huge-integer", (), 2, ("fleet.ini", "gpu01", "ansible_port"),
+         {"fleet.ini": "[gpu]\ngpu01 ansible_port=" + "9" * 5000 + "\n"}, inventory=ANSIBLE),
+]
+
+
+@pytest.fixture(autouse=False)
+def _inventory_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODEGATE_DEBUG", raising=False)
+    monkeypatch.delenv("NODEGATE_SITE", raising=False)
+    monkeypatch.delenv("NODEGATE_ANSIBLE_INVENTORY", raising=False)
+
+
+@pytest.mark.usefixtures("_inventory_env")
+@pytest.mark.parametrize("case", INVENTORY_CASES, ids=[c.id for c in INVENTORY_CASES])
+def test_inventory_input_ends_in_exit_2_naming_it(case: Case, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    argv, before = _prepare(case, tmp_path)
+    code, text = _run(argv, case, capsys, tmp_path)
+    assert code == case.code, text
+    assert "Traceback" not in text, text
+    for word in case.names:
+        assert word in text, (word, text)
+    errors = [line for line in text.splitlines() if line.startswith("nodegate: error:")]
+    assert len(errors) == 1, text
+    assert {p for p in tmp_path.rglob("*")} == before
