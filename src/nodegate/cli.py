@@ -103,8 +103,15 @@ def say(prog: str, message: str) -> None:
     print(f"{prog}: {message}", file=sys.stderr)
 
 
-def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed as ``run`` parses it; a bad value is argparse's exit 2 naming it."""
     args = parser.parse_args(argv)
+    _one_value_each(parser, args)
+    return args
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
+    args = parse(parser, argv)
     debug = bool(args.debug) or os.environ.get("NODEGATE_DEBUG", "") not in ("", "0")
     try:
         return int(args.func(args))
@@ -123,6 +130,22 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog:
         return int(ExitCode.CANNOT_RUN)
     except Exception as exc:  # the last line of defence: one line and exit 3, no traceback
         return _unexpected(exc, debug, prog)
+
+
+def _one_value_each(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse before Python 3.12 parses ``--opt=--`` into an empty list for an option that
+    takes one value, which no handler expects (``--nvml-timeout=--`` was an internal error):
+    exit 2 naming the option, as for any other bad value."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None) if action.dest else None
+            for name, sub in action.choices.items():
+                if chosen in (None, name):
+                    _one_value_each(sub, args)
+        elif action.option_strings and action.nargs is None and \
+                type(action) is argparse._StoreAction and \
+                isinstance(getattr(args, action.dest, None), list):
+            parser.error(f"argument {'/'.join(action.option_strings)}: expected one value")
 
 
 def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:

@@ -182,6 +182,30 @@ def test_a_full_disk_says_so_on_stderr_and_keeps_the_fail(tmp_path: Path) -> Non
     assert "stdout: No space left on device; output lost" in done.stderr
 
 
+# --- options argparse (before Python 3.12) parses into an empty list ------------------------
+
+OPTION_CASES = [
+    Case("health-nvml-timeout-double-dash", ("health", "--nvml-timeout=--"), 2,
+         ("--nvml-timeout", "expected one value")),
+    Case("gate-max-age-double-dash", ("gate", "--max-age=--"), 2,
+         ("--max-age", "expected one value")),
+    Case("sim-run-state-dir-double-dash", ("sim", "run", "--state-dir=--", "h100-hgx", "--",
+                                           "true"), 2, ("--state-dir", "expected one value")),
+]
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=[c.id for c in OPTION_CASES])
+def test_an_option_given_no_value_is_exit_2_naming_it(case: Case, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    argv, before = _prepare(case, tmp_path)
+    code, text = _run(argv, case, capsys, tmp_path)
+    assert code == case.code, text
+    assert "Traceback" not in text and "internal error" not in text, text
+    for word in case.names:
+        assert word in text, (word, text)
+    assert {p for p in tmp_path.rglob("*")} == before
+
+
 # --- pyinfra inventory -------------------------------------------------------------------------
 
 SITE_HEAD = ("schema: nodegate.site/1\nname: t\nhosts:\n  n1:\n    address: 10.0.0.1\n"
