@@ -7,11 +7,13 @@ exception, never a traceback, bounded time.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import io
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -38,6 +40,7 @@ RESERVED = ("all", "inventory", "override_data", "names_data", "others", "_group
             "load_site", "CHECKOUT", "PYINFRA_NAMES", "OWN_GROUPS", "annotations", "nodegate")
 FOLDER = Path(tempfile.mkdtemp(prefix="nodegate-fuzz-inventory-"))
 SITE = FOLDER / "s.yaml"
+atexit.register(shutil.rmtree, FOLDER, ignore_errors=True)
 
 
 @functools.cache
