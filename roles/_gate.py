@@ -143,6 +143,23 @@ def join_changes(decision: dict[str, Any] | None) -> bool:
     return (decision or {}).get("action") in ("drain", "resume")
 
 
+def held_out(decision: dict[str, Any] | None) -> bool:
+    """Does the join keep the node out of service on nodegate's evidence? A ``drain``, or
+    ``none`` with a drain reason: the policy's "already drained: REASON" (an administrator's
+    drain and a node left in service carry no reason). The same state gives the same answer
+    whether this run drained the node or an earlier one did."""
+    decision = decision or {}
+    return decision.get("action") == "drain" or \
+        (decision.get("action") == "none" and bool(decision.get("reason")))
+
+
+def held_message(node: str, decision: dict[str, Any]) -> str:
+    """The host's failure for a node the join keeps out: the same words on the run that
+    drained it and on every rerun while it stays so (the state, not what this run did)."""
+    return (f"join gate: {node} held out of service: {decision.get('reason') or ''} "
+            f"[{decision.get('after', '')}]")
+
+
 def join_verdict(me: Any, node: str, result: GateResult) -> str | None:
     """From ``nodegate gate --mode join``'s recorded decision: a drain (now or before) fails
     the host, after a warning when it drained now; a resume is logged; exit 2/3 fails it."""
@@ -150,10 +167,10 @@ def join_verdict(me: Any, node: str, result: GateResult) -> str | None:
         return join_exit_message(result["exit"])
     decision = result["report"] or {}
     summary = join_summary(node, decision)
-    if decision.get("action") == "drain":
+    if held_out(decision):
         if decision.get("changed"):
             logger.warning(f"{me.name}: {summary}")
-        return summary
+        return held_message(node, decision)
     if decision.get("changed"):
         logger.info(f"{me.name}: {summary}")
     else:

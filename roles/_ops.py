@@ -682,9 +682,11 @@ def join_gate(nodegate_bin: str, level: str, node: str,
 
     At execution time (the node's reports are there) the ``JoinPlan`` fact reads what the
     join would do; only a plan that changes the Slurm state (resume, drain) runs the real
-    ``nodegate gate --mode join``, so a converged node counts no change. A drain (now or
-    before) fails the host; a gate that could not run (controller unreachable: exit 3)
-    fails it too, with nothing changed.
+    ``nodegate gate --mode join``, so a converged node counts no change. A node the join keeps
+    out (drained now, or by an earlier run and still failing) fails the host with the same
+    message either way (``_gate.held_message``), so the deploy's exit code follows the fleet's
+    state, not whether this run changed it; a gate that could not run (controller
+    unreachable: exit 3) fails it too, with nothing changed.
     """
     if not host.state.is_executing:
         host.noop(f"join gate runs after validation (level {level})")
@@ -696,6 +698,9 @@ def join_gate(nodegate_bin: str, level: str, node: str,
         yield from fail_here(_gate.join_exit_message(plan["exit"]))
         return
     if not _gate.join_changes(plan["decision"]):
+        if _gate.held_out(plan["decision"]):  # drained by an earlier run: still a failure
+            yield from fail_here(_gate.held_message(node, plan["decision"] or {}))
+            return
         host.noop(_gate.join_summary(node, plan["decision"] or {}))
         return
     at = _gate.stem("join")

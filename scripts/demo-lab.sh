@@ -3,8 +3,9 @@
 # Three simulated H100 nodes; node3's board has a downed NVLink (NODEGATE_DEMO_FAULT: e.g.
 # node3:rail-down@nic3, a downed RDMA rail), so the gate must drain it.
 # Ends by checking its own outcome (node1/node2 idle, node3 drained naming the NVLink check, a
-# second deploy that changes nothing but runs the gate's battery again) and exits non-zero when
-# any of that does not hold.
+# second deploy that changes nothing but runs the gate's battery again and exits as the first
+# did: node3 still drained fails its host again) and exits non-zero when any of that does not
+# hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODEGATE="$PWD/.venv/bin/nodegate"
@@ -51,12 +52,26 @@ if grep -q "pyinfra error" "$OUT/deploy.log"; then
 fi
 
 step "second deploy: nothing may change but the gate's battery run (an action on every deploy)"
-"$PYINFRA" -y inventory.py deploy.py --data gate_fetch_dir="$OUT" > "$OUT/redeploy.log" 2>&1 || true
+rerun_rc=0
+"$PYINFRA" -y inventory.py deploy.py --data gate_fetch_dir="$OUT" > "$OUT/redeploy.log" 2>&1 \
+  || rerun_rc=$?
 grep -E "Grand total" "$OUT/redeploy.log" || true
+# the same fleet state, the same answer: $FAULTY is still failing and drained, so the rerun
+# fails its host as the first deploy did (roles/_gate.held_out), with the same exit code
+echo "pyinfra exit $rerun_rc (a host that failed its gate fails the run)"
 changed=$("$PWD/.venv/bin/python" -c 'import sys; from nodegate_lab import deploys
 print(", ".join(sorted(deploys.role_changes(sys.stdin.read()))))' < "$OUT/redeploy.log")
-if ! grep -qE "Grand total +[0-9]+ +[0-9-]+ +- +" "$OUT/redeploy.log" || [[ -n "$changed" ]]; then
-  problems+=("the second deploy changed something (${changed:-or failed}): see $OUT/redeploy.log")
+errors() {  # the error column of a log's Grand total row ("-" is 0)
+  "$PWD/.venv/bin/python" -c 'import sys; from nodegate_lab import deploys
+t = deploys.parse_totals(sys.stdin.read()); print("none" if t is None else t.errors)' < "$1"
+}
+if [[ -n "$changed" ]]; then
+  problems+=("the second deploy changed something ($changed): see $OUT/redeploy.log")
+fi
+if [[ "$rerun_rc" != "$rc" || "$(errors "$OUT/redeploy.log")" != "$(errors "$OUT/deploy.log")" ]]
+then
+  problems+=("the second deploy exited $rerun_rc with $(errors "$OUT/redeploy.log") error(s), \
+the first $rc with $(errors "$OUT/deploy.log"): the same state must give the same answer")
 fi
 
 step "Slurm: sinfo on the controller"

@@ -94,7 +94,7 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
 
 
 def _moved(message: str) -> int:
-    print(f"nodegate: error: {message}", file=sys.stderr)
+    say("nodegate", f"error: {message}")
     return int(ExitCode.BAD_INPUT)
 
 
@@ -109,31 +109,70 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
         prog: str = "nodegate") -> int:
     """Parse ``argv`` and run the chosen handler (``func``), turning every error into one
     line and a documented exit code; ``nodegate-lab`` runs its own parser through this too.
-    The parser must have a ``--debug`` flag and a ``command`` destination."""
+    The parser must have a ``--debug`` flag and a ``command`` destination.
+
+    The code is the handler's (its verdict) whatever happens to stdout and stderr: a closed
+    pipe, a full disk or a descriptor closed before the start loses the text, never the
+    code (``nodegate.commands._streams``)."""
+    from nodegate.commands._streams import guarded
+
+    with guarded() as lost:
+        code = _dispatch(parser, argv, prog)
+        note = lost.note("stdout")
+        if note is not None:
+            say(prog, f"warning: {note}")
+    return code
+
+
+def say(prog: str, message: str) -> None:
+    """The one place a command's error line is printed (``PROG: MESSAGE`` on stderr), through
+    the redaction filter (an exception's text may carry a URL password or a credential)."""
+    print(redact(f"{prog}: {message}"), file=sys.stderr)
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed as ``run`` parses it; a bad value is argparse's exit 2 naming it."""
     args = parser.parse_args(argv)
+    _one_value_each(parser, args)
+    return args
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
+    args = parse(parser, argv)
     debug = bool(args.debug) or os.environ.get("NODEGATE_DEBUG", "") not in ("", "0")
     try:
-        code = int(args.func(args))
+        return int(args.func(args))
     except NodegateError as exc:
-        print(redact(f"{prog}: error: {exc}"), file=sys.stderr)
+        say(prog, f"error: {exc}")
         return int(exc.exit_code)
-    except BrokenPipeError:
-        # the reader (head, less) went away: not an error of ours
-        sys.stderr.close()
-        return int(ExitCode.PASSED)
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        say(prog, "interrupted")
         return int(ExitCode.CANNOT_RUN)
     except ModuleNotFoundError as exc:
         extra = OPTIONAL_EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
             return _unexpected(exc, debug, prog)
-        print(f"{prog}: error: {args.command} needs the optional package {exc.name}: "
-              f"pip install 'nodegate[{extra}]'", file=sys.stderr)
+        say(prog, f"error: {args.command} needs the optional package {exc.name}: "
+            f"pip install 'nodegate[{extra}]'")
         return int(ExitCode.CANNOT_RUN)
     except Exception as exc:  # the last line of defence: one line and exit 3, no traceback
         return _unexpected(exc, debug, prog)
-    return code
+
+
+def _one_value_each(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse before Python 3.12 parses ``--opt=--`` into an empty list for an option that
+    takes one value, which no handler expects (``--nvml-timeout=--`` was an internal error):
+    exit 2 naming the option, as for any other bad value."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None) if action.dest else None
+            for name, sub in action.choices.items():
+                if chosen in (None, name):
+                    _one_value_each(sub, args)
+        elif action.option_strings and action.nargs is None and \
+                type(action) is argparse._StoreAction and \
+                isinstance(getattr(args, action.dest, None), list):
+            parser.error(f"argument {'/'.join(action.option_strings)}: expected one value")
 
 
 def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
@@ -148,7 +187,7 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
     text = redact("".join(traceback.format_exception(exc)))
     if debug:
         sys.stderr.write(text)
-        print(f"{prog}: internal error: {what}", file=sys.stderr)
+        say(prog, f"internal error: {what}")
         return int(ExitCode.CANNOT_RUN)
     where = "rerun with --debug to see it"
     try:
@@ -158,8 +197,8 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
         where = f"traceback in {path}"
     except OSError:
         pass
-    print(f"{prog}: internal error: {what} ({where}); please report it to {ISSUES_URL} "
-          "with that traceback", file=sys.stderr)
+    say(prog, f"internal error: {what} ({where}); please report it to {ISSUES_URL} "
+        "with that traceback")
     return int(ExitCode.CANNOT_RUN)
 
 

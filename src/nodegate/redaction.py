@@ -178,8 +178,12 @@ class RedactingStream:
 def redacted_std_streams() -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` redacted for the block, restored after it."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = RedactingStream(sys.stdout)
-    sys.stderr = RedactingStream(sys.stderr)
+    # a stream closed before the start is None: left so, for the exit-code guard to see
+    # (nodegate.commands._streams), since nothing written there leaves the process
+    if sys.stdout is not None:
+        sys.stdout = RedactingStream(sys.stdout)
+    if sys.stderr is not None:
+        sys.stderr = RedactingStream(sys.stderr)
     try:
         yield
     finally:

@@ -269,10 +269,12 @@ def test_a_converged_node_runs_no_command() -> None:
                                                    "report PASSes")})
     assert result.commands == [] and result.failed == []
     assert result.noops == ["join gate: gpu-b01 none: in service; standard report PASSes [IDLE]"]
-    # a node already drained with the same reason: also no change (the plan says none)
-    held = decision("none", False, "already drained: nodegate: standard report missing",
-                    "IDLE+DRAIN (nodegate: standard report missing)")
-    assert join({"exit": 0, "decision": held}).commands == []
+    # an administrator's drain: no change and no failure (the plan says none, no reason)
+    foreign = decision("none", False, "IDLE+DRAIN (maintenance): taken out by an "
+                       "administrator or Slurm; nodegate does not touch it",
+                       "IDLE+DRAIN (maintenance)")
+    result = join({"exit": 0, "decision": {**foreign, "reason": None}})
+    assert result.commands == [] and result.failed == []
 
 
 def test_a_resume_runs_the_real_join(caplog: pytest.LogCaptureFixture) -> None:
@@ -289,8 +291,9 @@ def test_a_resume_runs_the_real_join(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_a_drain_drains_then_fails_the_host(caplog: pytest.LogCaptureFixture) -> None:
-    drained = decision("drain", True, "no multinode report",
-                       "IDLE+DRAIN (nodegate: multinode report missing)")
+    drained = {**decision("drain", True, "no multinode report",
+                          "IDLE+DRAIN (nodegate: multinode report missing)"),
+               "reason": "nodegate: multinode report missing"}
     result = join({"exit": 0, "decision": {**drained, "changed": False, "after": "IDLE"}},
                   acted={"exit": 0, "report": drained})
     assert result.commands[0].startswith(f"mkdir -p {RUN} && ") and JOIN in result.commands[0]
@@ -298,7 +301,32 @@ def test_a_drain_drains_then_fails_the_host(caplog: pytest.LogCaptureFixture) ->
     summary = ("join gate: gpu-b01 drain: no multinode report "
                "[IDLE+DRAIN (nodegate: multinode report missing)]")
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("WARNING", f"testhost: {summary}"), ("ERROR", f"testhost: {summary}")]
+        ("WARNING", f"testhost: {summary}"), ("ERROR", f"testhost: {HELD}")]
+
+
+REASON = "nodegate: nvlink_state[gpu3.link5] FAIL"
+AFTER = f"IDLE+DRAIN ({REASON})"
+HELD = ("join gate: gpu-b01 held out of service: nodegate: multinode report missing "
+        "[IDLE+DRAIN (nodegate: multinode report missing)]")
+
+
+def test_a_node_still_drained_on_a_rerun_fails_the_host_as_the_first_run_did(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The same fleet state (the node FAILs and is drained) gives the same failure and the
+    same message whether this run drained it or an earlier one did: the deploy's exit code
+    follows the state (the second `make demo` exited 0 with node3 still drained)."""
+    acted = {**decision("drain", True, "standard report FAIL", AFTER), "reason": REASON}
+    first = join({"exit": 0, "decision": {**acted, "changed": False, "after": "IDLE"}},
+                 acted={"exit": 0, "report": acted})
+    first_errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    caplog.clear()
+    again = {**decision("none", False, f"already drained: {REASON}", AFTER), "reason": REASON}
+    rerun = join({"exit": 0, "decision": again})
+    rerun_errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert first.failed == rerun.failed == ["gate: Slurm join/drain"]
+    assert first_errors == rerun_errors == [
+        f"testhost: join gate: gpu-b01 held out of service: {REASON} [{AFTER}]"]
+    assert rerun.commands == ["function _verdict"]  # no nodegate gate run: nothing to change
 
 
 def test_an_unreachable_scheduler_fails_the_host_and_changes_nothing(

@@ -132,14 +132,14 @@ def read_inventory(source: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     try:
-        out = read_inventory(argv[0])
-        code = 0
+        text, code = json.dumps(read_inventory(argv[0])), 0  # in here: json.dumps can fail too
     except LoadError as exc:
-        out, code = {"error": {"message": str(exc), "host": exc.host, "key": exc.key}}, 2
+        error = {"message": str(exc), "host": exc.host, "key": exc.key}
+        text, code = json.dumps({"error": error}), 2
     except Exception as exc:
         message = f"ansible-core could not read it: {type(exc).__name__}: {exc}"
-        out, code = {"error": {"message": " ".join(message.split())[:400]}}, 2
-    sys.stdout.write(json.dumps(out))
+        text, code = json.dumps({"error": {"message": " ".join(message.split())[:400]}}), 2
+    sys.stdout.write(text)
     return code
 
 
