@@ -149,7 +149,9 @@ def test_slow_rank_is_a_straggler_and_a_dead_rank_fails_then_battery_goes_on() -
 
 def test_hung_rank_ends_within_timeout_and_leaves_no_process() -> None:
     backend = devices.choose("cpu")
-    gang = Gang(2, backend, collective_timeout_s=5, env={seams.HANG_RANK: "0:2"})
+    # stale after 5 s without a step, not the 15 s a real GPU's slow step may need: the hung
+    # rank is given up at the survivor's timeout and grace either way
+    gang = Gang(2, backend, collective_timeout_s=5, env={seams.HANG_RANK: "0:2"}, stale_s=5)
     assert gang.start().ok
     pids = gang.pids
     started = time.monotonic()
