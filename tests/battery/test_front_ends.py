@@ -1,8 +1,13 @@
 """One engine, one verdict: ``nodegate validate`` and ``pytest validation/`` on the same boards.
 
 Both front ends call ``nodegate.battery.run.run_battery``; these tests prove the plumbing
-around it: the same checks at each level (from the registry), nothing judged and then dropped,
-ERROR shown as a pytest error, and no measurement at collection time.
+around it: the same call into it, the same checks at each level (from the registry), nothing
+judged and then dropped, ERROR shown as a pytest error, and no measurement at collection time.
+
+Each fault's battery runs once: one front end runs it for real and records it, the other is
+given that very run (``tests.battery.replay``) and must call for it with the same arguments
+and judge it the same. Which front end records alternates, so each runs the faulty boards for
+real, at every level, in half the cases; the remaining tests run pytest for real end to end.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from nodegate.battery.registry import CHECKS
 from nodegate.battery.run import above_level
 from nodegate.results import CheckResult, Severity, Verdict
 from nodegate.vocabulary import LEVEL_RANK
+from tests.battery.replay import RECORD, REPLAY, REPLAYED, call_path
 from tests.conftest import ROOT, run_cli
 
 GROUPS = "gpu,log,load"
@@ -33,21 +39,25 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _pytest(board: str, tmp_path: Path, *extra: str, level: str = "quick",
-            groups: str = GROUPS, target: str = "validation") -> Any:
+            groups: str = GROUPS, target: str = "validation",
+            env: dict[str, str] | None = None) -> Any:
     return run_cli(
         "sim", "run", board, "--", sys.executable, "-m", "pytest", str(ROOT / target), "-q",
         "-p", "no:cacheprovider", "--nodegate-profile", "sim-h100-hgx",
         "--nodegate-level", level, "--nodegate-checks", groups,
         "--nodegate-duration-scale", "0.02", "--nodegate-report-dir", str(tmp_path / "p"),
         "--junitxml", str(tmp_path / "p" / "junit.xml"), *extra,
-        env=_env(tmp_path), timeout=600)
+        env={**_env(tmp_path), **(env or {})}, timeout=600)
 
 
-def _validate(board: str, tmp_path: Path, level: str) -> Any:
-    return run_cli("sim", "run", board, "--", "nodegate", "validate", "--level", level,
+def _validate(board: str, tmp_path: Path, level: str, env: dict[str, str]) -> Any:
+    """``nodegate validate`` through its own entry point, ``run_battery`` wrapped to record
+    or replay per ``env`` (``tests.battery.replay``)."""
+    return run_cli("sim", "run", board, "--", sys.executable, "-m", "tests.battery.replay",
+                   "validate", "--level", level,
                    "--profile", "sim-h100-hgx", "--checks", GROUPS, "--duration-scale", "0.02",
                    "--report-dir", str(tmp_path / "v"), "--no-textfile",
-                   env=_env(tmp_path), timeout=600)
+                   env={**_env(tmp_path), **env}, timeout=600)
 
 
 def _outcome_of(verdicts: set[str]) -> str:
@@ -71,26 +81,8 @@ def _junit_outcomes(path: Path) -> dict[str, str]:
     return out
 
 
-#: Throughputs measured on shared CPU cores: two runs of one board can land either side of a
-#: floor, so for these the two front ends must judge the same checks and entities, and the
-#: verdicts of everything else must be identical.
-TIMED_UNITS = {"GB/s", "TFLOPS", "tokens/s"}
-
-
 def _raw(report: dict[str, Any]) -> set[tuple[str, str, str]]:
     return {(r["check"], r["entity"], r["verdict"]) for r in report["results"]}
-
-
-def _timed(result: dict[str, Any]) -> bool:
-    """A figure timed on this shared CPU, or one derived from such figures (the outlier
-    checks compare each GPU's timed figure with the node's median: on loaded cores a GPU
-    lands on either side of the margin in one run and not in the other)."""
-    return result.get("unit") in TIMED_UNITS or str(result["check"]).endswith("_outlier")
-
-
-def _verdicts(report: dict[str, Any]) -> set[tuple[str, str, str]]:
-    return {(r["check"], r["entity"], "timed" if _timed(r) else r["verdict"])
-            for r in report["results"]}
 
 
 #: Faults that show only under a long load. At acceptance only these run: the static faults
@@ -102,22 +94,40 @@ CASES = [pytest.param(fault, level, id=f"{fault}-{level}")
 CASES += [pytest.param(fault, "acceptance", id=f"{fault}-acceptance") for fault in LOAD_ONLY]
 
 
+def recorder(fault: str, level: str) -> str:
+    """The front end that runs this case's battery for real, the other replaying it:
+    alternating over the faults and from one level to the next, so each fault is measured by
+    both across its levels and each front end runs loads for real at standard (three faults)
+    and at acceptance (one)."""
+    return ("validate", "pytest")[(FAULTY.index(fault) + LEVEL_RANK[level]) % 2]
+
+
 @pytest.mark.slow
 @pytest.mark.torch
 @pytest.mark.parametrize(("fault", "level"), CASES)
 def test_both_front_ends_give_one_verdict(fault: str, level: str, tmp_path: Path) -> None:
     board = f"h100-hgx+{fault}"
-    validated = _validate(board, tmp_path, level)
-    tested = _pytest(board, tmp_path, level=level)
+    recording = tmp_path / "battery.pickle"
+    record, replay = {RECORD: str(recording)}, {REPLAY: str(recording)}
+    if recorder(fault, level) == "validate":
+        validated = _validate(board, tmp_path, level, record)
+        tested = _pytest(board, tmp_path, "-p", "tests.battery.replay", level=level, env=replay)
+    else:
+        tested = _pytest(board, tmp_path, "-p", "tests.battery.replay", level=level, env=record)
+        validated = _validate(board, tmp_path, level, replay)
     # some faults show only under a long enough load (cooling, stuck clocks): at quick or at
     # the scaled-down standard level the board may pass, but both front ends must say so
     expected = {1} if level == "acceptance" else {0, 1}
+    # the replaying front end asked for the run the recording one made: same profile, level,
+    # groups, duration scale, Xid window, NVML deadline, workers
+    asked = json.loads(call_path(f"{recording}{REPLAYED}").read_text())
+    assert asked == json.loads(call_path(recording).read_text())
     report = json.loads((tmp_path / "v" / f"{level}-latest.json").read_text())
     battery = json.loads((tmp_path / "p" / f"battery-{level}.json").read_text())
-    assert _verdicts(report) == _verdicts(battery)
-    if _raw(report) == _raw(battery):  # no timed figure landed on the other side of a floor
-        assert validated.returncode == tested.returncode, (validated.stderr[-2000:],
-                                                           tested.stdout[-2000:])
+    # one run judged by both: every check, entity and verdict the same, timed figures too
+    assert _raw(report) == _raw(battery)
+    assert validated.returncode == tested.returncode, (validated.stderr[-2000:],
+                                                       tested.stdout[-2000:])
     assert validated.returncode in expected, validated.stderr[-2000:]
     per_check: dict[str, set[str]] = {}
     for check, _, verdict in _raw(battery):  # pytest's own run, against its own JUnit
@@ -188,3 +198,51 @@ def test_above_level_names_checks_the_registry_places_higher() -> None:
     assert above_level([result("gpu_count"), result("burnin_loss")], "standard") == \
         ["burnin_loss"]
     assert above_level([result("burnin_loss")], "acceptance") == []
+
+
+def test_replay_gives_the_recorded_run_back_and_refuses_another_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam the comparison stands on: a recording is the real run with the call that
+    made it; a replay measures nothing, and a call for another run is refused."""
+    import functools
+
+    from nodegate.battery import run as battery_run
+    from nodegate.battery.run import BatteryRun
+    from nodegate.battery.session import select_profile
+    from nodegate.probes.nvml import DEFAULT_DEADLINE_S
+    from nodegate.progress import for_stream
+    from tests.battery import replay
+
+    measured: list[str] = []
+
+    @functools.wraps(battery_run.run_battery)
+    def real(profile: Any, level: str, groups: tuple[str, ...], **_: Any) -> BatteryRun:
+        measured.append(level)
+        return BatteryRun(results=[], started_at=1.0, duration_s=2.0, notes=[level])
+
+    profile = select_profile("sim-h100-hgx")
+    recording = tmp_path / "run.pickle"
+    monkeypatch.setattr(battery_run, "run_battery", real)
+    monkeypatch.setenv(RECORD, str(recording))
+    replay.install()
+    ran = battery_run.run_battery(profile, "standard", ("gpu", "load"), duration_scale=0.02)
+    assert measured == ["standard"] and ran.notes == ["standard"]
+
+    monkeypatch.setattr(battery_run, "run_battery", real)
+    monkeypatch.delenv(RECORD)
+    monkeypatch.setenv(REPLAY, str(recording))
+    replay.install()
+    # as the plugin calls it (defaults left out) and as validate does (spelled out)
+    again = battery_run.run_battery(profile, "standard", ("gpu", "load"), duration_scale=0.02,
+                                    nvml_deadline_s=DEFAULT_DEADLINE_S, progress=for_stream(sys.stderr),
+                                    report_dir=tmp_path)
+    assert measured == ["standard"] and again.notes == ["standard"]
+    assert json.loads(call_path(f"{recording}{REPLAYED}").read_text()) == \
+        json.loads(call_path(recording).read_text())
+    with pytest.raises(SystemExit, match="replay refused"):
+        battery_run.run_battery(profile, "standard", ("gpu", "load"), duration_scale=1.0)
+    assert measured == ["standard"]
+
+    monkeypatch.setenv(RECORD, str(recording))
+    with pytest.raises(SystemExit, match="both set"):
+        replay.install()

@@ -180,8 +180,12 @@ def test_a_group_of_three_measures_the_four_collectives_with_units() -> None:
 @pytest.mark.torch
 def test_a_peer_that_never_comes_fails_within_the_deadline_and_leaves_nothing() -> None:
     pytest.importorskip("torch")
+    # a short deadline (torchrun's slack 5 s, not the 30 s a real node's start may need): the
+    # joining side retries the store for its read timeout (60 s), so the kill at the deadline
+    # is what ends it either way
     lonely = spec("join", free_port(), rdzv_id="nodegate-lonely", join_timeout_s=5.0,
-                  collective_timeout_s=5.0)
+                  collective_timeout_s=5.0, slack_s=5.0)
+    assert lonely.deadline_s < 60  # read_timeout=60: torchrun would still be waiting
     t0 = time.monotonic()
     got = multinode.run_pair(lonely)
     assert time.monotonic() - t0 <= lonely.deadline_s + 15

@@ -149,7 +149,9 @@ def test_slow_rank_is_a_straggler_and_a_dead_rank_fails_then_battery_goes_on() -
 
 def test_hung_rank_ends_within_timeout_and_leaves_no_process() -> None:
     backend = devices.choose("cpu")
-    gang = Gang(2, backend, collective_timeout_s=5, env={seams.HANG_RANK: "0:2"})
+    # stale after 5 s without a step, not the 15 s a real GPU's slow step may need: the hung
+    # rank is given up at the survivor's timeout and grace either way
+    gang = Gang(2, backend, collective_timeout_s=5, env={seams.HANG_RANK: "0:2"}, stale_s=5)
     assert gang.start().ok
     pids = gang.pids
     started = time.monotonic()
@@ -206,6 +208,11 @@ def test_a_gang_that_failed_is_killed_at_once_not_asked_politely() -> None:
     gang = Gang(2, devices.choose("cpu"), collective_timeout_s=60,
                 env={seams.HANG_RANK: "0:1"})
     assert gang.start().ok
+    # one step first (the seam waits for step 1): DDP and autograd are loaded and warm, so on
+    # loaded cores rank 0 is at its hang well within the 6 s, not still building its model
+    warm = gang.run("burnin", tasks.burnin, 120, kwargs={
+        "steps": 1, "min_steps": 1, "seconds": 60, "model": TINY_MODEL})
+    assert warm.ok, warm.failures
     pids = gang.pids
     started = time.monotonic()
     outcome = gang.run("burnin", tasks.burnin, 6, kwargs={

@@ -22,6 +22,7 @@ is held by the lab's lock module (``lock.vm_exclusive``); the command line is ``
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -60,6 +61,9 @@ MEMORY_MIB = 1024
 BOOT_TIMEOUT_S = {"kvm": 180.0, "tcg": 900.0}
 SHUTDOWN_TIMEOUT_S = {"kvm": 120.0, "tcg": 420.0}
 KVM_PROBE_TIMEOUT_S = 30.0  # a working KVM panics a root-less kernel in a few seconds
+KVM_DEVICE = Path("/dev/kvm")
+HOST_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+KVM_MISSING = "/dev/kvm missing or cannot create a VM"
 PROFILE = "sim-h100-hgx"
 #: mitigations=off: page-table isolation and friends cost TCG dearly, and protect nothing here
 KERNEL_ARGS = "root=/dev/vda rw console=ttyS0 panic=-1 net.ifnames=0 mitigations=off"
@@ -206,7 +210,7 @@ def kvm_runs(kernel: Path, work: Path) -> tuple[bool, str]:
     decompressor; some hosts refuse qemu's MSRs), so the answer comes from running it.
     """
     if not kvm_opens():
-        return False, "/dev/kvm missing or cannot create a VM"
+        return False, KVM_MISSING
     console = work / "kvm-probe.log"
     console.unlink(missing_ok=True)
     argv = ["qemu-system-x86_64", "-machine", "q35", "-accel", "kvm", "-cpu", "host",
@@ -228,14 +232,79 @@ def kvm_runs(kernel: Path, work: Path) -> tuple[bool, str]:
     return False, f"/dev/kvm opens but qemu -accel kvm failed ({proc.returncode}): {detail}"
 
 
+def kvm_probe_cache() -> Path:
+    """Where the last KVM probe's answer is kept (``kvm_usable``)."""
+    return cache_dir() / "mdvm" / "kvm-probe.json"
+
+
+def kvm_identity(kernel: Path) -> dict[str, Any] | None:
+    """What a probe's answer holds for: this host boot, this /dev/kvm node (a reloaded
+    module makes a new one) and the KVM modules loaded, this guest kernel, this qemu. None
+    when one of them cannot be read: then nothing is cached."""
+    try:
+        device = KVM_DEVICE.stat()
+        boot_id = HOST_BOOT_ID.read_text().strip()
+        kernel_digest = hashlib.sha256(kernel.read_bytes()).hexdigest()
+        qemu = shutil.which("qemu-system-x86_64")
+        qemu_stat = os.stat(qemu) if qemu else None
+    except OSError:
+        return None
+    return {"boot_id": boot_id,
+            "device": [device.st_rdev, device.st_ino, device.st_ctime_ns],
+            "modules": sorted(p.name for p in Path("/sys/module").glob("kvm*")),
+            "kernel_sha256": kernel_digest,
+            "qemu": [qemu, qemu_stat.st_size, qemu_stat.st_mtime_ns] if qemu_stat else None}
+
+
+def _kept_answer(identity: dict[str, Any]) -> tuple[bool, str] | None:
+    try:
+        kept = json.loads(kvm_probe_cache().read_text())
+        if kept["identity"] == identity and isinstance(kept["usable"], bool):
+            return kept["usable"], f"{kept['why']} (probe of {kept['at']}, kept for this boot)"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none, or unreadable: probe again
+    return None
+
+
+def _keep_answer(identity: dict[str, Any], usable: bool, why: str) -> None:
+    path = kvm_probe_cache()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"identity": identity, "usable": usable, "why": why,
+                                   "at": time.strftime("%F %T")}) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs the next VM its own probe
+
+
+def kvm_usable(kernel: Path, work: Path, *, fresh: bool = False) -> tuple[bool, str]:
+    """(usable, why) as ``kvm_runs`` finds, paid for once: no probe at all when /dev/kvm is
+    missing or cannot create a VM (TCG at once); otherwise one bounded probe whose answer is
+    kept (``kvm_probe_cache``) for every later VM while ``kvm_identity`` is unchanged, so the
+    Soft-RoCE pair and the md VM of one run probe once between them. ``fresh`` probes again."""
+    if not kvm_opens():
+        return False, KVM_MISSING
+    identity = kvm_identity(kernel)
+    if identity is not None and not fresh:
+        kept = _kept_answer(identity)
+        if kept is not None:
+            return kept
+    usable, why = kvm_runs(kernel, work)
+    if identity is not None:
+        _keep_answer(identity, usable, why)
+    return usable, why
+
+
 def accelerator(kernel: Path, work: Path, requested: str = "auto") -> tuple[str, str]:
-    """(``kvm`` | ``tcg``, why). ``auto`` (or NODEGATE_MDVM_ACCEL=kvm|tcg) probes KVM by
-    running the guest kernel; it never assumes /dev/kvm works."""
+    """(``kvm`` | ``tcg``, why). ``auto`` (or NODEGATE_MDVM_ACCEL=kvm|tcg) asks
+    ``kvm_usable``, which runs the guest kernel under KVM (once per host boot, /dev/kvm and
+    kernel); it never assumes /dev/kvm works. ``kvm`` asked for always probes afresh."""
     wanted = os.environ.get("NODEGATE_MDVM_ACCEL", "auto") if requested == "auto" \
         else requested
     if wanted == "tcg":
         return "tcg", "TCG asked for"
-    usable, why = kvm_runs(kernel, work)
+    usable, why = kvm_usable(kernel, work, fresh=wanted == "kvm")
     if wanted == "kvm" and not usable:
         raise CannotRunError(f"KVM asked for: {why}")
     return ("kvm" if usable else "tcg"), why

@@ -59,12 +59,14 @@ class PairSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     nnodes: int = 2
     collectives: tuple[str, ...] = MULTINODE_COLLECTIVES
+    #: torchrun's own start and teardown on top of the rendezvous and the sweeps
+    slack_s: float = SLACK_S
 
     @property
     def deadline_s(self) -> float:
         # rendezvous, then each sweep (steps sizes, a bounded time each), then teardown
         sweep = self.steps * (self.seconds_per_size * 3 + self.collective_timeout_s / 10)
-        return self.join_timeout_s + sweep * max(1, len(self.collectives)) + SLACK_S
+        return self.join_timeout_s + sweep * max(1, len(self.collectives)) + self.slack_s
 
 
 @dataclass

@@ -214,11 +214,13 @@ class Gang:
     """``world`` workers in one process group; ``run`` a phase on all of them with a deadline."""
 
     def __init__(self, world: int, backend: Backend, *, collective_timeout_s: float,
-                 start_timeout_s: float = 120.0, env: dict[str, str] | None = None) -> None:
+                 start_timeout_s: float = 120.0, env: dict[str, str] | None = None,
+                 stale_s: float = STALE_S) -> None:
         self.world = world
         self.backend = backend
         self.collective_timeout_s = collective_timeout_s
         self.start_timeout_s = start_timeout_s
+        self.stale_s = stale_s  # ``STALE_S``; tests of a hung rank shorten it
         self.env = dict(env or {})
         self.healthy = False
         self._seq = 0
@@ -290,7 +292,7 @@ class Gang:
                  beat_s: float = 2.0) -> PhaseOutcome:
         """Wait for every rank's result until the deadline. Once one rank has failed, a rank
         waiting in a collective gets ``GRACE_S`` more (it cannot finish without the failed
-        one), a rank working on its own keeps going while it shows progress (``STALE_S``), so
+        one), a rank working on its own keeps going while it shows progress (``stale_s``), so
         it finishes and is not mistaken for a hung one."""
         outcome = PhaseOutcome(name)
         start = time.monotonic()
@@ -316,7 +318,7 @@ class Gang:
         still shows progress."""
         return wait.grace_until is not None and now >= wait.grace_until and not [
             r for r in wait.pending if not self._in_collective(r)
-            and time.time() - self._last_beat(r) < STALE_S]
+            and time.time() - self._last_beat(r) < self.stale_s]
 
     def _take_result(self, seq: int, wait: _Collecting, beat_s: float) -> None:
         """Record one rank's result for this phase, if one comes within the poll interval;
