@@ -126,7 +126,10 @@ def nodegate_battery(request: pytest.FixtureRequest) -> Any:
                           xid_window_s=parse_duration(config.getoption("--nodegate-xid-window")),
                           duration_scale=config.getoption("--nodegate-duration-scale"),
                           workers=config.getoption("--nodegate-workers"),
-                          progress=for_stream(sys.__stderr__ or sys.stderr))
+                          progress=for_stream(sys.__stderr__ or sys.stderr),
+                          # earlier reports (recurring Xids, counter growth) are read where
+                          # this run writes, as `nodegate validate --report-dir` does
+                          report_dir=config.getoption("--nodegate-report-dir", None))
     except NodegateError as exc:
         pytest.exit(f"nodegate battery could not run: {exc}", returncode=3)
     state["profile"], state["run"] = profile, ran
