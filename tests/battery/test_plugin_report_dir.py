@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from nodegate.battery import plugin
+from nodegate.battery import plugin, session
 from nodegate.battery import run as battery_run
-from nodegate.battery import session
 
 
 def test_the_battery_reads_earlier_reports_from_the_report_dir(
