@@ -24,7 +24,7 @@ def test_missing_override_file_is_a_problem_not_an_empty_log(
     monkeypatch.setenv("NODEGATE_KERNEL_LOG", str(tmp_path / "gone.log"))
     log = read_kernel_log()
     assert log.lines == [] and log.problem is not None
-    assert "gone.log" in log.problem and "No such file" in log.problem
+    assert "gone.log" in log.problem and "file not found" in log.problem
 
 
 def test_refused_journalctl_and_dmesg_are_a_problem(

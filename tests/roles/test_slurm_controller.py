@@ -172,7 +172,7 @@ def test_autodetect_is_the_nodes_choice() -> None:
 
 @pytest.mark.parametrize(("data", "others", "error"), [
     ({"slurm_controller_munge_key_file": "/nonexistent/munge.key"}, True,
-     "slurm_controller_munge_key_file /nonexistent/munge.key: No such file or directory"),
+     "slurm_controller_munge_key_file /nonexistent/munge.key: file not found"),
     ({"slurm_controller_munge_key_file": None}, True, "needs slurm_controller_munge_key_file"),
     ({"slurm_controller_nodes_group": "b_hall"}, True,
      "inventory group 'b_hall' (slurm_controller_nodes_group) has no hosts"),
