@@ -91,6 +91,34 @@ def parse_number(text: str, kind: type[float] | type[int], *, low: float, high: 
     return value
 
 
+def config_number(value: object, kind: type[float] | type[int], *, low: float, high: float,
+                  low_open: bool = False, key: str, file: str | None = None) -> float:
+    """A number from a config file (YAML/JSON: already a number, or text) as ``kind`` within
+    the range, or a ConfigError naming ``key``: never a bare ValueError or TypeError (null,
+    a list, ``true``, ``''``, NaN, non-ASCII digits)."""
+    noun = "an integer" if kind is int else "a number"
+    if isinstance(value, str):
+        return parse_number(value, kind, low=low, high=high, low_open=low_open, key=key,
+                            file=file)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (kind is int and isinstance(value, float) and not value.is_integer()):
+        raise ConfigError(f"{str(value)[:40]!r} is not {noun} in "
+                          f"{_describe(low, high, low_open)}", key=key, file=file)
+    problem = check_range(float(value), low=low, high=high, low_open=low_open)
+    if problem is not None:
+        raise ConfigError(f"{str(value)[:40]!r} {problem}", key=key, file=file)
+    return kind(value)
+
+
+def config_flag(value: object, *, key: str, file: str | None = None) -> bool:
+    """A yes/no from a config file: only a real boolean. ``bool("no")`` is True, so a flag
+    written as text must never be read through ``bool()``: for an opt-out of a safety
+    (``insecure``) that reads a refusal as a consent."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{str(value)[:40]!r} is not true or false", key=key, file=file)
+    return value
+
+
 def arg_number(kind: type[float] | type[int], low: float, high: float, *,
                low_open: bool = False) -> Callable[[str], float]:
     """An argparse ``type=``: argparse then names the option and exits 2 on a bad value."""

@@ -196,3 +196,32 @@ def test_templates_render(tmp_path: Path) -> None:
         for k in monkey:
             os.environ.pop(k)
     assert [n for n, *_ in cfg.pdus] == ["pdu-a"] and [n for n, _ in cfg.bmcs] == ["node01"]
+
+
+@pytest.mark.parametrize(("line", "key"), [
+    ("interval_s: ''", "interval_s"),
+    ("interval_s: null", "interval_s"),
+    ("timeout_s: .nan", "timeout_s"),
+    ("retries: '\u0661'", "retries"),
+    ("pdus: 5", "pdus"),
+    ("bmcs: {a: 1}", "bmcs"),
+])
+def test_a_hostile_value_is_a_config_error_naming_its_key(tmp_path: Path, line: str,
+                                                          key: str) -> None:
+    """Found by tests/fuzz/test_node_configs.py: each was a ValueError or TypeError (an
+    internal error, exit 3) before the loader converted values through nodegate.bounds."""
+    cfg = _write(tmp_path / "c.yaml", f"output:\n  textfile: /tmp/x.prom\n{line}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert info.value.key == key and info.value.file == str(cfg)
+
+
+def test_insecure_written_as_text_is_refused_never_read_as_consent(tmp_path: Path) -> None:
+    """bool("no") is True: an opt-out of TLS must be a real boolean (with an http:// url the
+    clear-text check refuses it first; here the flag itself is read)."""
+    cfg = _write(tmp_path / "c.yaml", "output:\n  textfile: /tmp/x.prom\nbmcs:\n  - name: b\n"
+                 "    url: https://root@127.0.0.1:1\n    password: env:NG_BMC\n"
+                 "    insecure: 'no'\n")
+    with pytest.raises(ConfigError, match="not true or false") as info:
+        load_config(cfg)
+    assert info.value.key == "bmcs[0].insecure"

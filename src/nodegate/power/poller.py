@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodegate.bounds import config_flag, config_number
 from nodegate.errors import ConfigError
 from nodegate.fileio import atomic_write_text
 from nodegate.power.bmc import BmcTarget, parse_bmc_url, read_bmc
@@ -60,10 +61,22 @@ class PollerConfig:
 def load_config(path: Path) -> PollerConfig:
     """Parse and validate the poller YAML; every mistake is a ConfigError naming file and key."""
     f = str(path)
+    try:
+        return _load(path, f)
+    except ConfigError as exc:  # a reference's own error (an unset variable) names no file
+        if exc.file is None:
+            exc.file = f
+        raise
+
+
+def _load(path: Path, f: str) -> PollerConfig:
     data = _read_mapping(path)
-    interval = float(data.get("interval_s", 30))
-    timeout = float(data.get("timeout_s", 2))
-    retries = int(data.get("retries", 1))
+    interval = config_number(data.get("interval_s", 30), float, low=1, high=3600,
+                             key="interval_s", file=f)
+    timeout = config_number(data.get("timeout_s", 2), float, low=0, high=600, low_open=True,
+                            key="timeout_s", file=f)
+    retries = int(config_number(data.get("retries", 1), int, low=0, high=10, key="retries",
+                                file=f))
     if not 1 <= interval <= 3600:
         raise ConfigError("interval_s must be within 1..3600", file=f, key="interval_s")
     if timeout * (retries + 1) >= interval:
@@ -72,10 +85,10 @@ def load_config(path: Path) -> PollerConfig:
     cfg = PollerConfig(interval_s=interval)
     cfg.textfile, cfg.listen = _output(data.get("output") or {}, f)
     names: set[str] = set()
-    for i, item in enumerate(data.get("pdus") or []):
+    for i, item in enumerate(_entries(data, "pdus", f)):
         name, target, model = _pdu(item, f"pdus[{i}]", f, timeout, retries)
         cfg.pdus.append((_unique(name, names, f, f"pdus[{i}]"), target, model))
-    for i, item in enumerate(data.get("bmcs") or []):
+    for i, item in enumerate(_entries(data, "bmcs", f)):
         name, target_b = _bmc(item, f"bmcs[{i}]", f, timeout, retries)
         cfg.bmcs.append((_unique(name, names, f, f"bmcs[{i}]"), target_b))
     if not cfg.pdus and not cfg.bmcs:
@@ -107,6 +120,17 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
+def _entries(data: dict[str, Any], key: str, f: str) -> list[Any]:
+    """The ``pdus`` or ``bmcs`` list (absent or null: none); anything else is refused."""
+    entries = data.get(key)
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ConfigError(f"must be a list of devices, not {type(entries).__name__}", file=f,
+                          key=key)
+    return entries
+
+
 def _output(out: Any, f: str) -> tuple[Path | None, tuple[str, int] | None]:
     """``output``: a node_exporter textfile path, a HOST:PORT to serve on, or both."""
     if not isinstance(out, dict) or not (out.get("textfile") or out.get("listen")):
@@ -121,9 +145,10 @@ def _output(out: Any, f: str) -> tuple[Path | None, tuple[str, int] | None]:
                               file=f, key="output.textfile")
     if out.get("listen"):
         host, _, port = str(out["listen"]).rpartition(":")
-        if not host or not port.isdigit():
+        if not host:
             raise ConfigError("listen must be HOST:PORT", file=f, key="output.listen")
-        listen = (host, int(port))
+        listen = (host, int(config_number(port, int, low=1, high=65535, key="output.listen",
+                                          file=f)))
     return textfile, listen
 
 
@@ -157,8 +182,10 @@ def _bmc(item: Any, key: str, f: str, timeout: float, retries: int) -> tuple[str
         raise ConfigError(f"CA bundle {ca} does not exist", file=f, key=f"{key}.ca_bundle")
     target = parse_bmc_url(
         str(item["url"]), password=str(item["password"]), ca_bundle=ca,
-        insecure=bool(item.get("insecure", False)), timeout_s=max(timeout, 2.0),
-        retries=retries, max_sessions=int(item.get("max_sessions", 2)),
+        insecure=config_flag(item.get("insecure", False), key=f"{key}.insecure", file=f),
+        timeout_s=max(timeout, 2.0), retries=retries,
+        max_sessions=int(config_number(item.get("max_sessions", 2), int, low=1, high=64,
+                                       key=f"{key}.max_sessions", file=f)),
         key=key, file=f)
     check_bmc_refs(target, key=f"{key}.password")
     return str(item["name"]), target
