@@ -523,6 +523,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(monkeypatch: pytest.MonkeyPa
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.count("\n") == 1 and "internal error: RuntimeError: a defect of ours" in err
+    assert "report it, with that traceback, to whoever maintains your nodegate install" in err
     log = Path(err.split("traceback in ")[1].split(" ")[0].rstrip(");"))
     assert "Traceback" in log.read_text() and "a defect of ours" in log.read_text()
     log.unlink()
