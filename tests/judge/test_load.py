@@ -1,4 +1,4 @@
-"""Session B's load stack, judge side: pure functions, no torch, hand-checkable figures."""
+"""The load stack, judge side: pure functions, no torch, hand-checkable figures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session B's load stack on CPU/gloo with real worker processes: figures, seams, no hangs."""
+"""The load stack on CPU/gloo with real worker processes: figures, seams, no hangs."""
 
 from __future__ import annotations
 
