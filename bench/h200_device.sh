@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-GPU run of issue 5 as one prepared command for a lent H200 machine.
+# The standard level's real-GPU run as one prepared command for a lent H200 machine.
 #
 # That machine's image has python3 3.12 with torch (CUDA), nvidia-ml-py, PyYAML and attrs, and
 # nothing can be fetched there. nodegate runs from src/ (no install); the few wheels it needs
@@ -9,8 +9,8 @@
 #   there:  bash bench/h200_device.sh run         # device tool: carry [".whl"], timeout_s 600
 #   here:   bench/h200_device.sh rehearse         # the run's steps on this machine, CPU/gloo
 #
-# The table covers the standard level's figures plus issue 20's fp8 GEMM (torch._scaled_mm) and
-# the whole-HBM pattern test's GB/s (90% of the card's free memory, 30 s).
+# The table covers the standard level's figures plus the acceptance level's fp8 GEMM
+# (torch._scaled_mm) and the whole-HBM pattern test's GB/s (90% of the card's free memory, 30 s).
 # `run` writes under $OUT: table.md (the printed table, header included), h200.json (every
 # result and both reference sets), progress.log, nvidia-smi.txt; and, from the quick checks run
 # first against the real driver: nvidia-smi-q.xml (a capture for the simulator's corpus),

@@ -7,11 +7,11 @@ Run on a GPU machine (about 5-7 minutes on one H200; P2P and all-reduce SKIP: no
 
 It prints one table: each of our figures, the same card's figure measured without the harness
 (a plain large bf16 ``torch.matmul``, a plain fp8 ``torch._scaled_mm``, a plain
-device-to-device copy, a plain pinned copy) and the ratio (goal >= 0.95). Then issue 20's
-whole-HBM pattern test and the FSDP burn-in (model sized from the card's memory, a DCP
-checkpoint written and read back verified), each run alone on the card (the acceptance level's
-phases, through the same worker gang), with the rates they reached: they have no plain-torch
-counterpart. Commit the
+device-to-device copy, a plain pinned copy) and the ratio (goal >= 0.95). Then the
+acceptance level's whole-HBM pattern test and the FSDP burn-in (model sized from the card's
+memory, a DCP checkpoint written and read back verified), each run alone on the card (the
+acceptance level's phases, through the same worker gang), with the rates they reached: they
+have no plain-torch counterpart. Commit the
 printed table to docs/hardware-runs/ with the date, GPU, driver, torch version and command
 (all printed in the header). ``--api`` names another module
 that provides ``run(profile, level, ...)`` (default ``nodegate.battery.load_levels``).

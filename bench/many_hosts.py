@@ -1,4 +1,4 @@
-"""Benchmark: the control side's cost per host, 16 to 64 minimal SSH hosts (issue 22 item 4).
+"""Benchmark: the control side's cost per host, 16 to 64 minimal SSH hosts.
 
 For each size, ``nodegate_lab.manyhosts`` brings up that many hosts (sshd alone, one shared
 read-only root, not timed), then ``pyinfra -y`` runs ``bench/many_hosts_deploy.py`` against

@@ -1,4 +1,5 @@
-"""The nodegate validation battery. Run it on a node with:
+"""The nodegate validation battery. Run it from a nodegate checkout (the node package ships
+the plugin, not these files; on a node without one, ``nodegate validate`` runs the same checks):
 
     pytest validation/ --nodegate-profile xe9680-h100 [--nodegate-level quick] \
         [--nodegate-checks gpu,log] [--nodegate-report-dir DIR]

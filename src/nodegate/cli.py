@@ -50,7 +50,6 @@ OPTIONAL_EXTRAS: dict[str, str] = {
     "ansible": "deploy",
     "jinja2": "deploy",
 }
-ISSUES_URL = "the nodegate issue tracker"
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -197,8 +196,8 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
         where = f"traceback in {path}"
     except OSError:
         pass
-    say(prog, f"internal error: {what} ({where}); please report it to {ISSUES_URL} "
-        "with that traceback")
+    say(prog, f"internal error: {what} ({where}); a defect in nodegate: report it, with "
+        "that traceback, to whoever maintains your nodegate install")
     return int(ExitCode.CANNOT_RUN)
 
 

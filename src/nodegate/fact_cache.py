@@ -3,7 +3,7 @@
 Why: pyinfra 3 reads a fact again at every ``host.get_fact`` call, and runs each operation's
 generator twice (prepare, then execute), so a no-op rerun of the bring-up asks every node the
 same questions over SSH again and again: on 4 lab nodes each host answered 97 remote commands,
-28 of them repeats of a read made moments before (docs/benchmarks.md, issue 22). On 2 shared
+28 of them repeats of a read made moments before (docs/benchmarks.md). On 2 shared
 cores those round trips are the rerun's cost, and they grow with the number of hosts.
 
 The rule that keeps this correct: a fact describes the node, and the node only changes when a

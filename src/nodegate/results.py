@@ -1,7 +1,8 @@
-"""The one result shape every check returns, and the measurements probes hand to the judge.
+"""The one result shape every check returns.
 
-Probes measure (``Measurement``), the judge decides (``CheckResult``). Reports, JUnit,
-Prometheus and the summary table are all rendered from lists of ``CheckResult``.
+Probes measure (each into its own typed snapshot in ``nodegate.probes``), the judge decides
+(``CheckResult``). Reports, JUnit, Prometheus and the summary table are all rendered from
+lists of ``CheckResult``.
 """
 
 from __future__ import annotations
@@ -11,21 +12,7 @@ from typing import Any
 
 from nodegate.vocabulary import VERDICT_RANK, Severity, Verdict
 
-__all__ = ["VERDICT_RANK", "CheckResult", "Measurement", "Scalar", "Severity", "Verdict"]
-
-
-Scalar = float | int | str | bool | None
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One typed value a probe read, with its unit, for one entity (``gpu3``, ``gpu3.link5``)."""
-
-    name: str
-    entity: str
-    value: Scalar
-    unit: str = ""
-    evidence: dict[str, Any] = field(default_factory=dict)
+__all__ = ["VERDICT_RANK", "CheckResult", "Severity", "Verdict"]
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ PROFILE_CASES = [
          ("gpu.vbios",), _profile("gpu:\n  vbios: {versions: [96.00.A5.00.01]}\n")),
     Case("profile-unknown-name", ("profiles", "show", "no-such-profile"), 2,
          ("no-such-profile", "profile")),
-    # issue 20: a memory fraction outside (0, 0.98] stops before any load starts
+    # a memory fraction outside (0, 0.98] stops before any load starts
     Case("profile-hbm-fraction-too-large", ("profiles", "check", "{d}/p.yaml"), 2,
          ("p.yaml", "load.hbm_test_fraction", "0.98"),
          _profile("load:\n  hbm_test_fraction: 1.0\n")),
@@ -523,6 +523,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(monkeypatch: pytest.MonkeyPa
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.count("\n") == 1 and "internal error: RuntimeError: a defect of ours" in err
+    assert "report it, with that traceback, to whoever maintains your nodegate install" in err
     log = Path(err.split("traceback in ")[1].split(" ")[0].rstrip(");"))
     assert "Traceback" in log.read_text() and "a defect of ours" in log.read_text()
     log.unlink()

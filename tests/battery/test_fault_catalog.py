@@ -60,7 +60,7 @@ CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
     # only visible under load: the quick level must stay green (load checks catch them)
     "cooling-failure@gpu4": set(),
     "clocks-stuck-low@gpu1": set(),
-    # NVML down is a result: the node answers nothing about its GPUs (issue 16)
+    # NVML down is a result: the node answers nothing about its GPUs
     "nvml-missing": {("gpu_reachable", "node", "ERROR", C)},
     "nvml-hang@gpu3": {("gpu_reachable", "node", "ERROR", C)},
 }

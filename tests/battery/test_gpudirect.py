@@ -1,4 +1,4 @@
-"""gpudirect_rdma: the host check verifies the mode the profile declares (issue 15).
+"""gpudirect_rdma: the host check verifies the mode the profile declares.
 
 dmabuf needs the open kernel modules and a kernel built with DMA-BUF; peermem needs the module
 loaded; none is not judged. What cannot be read is ERROR, never PASS.

@@ -135,7 +135,7 @@ def test_bad_profile_exits_2(tmp_path: Path) -> None:
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None,
                     reason="this machine has a real libnvidia-ml")
 def test_no_nvml_is_a_result_not_exit_3(tmp_path: Path) -> None:
-    """Issue 16: a node without NVML is unhealthy (exit 1, a report the gate drains on);
+    """NVML down: a node without NVML is unhealthy (exit 1, a report the gate drains on);
     exit 3 would leave the previous PASS in force."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NODEGATE_SIM")}
     env.pop("LD_LIBRARY_PATH", None)

@@ -143,7 +143,7 @@ def test_container_and_single_disk_layout(tree: Path) -> None:
 
 @pytest.mark.parametrize(("cmdline", "mode"), [
     ("intel_iommu=on iommu=pt", "pt"),
-    ("iommu=pt intel_iommu=on", "pt"),             # issue 16: order must not matter
+    ("iommu=pt intel_iommu=on", "pt"),             # order must not matter
     ("amd_iommu=on iommu=pt", "pt"),
     ("iommu=pt amd_iommu=on", "pt"),
     ("iommu.passthrough=1 intel_iommu=on", "pt"),

@@ -1,4 +1,4 @@
-"""NVML down is a result (issue 16 item 2): a node whose NVML cannot initialise or hangs gets a
+"""NVML down is a result: a node whose NVML cannot initialise or hangs gets a
 written report with ``gpu_reachable[node]`` ERROR and exit 1, and the gate drains it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Could not measure = ERROR (issue 16 item 1): an unreadable kernel log, an NVML field that
+"""Could not measure = ERROR: an unreadable kernel log, an NVML field that
 errors, never a PASS or a SKIP (docs/verdicts.md)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Join on evidence: a report's level label is not enough, what ran must be the level's
-full battery (issue 16, item 3)."""
+full battery."""
 
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ def test_health() -> None:
 
 
 def test_an_upgrade_drain_is_left_to_the_upgrade() -> None:
-    """Issue 21: the cron health never resumes (nor rewrites) a node out for an upgrade; the
+    """Upgrades: the cron health never resumes (nor rewrites) a node out for an upgrade; the
     upgrade's own join resumes it on a fresh pass, or drains it with the failure."""
     from nodegate.cluster.gate import decide_join, is_upgrade_hold, upgrade_reason
 

@@ -1,6 +1,6 @@
 """Trends over each node's report history: the degrading list and the plots, on a synthetic
-fleet where one node's GEMM TFLOPS decays (issue 21 item 7), alone or beside nodes of another
-profile whose figures are steadily lower (compared with their own kind only: D6)."""
+fleet where one node's GEMM TFLOPS decays, alone or beside nodes of another
+profile whose figures are steadily lower (compared with their own kind only)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_trend_plot_and_list_in_the_html(decaying: FleetView) -> None:
 
 
 def test_a_steady_profile_at_another_level_is_not_degrading_vs_the_fleet() -> None:
-    """D6: four A100 nodes run steadily at ~60 % of the H100s' GEMM rate. One fleet-wide
+    """Four A100 nodes run steadily at ~60 % of the H100s' GEMM rate. One fleet-wide
     median listed all four as degrading (30 % below it, though they never changed); each
     profile's own median lists only the H100 node that decays."""
     mixed = _fleet(nodes=5, reports=8, decay=0.02, a100_nodes=4)

@@ -1,4 +1,4 @@
-"""Import contracts of the node package (issue 18): layers without upward imports, and no
+"""Import contracts of the node package: layers without upward imports, and no
 cycles between packages or modules; and no import of the lab harness (``nodegate_lab``, a
 distribution of its own that a node never installs).
 

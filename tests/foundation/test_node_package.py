@@ -1,4 +1,4 @@
-"""`pip install nodegate` is the node side (issue 18): a GPU node gets what its cron path, its
+"""`pip install nodegate` is the node side: a GPU node gets what its cron path, its
 load levels and its gate need, never the control side's pyinfra, ansible-core, jinja2, gevent,
 paramiko or testinfra (the `deploy` and `dev` extras).
 

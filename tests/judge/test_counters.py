@@ -1,4 +1,4 @@
-"""Counters judged by growth since the previous report of this boot (issue 16, item 7)."""
+"""Counters judged by growth since the previous report of this boot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session B's load stack, judge side: pure functions, no torch, hand-checkable figures."""
+"""The load stack, judge side: pure functions, no torch, hand-checkable figures."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_telemetry_judge_hot_gpu_fails_and_unavailable_errors() -> None:
     assert by(results, "clock_floor")["gpu0"].verdict == Verdict.PASS
     off = verdicts.telemetry(Telemetry(available=False, reason="NVML unavailable: x"), TH,
                              ["gpu0"])
-    assert {r.verdict for r in off} == {Verdict.ERROR}  # issue 16: unmeasured is not SKIP
+    assert {r.verdict for r in off} == {Verdict.ERROR}  # unmeasured is not SKIP
     assert {r.check for r in off} == set(verdicts.TELEMETRY_CHECKS)
     assert off[0].evidence["reason"] == "telemetry unavailable: NVML unavailable: x"
     tel.series["gpu2"] = {}

@@ -1,5 +1,5 @@
-"""Judging issue 20's results: bad HBM words, corrupted copies, a wrong all-reduce sum and a
-GEMM dtype the device lacks, each on the right check and entity."""
+"""Judging the acceptance level's integrity results: bad HBM words, corrupted copies, a wrong
+all-reduce sum and a GEMM dtype the device lacks, each on the right check and entity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fast checks of the per-host cgroups (issue 22's root cause): no root, no containers."""
+"""Fast checks of the per-host cgroups (each host's guests in a tree of their own): no root,
+no containers."""
 
 from __future__ import annotations
 

@@ -266,7 +266,7 @@ rm -f /run/systemd/system/nodegate-race.service; systemctl daemon-reload; echo $
 
 
 def test_hosts_keep_their_unit_cgroups_apart(lab_up: object) -> None:
-    """Issue 22's root cause: every nspawn started in the root cgroup, so all guests shared
+    """Before the per-host cgroups, every nspawn started in the root cgroup, so all guests shared
     one cgroup tree and a unit running on one host was visible (and removable) on another."""
     find = "find /sys/fs/cgroup -maxdepth 3 -type d -name slurmctld.service"
     assert sh("slurmctl", find)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Our figures beside a plain-torch reference (the dry run's CPU torch has an fp8 kernel)
 REFERENCED = ("gemm_tflops", "gemm_tflops_fp8", "hbm_bandwidth", "h2d_bandwidth",
               "d2h_bandwidth")
-#: issue 20: the pattern test and the FSDP burn-in have no plain-torch reference
+#: the pattern test and the FSDP burn-in have no plain-torch reference
 FIGURES = (*REFERENCED, "hbm_patterns_gbps", "fsdp_tflops", "fsdp_tokens_per_s")
 #: Distributions on the device image that the bench path may import (its package list:
 #: /work/.library/device/KINDS.md); the carried wheels are added from bench/h200_device.sh.

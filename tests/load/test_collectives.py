@@ -1,5 +1,5 @@
 """nccl-tests' bus-bandwidth arithmetic for every collective (doc/PERFORMANCE.md) and the
-in-node collectives' judging (issue 20 item 4)."""
+in-node collectives' judging."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The FSDP burn-in (issue 20 item 1): sizing, pre-flight, plan, judging, and (slow) the real
+"""The FSDP burn-in: sizing, pre-flight, plan, judging, and (slow) the real
 sharded run with its checkpoint round trip and the corruption seam."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Issue 20 items 2, 3 and 5, measured in this process on CPU tensors (the same code the
-workers run on a GPU): the HBM patterns, the copy checksums, the all-reduce check and the
-fp8 GEMM path, with their fault seams."""
+"""The acceptance level's integrity checks, measured in this process on CPU tensors (the
+same code the workers run on a GPU): the HBM patterns, the copy checksums, the all-reduce
+check and the fp8 GEMM path, with their fault seams."""
 
 from __future__ import annotations
 

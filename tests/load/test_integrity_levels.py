@@ -1,5 +1,6 @@
-"""Issue 20 end to end on CPU/gloo worker processes: the acceptance level emits every new
-result with a value, and the HBM and copy seams FAIL their own check on their own entity."""
+"""The acceptance level's integrity phases end to end on CPU/gloo worker processes: the
+acceptance level emits every new result with a value, and the HBM and copy seams FAIL their own
+check on their own entity."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def test_copy_phases_are_sized_from_their_bytes_at_the_profiles_floors() -> None
     runs = (tasks.JUDGED_ITERS + 2) * (3 * 4 * 0.75 / 10 + 4 / 10)
     assert got["collectives"] == pytest.approx(setup + 4 * 2 * 0.2 + runs)
     assert got["fsdp"] == pytest.approx(plan.fsdp_phase(cfg.fsdp, 4, th)["seconds"])
-    # run order; the acceptance-only phases of issue 20 around the burn-in
+    # run order; the acceptance-only phases around the burn-in
     assert list(got) == ["gemm", "memory", "p2p", "allreduce", "collectives",
                          "hbm_patterns", "burnin", "fsdp", "soak"]
 
@@ -70,7 +70,7 @@ def test_one_gpu_plans_no_peer_phases_and_missing_floors_plan_slow() -> None:
 
 @pytest.mark.parametrize("name", NODE_PROFILES)
 def test_shipped_node_profiles_fit_the_level_budgets(name: str) -> None:
-    """Issue 5: standard about 3 minutes on an 8-GPU node, acceptance at most 15 (gang
+    """Level budgets: standard about 3 minutes on an 8-GPU node, acceptance at most 15 (gang
     start-up, ~30 s, on top of the plan)."""
     data = _profile(name)
     world = int(data["gpu"]["count"])
@@ -100,7 +100,7 @@ def test_a_plan_over_the_levels_budget_says_so() -> None:
 
 
 def test_acceptance_plans_the_dtype_gemms_and_the_hbm_pattern_test() -> None:
-    """Issue 20: each further dtype for its seconds; the pattern test for its seconds plus
+    """Acceptance phases: each further dtype for its seconds; the pattern test for its seconds plus
     one pass (write + read of the tested bytes) at the profile's pattern-rate floor."""
     cfg = config.from_profile({"gpu": {"memory_mib": 1000}, "load": {
         "acceptance_dtypes": ["fp16", "fp8"], "dtype_gemm_seconds": 7,

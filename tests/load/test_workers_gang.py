@@ -1,4 +1,4 @@
-"""Session B's load stack on CPU/gloo with real worker processes: figures, seams, no hangs."""
+"""The load stack on CPU/gloo with real worker processes: figures, seams, no hangs."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_standard_level_measures_everything_with_units() -> None:
     assert matrix["entities"] == ["gpu0", "gpu1", "gpu2"] and matrix["values"][0][1] > 0
     assert {p["name"] for p in out.phases} == {"gemm", "memory", "p2p", "allreduce",
                                                "collectives"}
-    # no NVML library on this machine: telemetry checks ERROR, naming why (issue 16: what
+    # no NVML library on this machine: telemetry checks ERROR, naming why (what
     # could not be measured under load is not a SKIP)
     thermal = by(out.results, "thermal_peak")["gpu0"]
     assert thermal.verdict == Verdict.ERROR

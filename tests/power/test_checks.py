@@ -99,7 +99,7 @@ def test_psu_budget_against_non_redundant_capacity() -> None:
 
 def test_circuit_load_continuous_rule() -> None:
     # A and B feeds of 30 A / 208 V: each must carry the whole node alone, 6240 W; 80 % = 4992 W
-    # (the two ratings are never added: 9900 W passed before issue 16, and trips a breaker
+    # (the two ratings are never added: 9900 W would then pass, and trips a breaker
     # the moment one feed fails)
     assert checks.check_circuit_load(4900.0, 2, PROFILE).verdict is Verdict.PASS
     assert checks.check_circuit_load(5100.0, 2, PROFILE).verdict is Verdict.FAIL

@@ -1,9 +1,9 @@
-"""docs/monitoring.md's Prometheus rules: a rule file Prometheus would load (groups of records
-and alerts, each with an expression), naming only metrics nodegate writes and labels they
-carry, with every median per profile and level (D6), and checks the trends rely on exist in
-the catalogue. PromQL itself is parsed and run only where ``promtool`` is on the PATH (not in
-CI: Debian's ``prometheus`` package has it): ``promtool check rules``, and ``promtool test
-rules`` on a fleet of two profiles whose series are the textfile's own."""
+"""docs/monitoring.md's Prometheus rules: a rule file Prometheus would load (groups of records and
+alerts, each with an expression), naming only metrics nodegate writes and labels they carry,
+with every median per profile and level (never across profiles), and checks the trends rely on
+exist in the catalogue. PromQL itself is parsed and run only where ``promtool`` is on the PATH
+(not in CI: Debian's ``prometheus`` package has it): ``promtool check rules``, and ``promtool
+test rules`` on a fleet of two profiles whose series are the textfile's own."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_rules_group_and_match_only_on_labels_the_series_carry() -> None:
 
 
 def test_every_median_is_per_profile_and_level() -> None:
-    """D6: a median across nodes is taken per profile and level, never over the whole fleet
+    """A median across nodes is taken per profile and level, never over the whole fleet
     (an A100 node sits below an H100 fleet's median for ever), and a node is compared with
     its own profile's median only where that has at least MIN_NODES nodes."""
     groups = _rules()["groups"]

@@ -1,4 +1,4 @@
-"""The driver's pins and holds against the real repositories' metadata (issue 21 item 3).
+"""The driver's pins and holds against the real repositories' metadata.
 
 The snapshots under data/driver-packages are the distributions' own indexes (README there);
 the guard and hold filters are the real awk the role runs, fed with real-format lines.

@@ -1,4 +1,4 @@
-"""The driver's EL version locks against NVIDIA's RPM package graph (issue 21 item 3, RHEL 9).
+"""The driver's EL version locks against NVIDIA's RPM package graph (RHEL 9).
 
 data/driver-packages/rhel9.json is derived from NVIDIA's spec files, not from published
 repodata (RHEL9.md there says what that means); the lock filter is the real awk the role

@@ -1,5 +1,5 @@
 """nvidia-persistenced: started after the driver, and a failed start names the unit and its
-journal (issue 22). Facts in, commands out; the failure path runs the real shell command
+journal. Facts in, commands out; the failure path runs the real shell command
 against stub ``systemctl``/``journalctl``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The drain budget on the lab's real Slurm (issue 21 item 5, "Must show": a fault on 3 of 4
-lab nodes and a budget of 50 %).
+"""The drain budget on the lab's real Slurm (a fault on 3 of 4 lab nodes and a
+budget of 50 %).
 
 One lab of 4 nodes: node1..node3 carry a real board fault the quick gate fails on, node4 is
 healthy. The site sets ``slurm.drain_budget: 0.5`` and the full deploy (its own gate off: the

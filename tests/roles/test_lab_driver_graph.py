@@ -1,5 +1,5 @@
 """The lab's driver packages carry the recorded Debian 12 graph, and real apt on them shows
-what a pin gap does on a node (issue 21 item 3).
+what a pin gap does on a node.
 
 The apt tests run the host's real ``apt-get`` against an index of the lab packages (the
 control stanzas nodegate_lab.packages builds the mirror's debs from), in a throwaway apt root
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / driver_graph.SNAPSHOT
 A, B = "570.133.20", "580.65.06"  # the lab's driver A and B (test_lab_upgrade)
 OLD_PATTERNS = ["nvidia-*", "libnvidia-*", "xserver-xorg-video-nvidia-*", "cuda-drivers*",
-                "libxnvctrl*"]  # the role's pin globs before issue 21
+                "libxnvctrl*"]  # the role's earlier pin globs, which missed libcuda1 & co.
 PREFERENCES = "/etc/apt/preferences.d/nodegate-nvidia-driver"
 needs_apt = pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get")
 

@@ -1,4 +1,4 @@
-"""End-to-end on the embedded lab over real SSH (issue 7 "Must show").
+"""End-to-end on the embedded lab over real SSH.
 
 The session fixture brings the lab up when it is down (``nodegate-lab up --nodes 2 --fault
 node2:foreign-process@gpu0``), holds /tmp/nodegate-lab-in-use while it runs on the default
@@ -291,7 +291,7 @@ def _slurm_state(name: str) -> tuple[str, str]:
 
 
 def test_a_node_whose_nvml_library_is_gone_is_drained(deployed: Any) -> None:
-    """Issue 16 "NVML down is a result": the driver's libnvidia-ml.so.1 gone from node1 ->
+    """NVML down is a result: the driver's libnvidia-ml.so.1 gone from node1 ->
     ``nodegate health`` writes a report with gpu_reachable[node] ERROR and exits 1, and
     ``nodegate gate`` drains the node (not "stale; no change" on the previous PASS)."""
     lib = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"

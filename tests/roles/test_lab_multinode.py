@@ -1,4 +1,4 @@
-"""The multi-node check on the embedded lab (issue 8): deploy.py with a known-good peer runs an
+"""The multi-node check on the embedded lab: deploy.py with a known-good peer runs an
 all-reduce between node2 and node1 over real SSH, fetches node2's report, and the join gate
 requires it: a pass joins, a failure drains node2 with a hold that a health pass never lifts,
 and the next passing run resumes it. Runs after test_lab_e2e on the same 2-node lab."""

@@ -1,4 +1,4 @@
-"""The multi-node check on three lab nodes (issue 19 item 4): deploy.py with a known-good peer
+"""The multi-node check on three lab nodes: deploy.py with a known-good peer
 runs one group of node1 (the peer, rendezvous host), node2 and node3 over real SSH and
 torchrun; each new node's report judges all_reduce, all_gather, reduce_scatter and alltoall
 bus bandwidth with every host in the world, and the join gate requires it.

@@ -1,4 +1,4 @@
-"""Eight fresh lab nodes in one deploy (issue 22): exit 0, then a rerun that changes nothing
+"""Eight fresh lab nodes in one deploy: exit 0, then a rerun that changes nothing
 but the gate's battery run on each node (an action on every deploy, roles/_ops.py).
 
 Opt-in with ``NODEGATE_LAB_SCALE=1``: eight booted nodes and two full deploys take about

@@ -1,4 +1,4 @@
-"""The lab's Slurm is configured by nodegate's roles (issue 21 item 6), on the real daemons.
+"""The lab's Slurm is configured by nodegate's roles, on the real daemons.
 
 ``nodegate-lab up`` runs deploy/slurm.py: slurm_controller on slurmctl, slurm_node on each
 node. Shown here: the files are the roles', slurmd runs configless and serves the gres the

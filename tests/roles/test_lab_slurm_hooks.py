@@ -1,4 +1,4 @@
-"""Slurm's own hooks run nodegate on the lab's real slurmd (issue 21 item 6): the slurm_node
+"""Slurm's own hooks run nodegate on the lab's real slurmd: the slurm_node
 role's Prolog/Epilog and HealthCheckProgram, enabled in the controller role's slurm.conf, on a
 healthy node and a faulty one.
 

@@ -1,4 +1,4 @@
-"""Driver upgrades on the lab over real SSH, apt and Slurm (issue 21 "Must show", items 1, 2, 4).
+"""Driver upgrades on the lab over real SSH, apt and Slurm.
 
 One lab of 4 nodes (node2 runs a simulated GPU process: ``foreign-process@gpu0``), deployed
 once at the lab's driver A = 570.133.20. The tests run in file order and build on each other:
@@ -146,7 +146,7 @@ def lab() -> Iterator[None]:
 
 
 def test_a_reboot_skips_the_busy_node_and_brings_the_drained_idle_node_back(lab: None) -> None:
-    """Item 1: both need a reboot (a boot setting changed); node2 has a GPU process."""
+    """Reboots: both need a reboot (a boot setting changed); node2 has a GPU process."""
     for node in ("node1", "node2"):
         sh(node, "mkdir -p /run/nodegate && touch /run/nodegate/reboot-required")
         sh("slurmctl", f"scontrol update NodeName={node} State=DRAIN Reason='admin: reboot'")
@@ -173,7 +173,8 @@ def test_a_reboot_skips_the_busy_node_and_brings_the_drained_idle_node_back(lab:
 
 
 def test_a_rolling_upgrade_stops_at_the_first_failed_node(lab: None) -> None:
-    """Item 4: batches of 2; node2's GPU process refuses its reboot, so batch 2 never starts."""
+    """The rolling upgrade: batches of 2; node2's GPU process refuses its reboot, so batch 2
+    never starts."""
     run = pyinfra("deploy/rolling_upgrade.py", "--data", f"nvidia_driver_version={B}",
                   "--data", "rolling_batch=2", "--data", "rolling_job_timeout_s=60",
                   # standard would load 8 simulated GPUs per node: minutes on 2 cores
@@ -215,7 +216,8 @@ def test_a_rolling_upgrade_stops_at_the_first_failed_node(lab: None) -> None:
 
 
 def test_an_upgrade_completes_drain_upgrade_reboot_validate_resume(lab: None) -> None:
-    """Item 2 on node3: it runs B, its report passes at B's pins and it is idle in Slurm."""
+    """The single-node upgrade on node3: it runs B, its report passes at B's pins and it is
+    idle in Slurm."""
     drained = pyinfra("deploy/drain.py", "--limit", "node3", "--data", "drain_reason=upgrade")
     assert drained.returncode == 0, drained.stdout[-2000:]
     assert "DRAIN" in slurm("node3")[0]
@@ -248,7 +250,8 @@ def test_an_upgrade_completes_drain_upgrade_reboot_validate_resume(lab: None) ->
 
 
 def test_a_broken_build_leaves_the_node_drained_with_the_version_it_left(lab: None) -> None:
-    """Item 2's failure: the mirror's 580.76.05 fails to build its kernel module."""
+    """The single-node upgrade's failure: the mirror's 580.76.05 fails to build its kernel
+    module."""
     boots_before = boots("node4")
     run = pyinfra("deploy/upgrade_driver.py", "--limit", "node4",
                   "--data", f"nvidia_driver_version={BROKEN}",

@@ -1,4 +1,4 @@
-"""The nvme role's real mdadm RAID0 path, end-to-end on a kernel that has md (issue 7).
+"""The nvme role's real mdadm RAID0 path, end-to-end on a kernel that has md.
 
 The lab's containers share this machine's kernel, which has no md, so there the role runs the
 single-disk layout. Here ``nodegate_lab.mdvm`` boots Debian 12's own kernel under qemu (KVM

@@ -192,7 +192,7 @@ BUSY = [{"pid": 4242, "name": "python", "used_mib": 70000},
 ])
 def test_a_reboot_waits_for_a_drained_idle_node(facts: dict[str, Any], override: bool,
                                                 reboots: bool, why: str | None) -> None:
-    """Issue 21: the stale module may be swapped only on a node with nothing running."""
+    """Driver upgrade: the stale module may be swapped only on a node with nothing running."""
     stale = {**converged_facts("ubuntu22"), **facts,
              "kernel.LoadedModuleVersions": {"nvidia": "550.90.07"}}
     data = host_data(nvidia_driver_allow_reboot=True, nvidia_driver_drained=override)

@@ -1,4 +1,4 @@
-"""The rolling upgrade's operations run batch after batch in one pyinfra run (issue 21 item 4):
+"""The rolling upgrade's operations run batch after batch in one pyinfra run:
 every operation of batch 1's nodes is ordered before any of batch 2's, as pyinfra's CLI
 orders them (by call site), and a failed node stops the later batches at execution."""
 

@@ -1,4 +1,4 @@
-"""The network role and the network checks on real RDMA devices: two Soft-RoCE VMs (issue 19).
+"""The network role and the network checks on real RDMA devices: two Soft-RoCE VMs.
 
 ``nodegate_lab.rxevm`` boots two Debian 12 VMs (Debian's own kernel, the md VM's image) whose
 second virtio NIC sits on a bridge in this lab instance's namespace, and makes ``rxe0``

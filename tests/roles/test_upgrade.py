@@ -1,4 +1,4 @@
-"""Driver upgrades (issue 21 item 2): everything that follows from the version moves with it,
+"""Driver upgrades: everything that follows from the version moves with it,
 and the node is taken out with the version it leaves recorded before any package moves."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""NVMe health, fio and DCGM: real tool output in, verdicts out (issue 20 items 6 and 7).
+"""NVMe health, fio and DCGM: real tool output in, verdicts out.
 
 The fixtures under data/ are public captures (data/README.md says where each came from) and
 this project's own captures from the md VM's emulated NVMe drives (``qemu-*``). A fake

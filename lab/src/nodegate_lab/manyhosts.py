@@ -1,4 +1,4 @@
-"""Many minimal SSH hosts, to measure what the control side costs per host (issue 22).
+"""Many minimal SSH hosts, to measure what the control side costs per host.
 
 The lab's nspawn nodes boot systemd and a simulated board each, so the lab stops at a few dozen
 hosts on a small machine. What grows with a fleet on the operator's side is pyinfra's own work

@@ -48,7 +48,7 @@ PACKAGES: tuple[str, ...] = (
     "linux-image-amd64", "initramfs-tools", "busybox", "systemd-sysv", "udev", "kmod",
     "openssh-server",
     "python3", "mdadm", "xfsprogs", "nvme-cli", "iproute2", "procps",
-    "fio",  # the storage checks' throughput tool (issue 20 item 6)
+    "fio",  # the storage checks' throughput tool
 )
 #: Bump when _customise changes: it is part of the cache key.
 RECIPE_VERSION = "3"

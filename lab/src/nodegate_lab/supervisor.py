@@ -73,7 +73,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         group = self.spec.get("cgroup")
-        if group:  # never boot into the root cgroup every other host shares (lab/cgroups.py)
+        if group:  # never boot into the root cgroup every other host shares (nodegate_lab.cgroups)
             from nodegate_lab import cgroups
 
             try:

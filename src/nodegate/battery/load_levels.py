@@ -1,10 +1,9 @@
-"""Session B's entry point: run the standard or acceptance load level and judge it.
+"""The load levels' entry point: run the standard or acceptance load level and judge it.
 
-``run(profile, level)`` (same signature as ``nodegate.load.suite.run``) starts one worker per
-GPU (CUDA/NCCL, or CPU/gloo when there is no GPU), runs the phases in order with the telemetry
-sampler going, judges every figure against ``profile["thresholds"]`` and returns a
-``LoadOutcome``. It never hangs: each phase has a deadline, a phase that loses a rank FAILs
-and the next phase starts a fresh gang.
+``run(profile, level)`` starts one worker per GPU (CUDA/NCCL, or CPU/gloo when there is no
+GPU), runs the phases in order with the telemetry sampler going, judges every figure against
+``profile["thresholds"]`` and returns a ``LoadOutcome``. It never hangs: each phase has a
+deadline, a phase that loses a rank FAILs and the next phase starts a fresh gang.
 
     standard:   gemm (per dtype), memory (HBM + host copies), p2p, allreduce
     acceptance: standard + GEMM in acceptance_dtypes + hbm_patterns (the whole-HBM test)

@@ -171,7 +171,7 @@ CHECKS: dict[str, CheckInfo] = {
                         "reloaded model and optimizer state bit-identical to the trained"),
     "soak_completed": CheckInfo("load", "acceptance",
                         'every rank finished the thermal/power soak'),
-    # issue 20: what arrived (copy checksums, all-reduce -c), the whole HBM, GEMM dtypes
+    # acceptance integrity: what arrived (copy checksums, all-reduce -c), the whole HBM, GEMM dtypes
     "hbm_patterns_completed": CheckInfo("load", "acceptance",
                         'every rank finished the whole-HBM pattern test'),
     "hbm_patterns": CheckInfo("load", "acceptance",

@@ -19,7 +19,7 @@ from nodegate.results import Verdict
 from nodegate.vocabulary import LEVEL_RANK
 
 #: Groups whose checks a join requires, in the order a refusal names them (network: the
-#: RDMA rails a job crosses between nodes, issue 19).
+#: RDMA rails a job crosses between nodes).
 JOIN_GROUPS = ("gpu", "log", "host", "network", "load")
 
 #: How many missing check names a refusal spells out per group (the rest are counted).

@@ -40,7 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "multinode_ranks_per_node": None,  # None: one rank per GPU of the profile
     "burnin_model": {"vocab": 256, "d_model": 512, "layers": 4, "heads": 8,
                      "seq_len": 512, "batch": 8, "lr": 3e-4},
-    # acceptance: GEMM in further dtypes, and the whole-HBM pattern test (issue 20)
+    # acceptance: GEMM in further dtypes, and the whole-HBM pattern test
     "acceptance_dtypes": [],  # run at acceptance after load.dtypes, each for dtype_gemm_seconds
     "dtype_gemm_seconds": 30.0,
     "hbm_test_fraction": 0.90,  # of each GPU's free memory, in (0, MAX_FRACTION]

@@ -36,7 +36,7 @@ def allreduce_bandwidth(nbytes: int, seconds: float, world_size: int) -> tuple[f
 
 #: The collectives nccl-tests times, in its names (``<name>_perf``), in the order we run them.
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
-#: Collectives swept inside the node beside all_reduce (issue 20 item 4).
+#: Collectives swept inside the node beside all_reduce.
 NODE_COLLECTIVES = ("all_gather", "reduce_scatter", "alltoall", "broadcast")
 #: nccl-tests name -> our check's infix (``<infix>_busbw``, ``multinode_<infix>_busbw``).
 COLLECTIVE_CHECK = {"all_reduce": "allreduce", "all_gather": "allgather",

@@ -28,7 +28,7 @@ from nodegate.errors import ConfigError
 STATE_BYTES_PER_PARAM = 16
 #: What torch.distributed.checkpoint writes per parameter: the parameter and both moments.
 CHECKPOINT_BYTES_PER_PARAM = 12
-#: ``fsdp_hbm_fraction`` must lie in (0, MAX_FRACTION] (issue 20).
+#: ``fsdp_hbm_fraction`` must lie in (0, MAX_FRACTION].
 MAX_FRACTION = 0.98
 #: Headroom on the checkpoint's bytes when checking free space (metadata, the file system).
 SPACE_MARGIN = 1.1

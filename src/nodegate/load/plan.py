@@ -16,7 +16,7 @@ from nodegate.load.config import LoadConfig
 from nodegate.load.formulas import COLLECTIVE_CHECK, NODE_COLLECTIVES
 from nodegate.load.tasks import JUDGED_ITERS
 
-#: Level budgets on a full node (issue 5): standard "about 3 minutes", acceptance "at most 15".
+#: Level budgets on a full node: standard "about 3 minutes", acceptance "at most 15".
 BUDGET_S = {"standard": 240.0, "acceptance": 900.0}
 #: Bandwidth assumed where a profile sets no floor (GB/s): slow, so the estimate stays high.
 FALLBACK_GBPS = 10.0
@@ -29,7 +29,7 @@ PLACEMENTS = 2
 #: Making each host buffer (first-touch memset from one thread, pinning, page scan), as bytes
 #: per second: a rough allowance, not a measured figure.
 HOST_BUFFER_GBPS = 2.0
-#: Checksumming a host buffer after its copy (one CPU thread; issue 20), as bytes per second:
+#: Checksumming a host buffer after its copy (one CPU thread), as bytes per second:
 #: ~2 GB/s was seen on the shared 2-core CI machine (0.135 s per 256 MiB), a server is faster.
 HOST_CHECK_GBPS = 2.0
 #: The all-reduce result check (nccl-tests -c): one untimed run per size, then a fill and a
