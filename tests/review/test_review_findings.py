@@ -1,0 +1,117 @@
+"""Defects found by a review of issue 33 ("Trust the verdict") on main, each as it fails.
+
+Every test here reproduces what an operator meets; none is in tests/badinput/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: A command that takes longer than this hung (a healthy simulated run takes ~2 s).
+HANG_S = 30
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT / "src"), str(ROOT / "lab" / "src"), env.get("PYTHONPATH")) if p)
+    env.pop("NODEGATE_DEBUG", None)
+    return env
+
+
+def _cap_memory() -> None:  # a read of /dev/zero ends in MemoryError, not a swapping machine
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str] | None:
+    """``argv`` in a session of its own, killed whole (a hung grandchild too) after HANG_S;
+    None when it hung."""
+    with subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True, **kwargs) as proc:  # type: ignore[call-overload]
+        try:
+            out, err = proc.communicate(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _nodegate(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    done = _run([sys.executable, "-m", "nodegate.cli", *argv], cwd=cwd,
+                preexec_fn=_cap_memory)
+    if done is None:
+        pytest.fail(f"nodegate {' '.join(argv)} hung (over {HANG_S} s)")
+    return done
+
+
+def _health(report_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``nodegate health`` on a healthy simulated H100 board (gpu checks only: PASS)."""
+    return _nodegate("sim", "run", "h100-hgx", "--", "nodegate", "health",
+                     "--profile", "sim-h100-hgx", "--checks", "gpu",
+                     "--report-dir", str(report_dir), "--no-textfile", "--node-name", "n1",
+                     "--quiet", cwd=tmp_path)
+
+
+# --- 1. the report folder's own files bypass nodegate.fileio (class 4 / item 4) --------------
+#
+# battery.outputs reads the sequence counter with open() and the sibling reports with
+# Path.read_bytes(): a FIFO there blocks for ever (holding the battery lock), /dev/zero reads
+# until memory runs out.
+
+
+def test_a_fifo_sequence_counter_does_not_hang_health(tmp_path: Path) -> None:
+    reports = tmp_path / "r"
+    reports.mkdir()
+    os.mkfifo(reports / ".sequence")
+    done = _health(reports, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert ".sequence" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("make", ["fifo", "dev-zero"])
+def test_a_sibling_report_that_is_not_a_file_does_not_hang_health(tmp_path: Path,
+                                                                  make: str) -> None:
+    """No counter yet (a first run, or a lost one): the highest sequence among the reports
+    is read, and one of them is a FIFO (or a link to /dev/zero) dated in the future."""
+    reports = tmp_path / "r"
+    reports.mkdir()
+    hostile = reports / "quick-20991231T000000.000Z.json"
+    if make == "fifo":
+        os.mkfifo(hostile)
+    else:
+        hostile.symlink_to("/dev/zero")
+    done = _health(reports, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_prune_skips_a_sibling_that_is_not_a_file(tmp_path: Path) -> None:
+    """Pruning orders the dated reports by reading each; a FIFO among them hung it."""
+    script = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from nodegate.battery.outputs import prune\n"
+        "d = Path(sys.argv[1])\n"
+        "os.mkfifo(d / 'quick-20991231T000000.000Z.json')\n"
+        "for i in (1, 2):\n"
+        "    (d / f'quick-2026010{i}T000000.000Z.json').write_text("
+        "'{\"sequence\": %d, \"report_id\": \"r%d\"}' % (i, i))\n"
+        "prune(d, 'quick', keep=1)\n"
+        "print(sorted(p.name for p in d.iterdir()))\n"
+    )
+    done = _run([sys.executable, "-c", script, str(tmp_path)])
+    if done is None:
+        pytest.fail("prune hung on a FIFO named like a dated report")
+    assert done.returncode == 0, done.stderr
+    assert "quick-20260102T000000.000Z.json" in done.stdout
