@@ -5,7 +5,6 @@ Every test here reproduces what an operator meets; none is in tests/badinput/.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
