@@ -5,6 +5,7 @@ Every test here reproduces what an operator meets; none is in tests/badinput/.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -114,3 +115,48 @@ def test_prune_skips_a_sibling_that_is_not_a_file(tmp_path: Path) -> None:
         pytest.fail("prune hung on a FIFO named like a dated report")
     assert done.returncode == 0, done.stderr
     assert "quick-20260102T000000.000Z.json" in done.stdout
+
+
+# --- 2. a file nodegate itself writes beside the reports counts as an unreadable report ---
+#
+# ``nodegate health`` (its network group) leaves ``<report dir>/rail-map.json`` for jobs
+# (docs/network.md). ``nodegate report DIR`` reads every *.json below DIR, and the gate on a
+# tree without top-level *-latest.json every *.json: both now count an unreadable file as ERROR
+# evidence (classes 3 and 7), so the node's own rail map makes a healthy node "not proven
+# passing" (exit 1) and drains it.
+
+RAIL_MAP = {"schema": "nodegate.rail-map/1", "node": None, "ranks": []}
+
+
+@pytest.fixture
+def healthy_dir(tmp_path: Path) -> Path:
+    """A node's report folder after a passing health run, with the rail map health writes."""
+    reports = tmp_path / "fleet" / "n1"
+    reports.mkdir(parents=True)
+    done = _health(reports, tmp_path)
+    assert done.returncode == 0, done.stderr
+    (reports / "rail-map.json").write_text(json.dumps(RAIL_MAP, indent=1) + "\n")
+    return reports
+
+
+def test_the_fleet_view_of_a_healthy_nodes_report_dir_passes(healthy_dir: Path) -> None:
+    done = _nodegate("report", str(healthy_dir), cwd=healthy_dir.parent)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_gate_does_not_drain_a_healthy_node_for_its_rail_map(
+        healthy_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from nodegate import cli
+    from nodegate.cluster import slurm
+    from tests.cluster.test_clock_steps import Recorder
+
+    monkeypatch.setattr(slurm, "SlurmScheduler", Recorder)
+    Recorder.STATES = {}
+    Recorder.DONE = []
+    code = cli.main(["gate", "--json", "--node", "n1", "--max-age", "1d",
+                     "--report-dir", str(healthy_dir.parent)])
+    decision = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert decision["action"] == "none", decision["why"]
+    assert Recorder.DONE == []
