@@ -160,3 +160,47 @@ def test_the_gate_does_not_drain_a_healthy_node_for_its_rail_map(
     assert code == 0
     assert decision["action"] == "none", decision["why"]
     assert Recorder.DONE == []
+
+
+# --- 3. the poller config's numbers bypass the bounded converter (item 4, and item 9's
+#        "poller config" fuzz target, which tests/fuzz/ lacks) -------------------------------
+#
+# power.poller.load_config calls float()/int() on YAML values: text or a list there ends in
+# an internal error (exit 3 with a traceback file), NaN reaches the SNMP library, a negative
+# retry count and non-ASCII port digits are accepted, and the string "false" turns
+# ``insecure`` on (bool("false") is True).
+
+POLL_PDU = ('pdus:\n  - {name: p1, url: "snmp://127.0.0.1:1", model: apc-rpdu2, '
+            'community: "env:C"}\n')
+POLL_OUT = "output:\n  textfile: /tmp/nodegate-review.prom\n"
+
+
+def _bmc_entry(extra: str) -> str:
+    return ('bmcs:\n  - {name: b1, url: "https://root@127.0.0.1:1", password: "env:BMCPW"'
+            f"{extra}}}\n")
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    (POLL_OUT + "interval_s: abc\n" + POLL_PDU, "interval_s"),
+    (POLL_OUT + "interval_s: [1]\n" + POLL_PDU, "interval_s"),
+    (POLL_OUT + "timeout_s: .nan\n" + POLL_PDU, "timeout_s"),
+    (POLL_OUT + "retries: 1e400\n" + POLL_PDU, "retries"),
+    (POLL_OUT + "retries: -3\n" + POLL_PDU, "retries"),
+    (POLL_OUT + _bmc_entry(", max_sessions: abc"), "max_sessions"),
+    ('output:\n  listen: "127.0.0.1:\u0661\u0662\u0663\u0664"\n' + POLL_PDU, "output.listen"),
+    (POLL_OUT + _bmc_entry(', insecure: "false"'), "insecure"),
+], ids=["interval-text", "interval-list", "timeout-nan", "retries-huge-float",
+        "retries-negative", "max-sessions-text", "listen-arabic-digits", "insecure-string"])
+def test_a_bad_poller_number_is_a_config_error_naming_its_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, key: str) -> None:
+    from nodegate.errors import ConfigError
+    from nodegate.power.poller import load_config
+
+    monkeypatch.setenv("C", "public")
+    monkeypatch.setenv("BMCPW", "review-secret")
+    config = tmp_path / "poller.yaml"
+    config.write_text(text)
+    config.chmod(0o644)
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert key.rsplit(".", 1)[-1] in str(caught.value)
