@@ -204,3 +204,47 @@ def test_a_bad_poller_number_is_a_config_error_naming_its_key(
     with pytest.raises(ConfigError) as caught:
         load_config(config)
     assert key.rsplit(".", 1)[-1] in str(caught.value)
+
+
+# --- 4. the redaction filter rewrites nodegate's own help and messages (item 5) -------------
+#
+# Every URL userinfo on stdout/stderr is masked, a bare user name and a placeholder too: the
+# help of ``power read`` says ``--bmc https://***@HOST[:PORT]`` (and ``snmpv3://***@HOST``),
+# so an operator cannot learn from it what goes before the ``@``; the error for a wrong
+# scheme says ``BMC URL must be https://***@HOST[:PORT]``. Only a password (and the SNMP v2c
+# community, which is one) is a secret; docs/power.md writes these forms out in full.
+
+
+def test_power_read_help_names_what_goes_before_the_at(tmp_path: Path) -> None:
+    done = _nodegate("power", "read", "--help", cwd=tmp_path)
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    assert "https://USER@HOST[:PORT]" in text, text
+
+
+def test_a_wrong_bmc_scheme_message_shows_the_form_expected(tmp_path: Path) -> None:
+    done = _nodegate("power", "read", "--bmc", "ftp://root@127.0.0.1", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "https://USER@HOST[:PORT]" in done.stderr, done.stderr
+
+
+# --- 5. the credential key catalogue misses the project's own secret (item 5) --------------
+#
+# The munge key is the Slurm secret the slurm_node role handles (by reference only:
+# ``slurm_node_munge_key_file``). A literal ``slurm_node_munge_key`` in a site file's host data
+# is not recognised as a credential and is loaded (into git, into pyinfra's host data).
+
+
+def test_a_literal_munge_key_is_a_credential(tmp_path: Path) -> None:
+    from nodegate.errors import ConfigError
+    from nodegate.secret_refs import is_secret_key
+    from nodegate.site.loader import load_site
+
+    assert is_secret_key("slurm_node_munge_key")
+    text = (ROOT / "inventory" / "example-site.yaml").read_text()
+    text = text.replace("    profile: xe9680-h100\n", "    profile: xe9680-h100\n    data:\n"
+                        '      slurm_node_munge_key: "c2VjcmV0LW11bmdlLWtleS1ieXRlcw=="\n', 1)
+    site = tmp_path / "site.yaml"
+    site.write_text(text)
+    with pytest.raises(ConfigError, match="munge_key"):
+        load_site(str(site))
