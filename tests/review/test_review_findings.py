@@ -248,3 +248,35 @@ def test_a_literal_munge_key_is_a_credential(tmp_path: Path) -> None:
     site.write_text(text)
     with pytest.raises(ConfigError, match="munge_key"):
         load_site(str(site))
+
+
+# --- 6. a full disk for the reports turns a judged FAIL into "bad input" (class 1) ---------
+#
+# The issue: "every command ends with its verdict's code whatever happens to stdout/stderr
+# (EPIPE, SIGPIPE, a full disk for the summary)". On a board with an ECC DBE and a report
+# folder on a full filesystem, ``nodegate health`` exits 2 (bad input, "nothing was judged");
+# ``nodegate gate --healthcheck`` then refuses to gate on that (exit 3) and the sick node
+# stays in service. The board was judged: FAIL is 1.
+
+
+@pytest.fixture
+def full_dir(tmp_path: Path):  # type: ignore[no-untyped-def]
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_fail_on_a_full_report_disk_still_exits_1(full_dir: Path, tmp_path: Path) -> None:
+    done = _nodegate("sim", "run", "h100-hgx+ecc-dbe@gpu0", "--", "nodegate", "health",
+                     "--profile", "sim-h100-hgx", "--checks", "gpu", "--report-dir",
+                     str(full_dir), "--no-textfile", "--node-name", "n1", "--quiet",
+                     cwd=tmp_path)
+    assert "No space left" in done.stderr
+    assert done.returncode == 1, done.stderr
