@@ -280,3 +280,28 @@ def test_a_fail_on_a_full_report_disk_still_exits_1(full_dir: Path, tmp_path: Pa
                      cwd=tmp_path)
     assert "No space left" in done.stderr
     assert done.returncode == 1, done.stderr
+
+
+# --- 7. the bastion's fetch still picks "newest" by the stamp in the file name (class 2) ---
+#
+# deploy/fetch_reports.to_fetch takes the newest ``gate_history_keep`` dated reports by the
+# stamp in their names, then those the bastion lacks. After a clock step, older files carry
+# names from the future: once there are ``keep`` of them (already fetched), every report the
+# node writes after the clock is fixed sorts below them and is never fetched, so the fleet
+# view keeps showing the old future-dated history over today's FAIL.
+
+
+def test_the_fetch_takes_a_new_report_named_before_future_dated_ones(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from deploy.fetch_reports import to_fetch
+
+    remote_dir = "/var/lib/nodegate/reports"
+    future = [f"quick-2099010{i}T000000.000Z.json" for i in (1, 2, 3)]
+    today = "quick-20261206T064500.000Z.json"
+    local = tmp_path / "history"
+    local.mkdir()
+    for name in future:  # fetched while the node's clock said 2099
+        (local / name).write_text("{}")
+    remote = [f"{remote_dir}/{name}" for name in [*future, today]]
+    plan = to_fetch(remote, local, keep=3)
+    assert (f"{remote_dir}/{today}", local / today) in plan
