@@ -305,3 +305,10 @@ def test_the_fetch_takes_a_new_report_named_before_future_dated_ones(tmp_path: P
     remote = [f"{remote_dir}/{name}" for name in [*future, today]]
     plan = to_fetch(remote, local, keep=3)
     assert (f"{remote_dir}/{today}", local / today) in plan
+
+
+def test_the_report_readers_know_the_rail_maps_name() -> None:
+    from nodegate.probes.rail_map import MAP_FILE
+    from nodegate.report.fleet_summary import is_report_name
+
+    assert not is_report_name(MAP_FILE)
