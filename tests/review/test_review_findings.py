@@ -312,3 +312,50 @@ def test_the_report_readers_know_the_rail_maps_name() -> None:
     from nodegate.report.fleet_summary import is_report_name
 
     assert not is_report_name(MAP_FILE)
+
+
+# --- 8. a directory where quick-latest.json belongs keeps a sick node in service (class 3) --
+#
+# ``nodegate health`` on a board with an ECC DBE writes the dated report (FAIL) and its
+# summary, then fails on the directory at ``quick-latest.json`` and exits 2, although
+# docs/exit-codes.md says every output folder is checked before the battery starts, "so a
+# run writes its whole report set or exits 2 having written nothing". ``nodegate gate`` reads
+# only the ``*-latest.json`` files when any name matches: the one there is unreadable, so it
+# exits 2 and acts on nothing, while a readable FAIL (the newest report, by sequence) lies
+# beside it. Issue 33, item 3: "any readable FAIL drains".
+
+
+@pytest.fixture
+def latest_is_a_dir(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    reports = tmp_path / "r"
+    (reports / "quick-latest.json").mkdir(parents=True)
+    done = _nodegate("sim", "run", "h100-hgx+ecc-dbe@gpu0", "--", "nodegate", "health",
+                     "--profile", "sim-h100-hgx", "--checks", "gpu", "--report-dir",
+                     str(reports), "--no-textfile", "--node-name", "n1", "--quiet",
+                     cwd=tmp_path)
+    return reports, done
+
+
+def test_a_latest_target_that_is_a_directory_is_refused_before_any_write(
+        latest_is_a_dir: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    reports, done = latest_is_a_dir
+    assert done.returncode == 2, done.stderr
+    assert "quick-latest.json" in done.stderr
+    assert sorted(p.name for p in reports.glob("quick-2*.json")) == []
+
+
+def test_a_readable_fail_beside_an_unreadable_latest_drains(
+        latest_is_a_dir: tuple[Path, subprocess.CompletedProcess[str]],
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from nodegate import cli
+    from nodegate.cluster import slurm
+    from tests.cluster.test_clock_steps import Recorder
+
+    reports, _ = latest_is_a_dir
+    monkeypatch.setattr(slurm, "SlurmScheduler", Recorder)
+    Recorder.STATES = {}
+    Recorder.DONE = []
+    code = cli.main(["gate", "--json", "--node", "n1", "--report-dir", str(reports)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert [d[0] for d in Recorder.DONE] == ["drain"], out.err
