@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodegate.bounds import digits, parse_number
 from nodegate.errors import ConfigError
 from nodegate.fileio import atomic_write_text
 from nodegate.power.bmc import BmcTarget, parse_bmc_url, read_bmc
@@ -61,9 +62,10 @@ def load_config(path: Path) -> PollerConfig:
     """Parse and validate the poller YAML; every mistake is a ConfigError naming file and key."""
     f = str(path)
     data = _read_mapping(path)
-    interval = float(data.get("interval_s", 30))
-    timeout = float(data.get("timeout_s", 2))
-    retries = int(data.get("retries", 1))
+    interval = _number(data.get("interval_s", 30), float, 1, 3600, key="interval_s", f=f)
+    timeout = _number(data.get("timeout_s", 2), float, 0, 30, key="timeout_s", f=f,
+                      low_open=True)
+    retries = int(_number(data.get("retries", 1), int, 0, 5, key="retries", f=f))
     if not 1 <= interval <= 3600:
         raise ConfigError("interval_s must be within 1..3600", file=f, key="interval_s")
     if timeout * (retries + 1) >= interval:
@@ -81,6 +83,17 @@ def load_config(path: Path) -> PollerConfig:
     if not cfg.pdus and not cfg.bmcs:
         raise ConfigError("no pdus and no bmcs to poll", file=f)
     return cfg
+
+
+def _number(value: Any, kind: type[float] | type[int], low: float, high: float, *,
+            key: str, f: str, low_open: bool = False) -> float:
+    """A YAML number (or number text) through the one bounded converter (nodegate.bounds):
+    ASCII digits, finite, within the range (the CLI's for --timeout and --retries)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"must be {'an integer' if kind is int else 'a number'}", file=f,
+                          key=key)
+    return parse_number(str(value), kind, low=low, high=high, low_open=low_open, key=key,
+                        file=f)
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
@@ -121,9 +134,10 @@ def _output(out: Any, f: str) -> tuple[Path | None, tuple[str, int] | None]:
                               file=f, key="output.textfile")
     if out.get("listen"):
         host, _, port = str(out["listen"]).rpartition(":")
-        if not host or not port.isdigit():
+        number = digits(port, max_chars=5)
+        if not host or number is None or not 0 < number < 65536:
             raise ConfigError("listen must be HOST:PORT", file=f, key="output.listen")
-        listen = (host, int(port))
+        listen = (host, number)
     return textfile, listen
 
 
@@ -152,13 +166,18 @@ def _bmc(item: Any, key: str, f: str, timeout: float, retries: int) -> tuple[str
     extra = set(item) - {"name", "url", "password", "ca_bundle", "insecure", "max_sessions"}
     if extra:
         raise ConfigError(f"unknown key(s) {', '.join(sorted(extra))}", file=f, key=key)
+    if not isinstance(item.get("insecure", False), bool):
+        raise ConfigError("insecure must be true or false (unquoted)", file=f,
+                          key=f"{key}.insecure")
     ca = item.get("ca_bundle")
     if ca is not None and not Path(str(ca)).is_file():
         raise ConfigError(f"CA bundle {ca} does not exist", file=f, key=f"{key}.ca_bundle")
     target = parse_bmc_url(
         str(item["url"]), password=str(item["password"]), ca_bundle=ca,
         insecure=bool(item.get("insecure", False)), timeout_s=max(timeout, 2.0),
-        retries=retries, max_sessions=int(item.get("max_sessions", 2)),
+        retries=retries,
+        max_sessions=int(_number(item.get("max_sessions", 2), int, 1, 64,
+                                 key=f"{key}.max_sessions", f=f)),
         key=key, file=f)
     check_bmc_refs(target, key=f"{key}.password")
     return str(item["name"]), target
