@@ -125,7 +125,7 @@ def test_prune_skips_a_sibling_that_is_not_a_file(tmp_path: Path) -> None:
 # evidence (classes 3 and 7), so the node's own rail map makes a healthy node "not proven
 # passing" (exit 1) and drains it.
 
-RAIL_MAP = {"schema": "nodegate.rail-map/1", "node": None, "ranks": []}
+RAIL_MAP: dict[str, object] = {"schema": "nodegate.rail-map/1", "node": None, "ranks": []}
 
 
 @pytest.fixture
