@@ -183,7 +183,8 @@ def test_templates_render(tmp_path: Path) -> None:
         pdu_monitor_pdus=[{"name": "pdu-a", "url": "snmp://10.0.0.5:161",
                            "community": "env:PDU_COMMUNITY", "model": "apc-rpdu2"}],
         pdu_monitor_bmcs=[{"name": "node01", "url": "https://root@10.0.1.5",
-                           "password": "file:/etc/nodegate/bmc.pw", "ca_bundle": None}])
+                           "password": "file:/etc/nodegate/bmc.pw", "ca_bundle": None,
+                           "insecure": False}])
     path = _write(tmp_path / "rendered.yaml", conf)
     monkey = {"PDU_COMMUNITY": "c0mmunity"}
     os.environ.update(monkey)

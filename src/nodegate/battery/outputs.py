@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.report import NodeReport, fleet_summary
 from nodegate.report.order import OrderKey
 
@@ -153,9 +154,9 @@ def _file_key(path: Path) -> OrderKey:
     from nodegate.report.order import dict_key
 
     for source in (fleet_summary.path_for(path), path):
-        try:
-            data = decode(source.read_bytes())
-        except (OSError, ValueError):
+        try:  # the one reader: a FIFO or a device named like a report is refused, not read
+            data = decode(read_bytes(source, kind="report"))
+        except (OSError, ValueError, ConfigError):
             continue
         if isinstance(data, dict):
             return dict_key(data)
@@ -167,8 +168,8 @@ def _sequences(paths: Iterable[Path]) -> Iterable[int]:
 
     for path in paths:
         try:
-            data = decode(path.read_bytes())
-        except (OSError, ValueError):
+            data = decode(read_bytes(path, kind="report"))
+        except (OSError, ValueError, ConfigError):
             continue
         value = data.get("sequence") if isinstance(data, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -198,11 +199,10 @@ def next_sequence(report_dir: Path) -> int:
     with flock.exclusive(report_dir / SEQUENCE_LOCK, what="report sequence lock",
                          busy=lambda pid: f"report sequence lock held by pid {pid}",
                          wait_s=30.0, poll_s=0.05, mode=0o644):
-        try:
-            with open(counter, "rb") as handle:
-                text = handle.read(32).decode("ascii").strip()
+        try:  # a FIFO here is refused at once (the writer below then names it)
+            text = read_bytes(counter, kind="config", limit=64).decode("ascii").strip()
             current = int(text) if text.isdigit() and len(text) <= 16 else None
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError, ConfigError):
             current = None
         if current is None:
             current = highest_sequence(report_dir)

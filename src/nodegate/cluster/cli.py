@@ -294,13 +294,13 @@ def read_node_reports(report_dir: Path, node: str | None
     the gate's ERROR evidence, never a reason to act on nothing (``gate.with_unreadable``)."""
     from nodegate.errors import ConfigError
     from nodegate.report import load
-    from nodegate.report.fleet_summary import is_summary_name
+    from nodegate.report.fleet_summary import is_report_name
 
     if not report_dir.is_dir():
         raise ConfigError("report directory not found", file=str(report_dir))
     own = sorted(report_dir.glob("*-latest.json"))
     paths = own or sorted(
-        path for path in report_dir.rglob("*.json") if not is_summary_name(path.name))
+        path for path in report_dir.rglob("*.json") if is_report_name(path.name))
     reports = []
     unreadable = []
     for path in paths:

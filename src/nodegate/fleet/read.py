@@ -254,7 +254,7 @@ def scan(root: Path) -> list[tuple[str, int, bool]]:
                 continue
             if item.is_dir(follow_symlinks=False):
                 stack.append(item.path)
-            elif name.endswith(".json") and not fleet_summary.is_summary_name(name):
+            elif fleet_summary.is_report_name(name):
                 beside = fleet_summary.name_for(name) in names
                 found.append((item.path[cut:], _size(item), beside))
     found.sort()

@@ -70,6 +70,18 @@ def is_summary_name(name: str) -> bool:
     return name.endswith(SUFFIX)
 
 
+#: Files the battery leaves in the report folder that are not reports: the rail map for jobs
+#: (``nodegate.probes.rail_map.MAP_FILE``, docs/network.md).
+NOT_REPORTS = frozenset({"rail-map.json"})
+
+
+def is_report_name(name: str) -> bool:
+    """Whether a reader of ``*.json`` reports reads this file: not a summary, not a file
+    nodegate writes beside the reports (a healthy node's own rail map is no unreadable
+    report)."""
+    return name.endswith(".json") and not is_summary_name(name) and name not in NOT_REPORTS
+
+
 def from_report(data: Mapping[str, Any], *, source: str = "<report>",
                 digest: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of a decoded report, without ``report_bytes``.
