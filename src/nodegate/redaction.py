@@ -98,10 +98,27 @@ def _mask(text: str, keep_length: bool) -> str:
     return "*" * len(text.encode("utf-8")) if keep_length else MASK
 
 
+#: A user name alone is not a secret (``https://root@bmc``, the ``USER@HOST`` of nodegate's
+#: own help): kept when it has an account name's shape. Anything longer or stranger may be a
+#: token used as the user (``https://TOKEN@host``) and is masked.
+ACCOUNT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,31}")
+#: Schemes whose bare userinfo is itself the credential: SNMP v1/v2c's community.
+_USERINFO_IS_SECRET = frozenset({"snmp"})
+
+
 def mask_userinfo(url: str, *, keep_length: bool = False) -> str:
-    """``url`` with its userinfo replaced by the mask (``scheme://***@host``)."""
+    """``url`` with its credential masked: the password (``scheme://user:***@host``), or the
+    whole userinfo where it may be one (``snmp://***@host``, a token-shaped user)."""
     info = find_userinfo(url)
-    return url if info is None else url[:info.start] + _mask(info.raw, keep_length) + url[info.end:]
+    if info is None:
+        return url
+    user = info.raw.partition(":")[0]
+    if info.scheme in _USERINFO_IS_SECRET or not ACCOUNT_NAME.fullmatch(user):
+        return url[:info.start] + _mask(info.raw, keep_length) + url[info.end:]
+    if info.password is None:
+        return url
+    hidden = info.raw[len(user) + 1:]
+    return url[:info.start] + user + ":" + _mask(hidden, keep_length) + url[info.end:]
 
 
 def remember_secret(value: str) -> None:

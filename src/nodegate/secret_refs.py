@@ -43,6 +43,7 @@ SECRET_PAIRS = frozenset({
     ("secret", "key"), ("encryption", "key"), ("signing", "key"),
     ("community", "string"), ("shared", "key"), ("session", "id"), ("session", "key"),
     ("bearer", "key"), ("client", "key"), ("master", "key"), ("vault", "pass"),
+    ("munge", "key"), ("tls", "key"), ("ssl", "key"),
 })
 REFERENCE_SUFFIXES = ("_env", "_file")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")

@@ -169,7 +169,12 @@ def test_redact_every_spelling(tmp_path: Path) -> None:
                  "https://root:" + PASSWORD.replace("/", "%2F") + "@bmc"):
         out = redact(text)
         assert PASSWORD not in out and "%2F" not in out.replace("https://***@bmc", "")
-    assert redact("https://root:pw@bmc/x and more") == "https://***@bmc/x and more"
+    assert redact("https://root:pw@bmc/x and more") == "https://root:***@bmc/x and more"
+    # a user name alone is no secret (USER@HOST in nodegate's own help); a community is
+    assert redact("use https://USER@HOST[:PORT]") == "use https://USER@HOST[:PORT]"
+    assert redact("snmp://public@pdu") == "snmp://***@pdu"
+    # a token where the user stands is masked whole
+    assert redact("https://ghp_" + "a" * 36 + "@git") == "https://***@git"
     assert redact("nothing here") == "nothing here"
 
 
