@@ -31,17 +31,25 @@ from roles.defaults import role_defaults
 
 
 def to_fetch(remote: Iterable[str], local_dir: Path, keep: int) -> list[tuple[str, Path]]:
-    """(remote path, local path) of each dated report among the newest ``keep`` (by stamp)
-    that ``local_dir`` lacks, each followed by its summary when the node has one."""
+    """(remote path, local path) of at most ``keep`` dated reports that ``local_dir`` lacks,
+    those named latest first, each followed by its summary when the node has one.
+
+    Chosen among the missing ones, not among all: after a clock step older reports carry
+    names from the future, and a "newest ``keep`` by name, then the missing ones" choice
+    would never fetch a report written after the clock was fixed. The name only decides
+    which missing reports come in this run; the fleet view orders what it holds by each
+    report's own sequence (``nodegate.report.order``)."""
     names = {os.path.basename(path): path for path in remote}
+
+    def lacking(name: str) -> list[str]:
+        """The report and its summary (where the node has one) the bastion does not have."""
+        return [wanted for wanted in (name, name_for(name))
+                if wanted in names and not (local_dir / wanted).exists()]
+
     dated = sorted(((m.group("stamp"), name) for name in names
-                    if (m := DATED_RE.match(name))), reverse=True)[:keep]
-    plan: list[tuple[str, Path]] = []
-    for _, name in sorted(dated, key=lambda item: item[1]):
-        for wanted in (name, name_for(name)):
-            if wanted in names and not (local_dir / wanted).exists():
-                plan.append((names[wanted], local_dir / wanted))
-    return plan
+                    if (m := DATED_RE.match(name)) and lacking(name)), reverse=True)[:keep]
+    return [(names[wanted], local_dir / wanted)
+            for _, name in sorted(dated, key=lambda item: item[1]) for wanted in lacking(name)]
 
 
 @deploy("nodegate fetch reports (history)",
