@@ -344,14 +344,29 @@ def test_a_latest_target_that_is_a_directory_is_refused_before_any_write(
     assert sorted(p.name for p in reports.glob("quick-2*.json")) == []
 
 
+@pytest.fixture
+def latest_broken_after_a_fail(tmp_path: Path) -> Path:
+    """A FAIL written whole, then its latest copy replaced by a directory (a disk or an
+    operator broke it): the dated FAIL and its summary are readable beside it."""
+    reports = tmp_path / "r"
+    done = _nodegate("sim", "run", "h100-hgx+ecc-dbe@gpu0", "--", "nodegate", "health",
+                     "--profile", "sim-h100-hgx", "--checks", "gpu", "--report-dir",
+                     str(reports), "--no-textfile", "--node-name", "n1", "--quiet",
+                     cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    (reports / "quick-latest.json").unlink()
+    (reports / "quick-latest.json").mkdir()
+    return reports
+
+
 def test_a_readable_fail_beside_an_unreadable_latest_drains(
-        latest_is_a_dir: tuple[Path, subprocess.CompletedProcess[str]],
+        latest_broken_after_a_fail: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from nodegate import cli
     from nodegate.cluster import slurm
     from tests.cluster.test_clock_steps import Recorder
 
-    reports, _ = latest_is_a_dir
+    reports = latest_broken_after_a_fail
     monkeypatch.setattr(slurm, "SlurmScheduler", Recorder)
     Recorder.STATES = {}
     Recorder.DONE = []

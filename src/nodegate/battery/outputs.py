@@ -35,9 +35,22 @@ def default_textfile_dir() -> Path:
     return Path(os.environ.get("NODEGATE_TEXTFILE_DIR", str(DEFAULT_TEXTFILE_DIR)))
 
 
-def preflight(report_dir: Path, textfile_dir: Path | None) -> None:
+def fixed_targets(report_dir: Path, textfile_dir: Path | None, name: str) -> list[Path]:
+    """The files of a run named ``name`` that keep their names run after run (the latest
+    report, its summary and JUnit, the textfile); dated reports get new names."""
+    latest = report_dir / f"{name}-latest.json"
+    targets = [latest, fleet_summary.path_for(latest), report_dir / f"{name}-latest.xml"]
+    if textfile_dir is not None:
+        targets.append(textfile_dir / f"nodegate_{name}.prom")
+    return targets
+
+
+def preflight(report_dir: Path, textfile_dir: Path | None, name: str | None = None) -> None:
     """Refuse unusable output folders before anything is measured or written, creating none:
-    a run writes its whole report set, or exits 2 having written nothing."""
+    a run writes its whole report set, or exits 2 having written nothing. With ``name`` (the
+    run's level or suite), the files it will replace are checked too: a directory, device,
+    FIFO or link where ``<name>-latest.json`` belongs is refused now, not after the dated
+    report was written."""
     for path, option in ((report_dir, "--report-dir"), (textfile_dir, "--textfile-dir")):
         if path is None:
             continue
@@ -49,6 +62,12 @@ def preflight(report_dir: Path, textfile_dir: Path | None) -> None:
         if not os.access(existing, os.W_OK | os.X_OK):
             raise ConfigError(f"cannot create or write {path}: {existing} is not writable",
                               key=option)
+    if name is not None:
+        from nodegate.fileio import check_target
+
+        for target in fixed_targets(report_dir, textfile_dir, name):
+            if os.path.lexists(target):
+                check_target(target, make_parents=False)
 
 
 def _ensure_dirs(wanted: list[tuple[Path, str]]) -> None:
@@ -79,7 +98,7 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     from nodegate.report._atomic import fsync_dir
     from nodegate.report.model import dumps, format_timestamp
 
-    preflight(report_dir, textfile_dir)
+    preflight(report_dir, textfile_dir, name or report.level.value)
     _ensure_dirs([(report_dir, "--report-dir")]
                  + ([(textfile_dir, "--textfile-dir")] if textfile_dir is not None else []))
     report = number(report, report_dir)

@@ -79,11 +79,12 @@ def output_dirs(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return Path(args.report_dir or default_report_dir()), textfile
 
 
-def check_outputs(args: argparse.Namespace) -> None:
-    """Exit 2 on an unusable output folder before the battery starts (nothing measured)."""
+def check_outputs(args: argparse.Namespace, name: str | None = None) -> None:
+    """Exit 2 on an unusable output folder, or a file of the run ``name`` that cannot be
+    replaced, before the battery starts (nothing measured, nothing written)."""
     from nodegate.battery.outputs import preflight
 
-    preflight(*output_dirs(args))
+    preflight(*output_dirs(args), name=name)
 
 
 def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
@@ -98,8 +99,17 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
                           key="--checks")
     report_dir, textfile = output_dirs(args)
     # the cron health path skips re-validating (time budget); load levels validate
-    files = write_outputs(report, report_dir=report_dir, textfile_dir=textfile,
-                          validate=level != "health", name=name)
+    try:
+        files = write_outputs(report, report_dir=report_dir, textfile_dir=textfile,
+                              validate=level != "health", name=name)
+    except ConfigError as exc:
+        if exit_code_for(report) == 0:
+            raise  # nothing failed, and no report says so: not a pass (exit 2)
+        # the board was judged and failed: a full disk must not turn that into "bad input"
+        print(f"nodegate {level}: error: {exc}", file=sys.stderr)
+        print(f"nodegate {level}: {report.verdict.value} (judged; the report could not be "
+              "written)", file=sys.stderr)
+        return int(exit_code_for(report))
     report = files.report or report  # as written: numbered (battery.outputs.number)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     if args.json:

@@ -285,6 +285,44 @@ def node_reports(report_dir: Path, node: str | None) -> list[NodeReport]:
     return reports
 
 
+def _stand_ins(report_dir: Path, unreadable: list[str]) -> list[NodeReport]:
+    """For each unreadable ``<level>-latest.json``, the newest readable dated report of that
+    level, newest by the reports' own order (sequence, boot time: ``nodegate.report.order``,
+    read from the small summaries), never by the stamp in a name. A readable FAIL beside a
+    broken latest copy must still drain; the broken copy stays ERROR evidence."""
+    from nodegate.errors import ConfigError
+    from nodegate.fileio import read_bytes
+    from nodegate.report import load
+    from nodegate.report.fleet_summary import SUFFIX
+    from nodegate.report.history import DATED_RE
+    from nodegate.report.order import dict_key
+
+    out = []
+    for path in unreadable:
+        name = Path(path).name
+        if not name.endswith("-latest.json"):
+            continue
+        level = name[: -len("-latest.json")]
+        ranked = []
+        for summary in report_dir.glob(f"{level}-*{SUFFIX}"):
+            report = summary.with_name(summary.name[: -len(SUFFIX)] + ".json")
+            if not DATED_RE.match(report.name) or report.name[: len(level) + 1] != f"{level}-":
+                continue
+            try:
+                data = json.loads(read_bytes(summary, kind="summary"))
+            except (ConfigError, ValueError):
+                continue
+            if isinstance(data, dict):
+                ranked.append((dict_key(data), report))
+        for _, report in sorted(ranked, key=lambda item: item[0], reverse=True):
+            try:
+                out.append(load(report))
+                break
+            except ConfigError:
+                continue
+    return out
+
+
 def read_node_reports(report_dir: Path, node: str | None
                       ) -> tuple[list[NodeReport], list[tuple[str, str]]]:
     """The node's reports and the (path, why) of those that cannot be read: the
@@ -315,6 +353,8 @@ def read_node_reports(report_dir: Path, node: str | None
             raise ConfigError(f"reports for several nodes ({', '.join(sorted(names)[:5])}); "
                               "pass --node", file=str(report_dir))
         return reports, unreadable
+    if own:  # an unreadable latest copy: the newest dated report of its level stands in
+        reports += _stand_ins(report_dir, [p for p, _ in unreadable])
     mine = [r for r in reports if node in (r.node, r.labels.get("slurm_node"))]
     if not own:  # a bastion's tree: an unreadable file is this node's by where it lies
         folders = {Path(p).parent for p, r in zip(

@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     window = parse_duration(args.xid_window)
     deadline = parse_deadline(args.nvml_timeout)
     profile = select_profile(args.profile)
-    check_outputs(args)
+    check_outputs(args, "quick")
     from nodegate.battery.engine import run_quick
 
     def waiting() -> None:

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     window = parse_duration(args.xid_window)
     deadline = parse_deadline(args.nvml_timeout)
     profile = select_profile(args.profile)
-    check_outputs(args)
+    check_outputs(args, args.level)
     if args.level == "acceptance" and "load" in groups:
         # exit 2 before any check runs: the FSDP keys valid, the checkpoint directory takes a
         # file (its room is checked once the workers' backend, and so the model, is known)
