@@ -1,6 +1,6 @@
-"""Defects found by a review of issue 33 ("Trust the verdict") on main, each as it fails.
-
-Every test here reproduces what an operator meets; none is in tests/badinput/.
+"""Defects a review of the gate's hostile-input mechanisms found, each kept as the operator
+met it (all fixed; docs/reliability.md, section 12). None of these inputs is in
+tests/badinput/.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def test_a_literal_munge_key_is_a_credential(tmp_path: Path) -> None:
 
 # --- 6. a full disk for the reports turns a judged FAIL into "bad input" (class 1) ---------
 #
-# The issue: "every command ends with its verdict's code whatever happens to stdout/stderr
+# The rule: "every command ends with its verdict's code whatever happens to stdout/stderr
 # (EPIPE, SIGPIPE, a full disk for the summary)". On a board with an ECC DBE and a report
 # folder on a full filesystem, ``nodegate health`` exits 2 (bad input, "nothing was judged");
 # ``nodegate gate --healthcheck`` then refuses to gate on that (exit 3) and the sick node
@@ -322,7 +322,7 @@ def test_the_report_readers_know_the_rail_maps_name() -> None:
 # run writes its whole report set or exits 2 having written nothing". ``nodegate gate`` reads
 # only the ``*-latest.json`` files when any name matches: the one there is unreadable, so it
 # exits 2 and acts on nothing, while a readable FAIL (the newest report, by sequence) lies
-# beside it. Issue 33, item 3: "any readable FAIL drains".
+# beside it. The rule: any readable FAIL drains.
 
 
 @pytest.fixture
