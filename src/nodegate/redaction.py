@@ -25,15 +25,14 @@ count stay true) and the log handlers (``install_log_filter``). Values shorter t
 from __future__ import annotations
 
 import contextlib
-import html
-import json
-import logging
 import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TextIO
-from urllib.parse import quote, unquote
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # logging, html, json and urllib load when first needed: the cron path
+    import logging  # redacts a few lines with no secret and no URL in them
 
 MASK = "***"
 MIN_SECRET_LEN = 3
@@ -84,6 +83,8 @@ def find_userinfo(url: str) -> Userinfo | None:
         return None
     raw = url[start:at]
     user, colon, password = raw.partition(":")
+    from urllib.parse import unquote
+
     return Userinfo(scheme=url[:start - 3].lower(), raw=raw, user=unquote(user),
                     password=unquote(password) if colon else None, start=start, end=at)
 
@@ -141,6 +142,10 @@ def forget_secrets() -> None:
 
 def _forms(secret: str) -> set[str]:
     """How a value may be spelled in output: as is, in a URL, in JSON, in XML/HTML."""
+    import html
+    import json
+    from urllib.parse import quote
+
     forms = {secret, quote(secret, safe=""), quote(secret), json.dumps(secret)[1:-1],
              json.dumps(secret, ensure_ascii=False)[1:-1], html.escape(secret),
              html.escape(secret, quote=False)}
@@ -207,8 +212,10 @@ def redacted_std_streams() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
-class RedactingFilter(logging.Filter):
-    """A logging filter that renders the record and redacts it (a library's log line too)."""
+class RedactingFilter:
+    """A logging filter that renders the record and redacts it (a library's log line too).
+    Any object with ``filter(record)`` is a filter to logging's handlers: no subclass, so
+    importing this module does not import logging."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = redact(record.getMessage())
@@ -223,6 +230,8 @@ class RedactingFilter(logging.Filter):
 
 def install_log_filter(logger: logging.Logger | None = None) -> None:
     """Put the redacting filter on every handler of ``logger`` (the root logger by default)."""
+    import logging
+
     for handler in (logger or logging.getLogger()).handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
