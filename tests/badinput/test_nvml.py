@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from nodegate.sim import scenario
-from tests.badinput.test_corpus import CORPUS, HEADER, Case, _prepare, _run
+from tests.badinput.test_corpus import CORPUS, HEADER, Case, check_case
 
 
 def _board(errors: object) -> dict[str, bytes | str]:
@@ -79,11 +79,4 @@ def test_the_captures_cases_change_the_capture() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_nvml_input_exits_naming_it(case: Case, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    argv, before = _prepare(case, tmp_path)
-    code, text = _run(argv, case, capsys, tmp_path)
-    assert code == case.code, text
-    assert "Traceback" not in text
-    for word in case.names:
-        assert word in text, (word, text)
-    after = {p for p in tmp_path.rglob("*") if p.name != ".lock"}
-    assert after == before, sorted(map(str, after - before))
+    check_case(case, tmp_path, capsys)
