@@ -8,6 +8,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.nodegate-installed
+# The slow part on several pytest-xdist workers, each with its own lab instance; whole files
+# and lab groups stay on one worker (tests/parallel.py). TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 3
+XDIST   = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: setup host-setup test test-fast lint demo bench fuzz clean
 
@@ -31,7 +35,7 @@ test: host-setup setup
 	$(PY) -m mypy
 	$(PY) -m pytest tests -m "not slow" -q --durations=15
 	# pytest exits 5 when no test is marked slow: that is not a failure
-	$(PY) -m pytest tests -m "slow" -q --durations=30 || [ $$? -eq 5 ]
+	$(PY) -m pytest tests -m "slow" -q --durations=30 $(XDIST) || [ $$? -eq 5 ]
 
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow" -q

@@ -7,16 +7,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests import parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # The suite's own labs are instance 3 (10.77.10.0/24, /var/lib/nodegate-lab3, its own site file
-# and lab.env): a lab someone brought up by hand or with `make demo` (instance 0) is never
-# touched, skipped around or torn down, so `make demo; make test` works in either order. Set
-# before any test imports nodegate_lab.config, which reads it once.
-os.environ.setdefault("NODEGATE_LAB_INSTANCE", "3")
+# and lab.env), and under xdist one instance per worker (tests/parallel.py): a lab someone
+# brought up by hand or with `make demo` (instance 0) is never touched, skipped around or torn
+# down, so `make demo; make test` works in either order. Set before any test imports
+# nodegate_lab.config, which reads it once.
+parallel.set_lab_instance()
 # pyinfra runs in tests keep their hosts' fact lists (nodegate.fact_cache) apart from an
 # operator's ~/.cache, and every suite run starts without one
 os.environ.setdefault("NODEGATE_FACT_READS_DIR", tempfile.mkdtemp(prefix="nodegate-fact-reads-"))
@@ -56,3 +60,14 @@ def _register_fuzz_profiles() -> None:
 
 
 _register_fuzz_profiles()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: whole files and lab groups per worker (tests/parallel.py)."""
+    return parallel.make_scheduler(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist the slow tests go out longest group first (tests/parallel.py)."""
+    if parallel.worker_index() is not None:
+        parallel.order_slow(items, str(ROOT))

@@ -7,14 +7,16 @@ into the lab directory; every node is an overlay over that extracted, read-only 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from nodegate import flock
 from nodegate.errors import CannotRunError
 from nodegate_lab import config
 from nodegate_lab.proc import need, run
@@ -106,6 +108,27 @@ def drop_apt_caches(root: Path) -> None:
         lists.unlink()
 
 
+#: How long a second build of one cached artefact waits for the first (a cold debootstrap under
+#: load, or the mirror with its wheels).
+BUILD_WAIT_S = 3600.0
+
+
+@contextlib.contextmanager
+def building(target: Path) -> Iterator[None]:
+    """One builder at a time for a cached artefact shared by every lab instance (the base and
+    VM tarballs, the package mirror): labs on parallel test workers otherwise build it twice
+    at once, and the second to finish replaces the tree the first is already serving."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = target.parent / f".{target.name}.build-lock"
+    with flock.exclusive(
+            lock_path, what="build lock", wait_s=BUILD_WAIT_S,
+            busy=lambda pid: f"{target.name}: another build (pid {pid}) still holds "
+                             f"{lock_path} after {BUILD_WAIT_S:.0f} s",
+            on_wait=lambda: print(f"{target.name}: waiting for another build of it",
+                                  flush=True)):
+        yield
+
+
 def debootstrap_tarball(target: Path, packages: Sequence[str],
                         customise: Callable[[Path], None], *, log: Path | None = None,
                         force: bool = False) -> Path:
@@ -115,7 +138,15 @@ def debootstrap_tarball(target: Path, packages: Sequence[str],
     if target.is_file() and not force:
         return target
     need("debootstrap", "tar", "chroot")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    with building(target):
+        if target.is_file() and not force:
+            return target  # built by another worker while this one waited
+        _debootstrap_to(target, packages, customise, log=log)
+    return target
+
+
+def _debootstrap_to(target: Path, packages: Sequence[str], customise: Callable[[Path], None],
+                    *, log: Path | None) -> None:
     with tempfile.TemporaryDirectory(prefix=f"{target.stem[:20]}-", dir=target.parent) as tmp:
         root = Path(tmp) / "root"
         proc = run(["debootstrap", "--variant=minbase", "--include=" + ",".join(packages),
@@ -130,7 +161,6 @@ def debootstrap_tarball(target: Path, packages: Sequence[str],
         run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."],
             timeout=600)
         os.replace(partial, target)
-    return target
 
 
 def build(*, force: bool = False, log: Path | None = None) -> Path:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from nodegate.errors import CannotRunError, ConfigError
-from nodegate_lab import config, driver_graph, packages, wheel
+from nodegate_lab import base, config, driver_graph, packages, wheel
 from nodegate_lab.proc import run
 
 #: Real Debian packages the roles install (their dependencies are fetched too).
@@ -143,14 +143,19 @@ def _prune(current: Path) -> None:
 
 
 def build(*, wheels: bool = True) -> Path:
-    """Return the built mirror directory, building it once."""
+    """Return the built mirror directory, building it once (one builder at a time)."""
     target = mirror_dir()
-    if (target / ".complete").is_file():
-        os.utime(target / ".complete")  # in use again: not pruned by another key's build
-        return target
+    if not (target / ".complete").is_file():
+        with base.building(target):
+            if not (target / ".complete").is_file():
+                _build(target, wheels=wheels)
+    os.utime(target / ".complete")  # in use again: not pruned by another key's build
+    return target
+
+
+def _build(target: Path, *, wheels: bool) -> None:
     from nodegate.sim.build import LIBRARY_NAME, ensure_built
 
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="mirror-", dir=target.parent))
     try:
         _fetch_debian(tmp / "debian")
@@ -172,7 +177,6 @@ def build(*, wheels: bool = True) -> Path:
         _prune(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _scan(root: Path, directory: str) -> str:
