@@ -54,7 +54,6 @@ def health_gate(nodegate_bin: str, profile_path: str, fetch_dir: str,
     yield verdict(decide)
 
 
-
 @operation()
 def multinode_group(*, nodegate_bin: str, profile_path: str, report_dir: str, fetch_dir: str,
                     peer: str, members: list[str], addresses: dict[str, str], port: int,
@@ -151,7 +150,6 @@ def join_gate(nodegate_bin: str, level: str, node: str,
     yield gate_results.recorded(at, *join_argv(**args))
     yield verdict(lambda me: gate_results.join_verdict(me, node,
                                                        me.get_fact(RecordedRun, stem=at)))
-
 
 
 __all__ = ["health_gate", "join_gate", "multinode_group"]

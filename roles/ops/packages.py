@@ -210,9 +210,6 @@ def os_packages(packages: list[str]) -> Generator[Any, None, None]:
         yield cmd("dnf", "-y", "-q", "install", *[q(p) for p in missing])
 
 
-
-
-
 @operation()
 def hold_matching(patterns: list[str], version: str) -> Generator[Any, None, None]:
     """Hold every installed package matching ``patterns`` at ``version`` (apt): the driver's

@@ -41,8 +41,6 @@ def fetch_keyring(url: str, dest: str) -> Generator[Any, None, None]:
     yield cmd("curl", "-fsSL", q(url), "|", "gpg", "--dearmor", "--yes", "-o", q(dest))
 
 
-
-
 @operation()
 def dnf_module_stream(module: str, stream: str) -> Generator[Any, None, None]:
     """Enable ``module:stream`` (EL8/9 modularity), resetting another enabled stream first:

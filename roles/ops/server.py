@@ -37,7 +37,14 @@ def run_when(command: StringCommand) -> Generator[Any, None, None]:
     yield command
 
 
-
+def stale_module(module: str) -> tuple[str, str] | None:
+    """(loaded, installed) versions of ``module`` when the kernel runs another version than
+    the one on disk (a driver change waiting for its reboot), else None."""
+    loaded = host.get_fact(LoadedModuleVersions).get(module)
+    on_disk = host.get_fact(InstalledModule, module=module)
+    if loaded and on_disk and on_disk["version"] and Version(loaded) != Version(on_disk["version"]):
+        return str(loaded), str(on_disk["version"])
+    return None
 
 
 def reboot_reasons(module: str, driver_version: str | None = None,
@@ -46,10 +53,9 @@ def reboot_reasons(module: str, driver_version: str | None = None,
     driver is not ``driver_version`` (the version the role just installed), or a boot setting
     changed (base role marker). An absent module is not a reason: modprobe loads it."""
     reasons = []
-    loaded = host.get_fact(LoadedModuleVersions).get(module)
-    on_disk = host.get_fact(InstalledModule, module=module)
-    if loaded and on_disk and on_disk["version"] and Version(loaded) != Version(on_disk["version"]):
-        reasons.append(f"{module} {loaded} is loaded but {on_disk['version']} is installed")
+    stale = stale_module(module)
+    if stale:
+        reasons.append(f"{module} {stale[0]} is loaded but {stale[1]} is installed")
     elif driver_version and python:
         running = host.get_fact(RunningDriverVersion, python=python)
         if running and Version(running) != Version(driver_version):
@@ -89,7 +95,6 @@ def reboot_refusal(python: str, slurm_node: str, drained_override: bool = False)
 def module_loaded(module: str) -> bool:
     """Whether ``module`` is loaded in the node's kernel now."""
     return module in host.get_fact(LoadedModuleVersions)
-
 
 
 @operation()
@@ -155,6 +160,5 @@ def reboot_and_wait(timeout_s: int, interval_s: float = 2.0) -> Generator[Any, N
     yield FunctionCommand(wait, (), {})
 
 
-
 __all__ = ["REBOOT_MARKER", "module_loaded", "reboot_and_wait", "reboot_if_needed",
-           "reboot_reasons", "reboot_refusal", "run_when"]
+           "reboot_reasons", "reboot_refusal", "run_when", "stale_module"]

@@ -37,6 +37,4 @@ def drain_budget_args() -> list[str]:
     return ["--drain-budget", f"{float(budget):g}", "--textfile-dir", str(textfile)]
 
 
-
-
 __all__ = ["drain_budget_args", "slurm_member", "slurm_node_name"]

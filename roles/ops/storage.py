@@ -110,9 +110,6 @@ def mount_unit(device: str, mountpoint: str, fstype: str, options: list[str],
         yield cmd("systemctl", "daemon-reload")
 
 
-
-
-
 _UNIT_SAFE = re.compile(r"[A-Za-z0-9:_.]")
 
 

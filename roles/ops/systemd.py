@@ -11,9 +11,8 @@ from pyinfra.api.operation import operation
 from pyinfra.context import host
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
-from nodegate.facts.kernel import InstalledModule, LoadedModuleVersions
-from nodegate.versions import Version
 from roles.ops.common import cmd, container, q
+from roles.ops.server import module_loaded, stale_module
 
 JOURNAL_LINES = 20
 
@@ -40,14 +39,12 @@ def driver_service(unit: str, module: str = "nvidia") -> Generator[Any, None, No
     if not start:
         host.noop(f"{unit} is running")
     elif not container():
-        loaded = host.get_fact(LoadedModuleVersions).get(module)
-        on_disk = host.get_fact(InstalledModule, module=module)
-        if loaded and on_disk and on_disk["version"] and \
-                Version(loaded) != Version(on_disk["version"]):
-            host.noop(f"{unit} starts at the next boot: {module} {loaded} is loaded but "
-                      f"{on_disk['version']} is installed")
+        stale = stale_module(module)
+        if stale:
+            host.noop(f"{unit} starts at the next boot: {module} {stale[0]} is loaded but "
+                      f"{stale[1]} is installed")
             start = False
-        elif not loaded:
+        elif not module_loaded(module):
             yield cmd("modprobe", q(module))
     if start:
         yield start_or_explain(unit)
@@ -55,8 +52,6 @@ def driver_service(unit: str, module: str = "nvidia") -> Generator[Any, None, No
         yield cmd("systemctl", "enable", q(unit))
     else:
         host.noop(f"{unit} is enabled")
-
-
 
 
 __all__ = ["JOURNAL_LINES", "driver_service", "start_or_explain"]
