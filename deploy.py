@@ -22,7 +22,6 @@ import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that 
 from deploy.join import join_gate
 from deploy.multinode import multinode_gate
 from deploy.validate import validate_gate
-from roles._common import is_deploy_file
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -32,6 +31,7 @@ from roles.nccl import nccl
 from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
+from roles.ops.common import is_deploy_file
 from roles.pdu_monitor import pdu_monitor
 from roles.slurm_controller import slurm_controller
 from roles.slurm_node import slurm_node

@@ -8,7 +8,7 @@ environment. CPU is ``getrusage(RUSAGE_CHILDREN)`` around each pyinfra run, per 
 
 A run that failed is never timed: the bench prints what failed and the tail of pyinfra's
 output, tears the lab down and exits 1; a rerun that changed anything but the gate's battery
-run (an action on every run, roles/_ops.py) is not a no-op and fails the same way.
+run (an action on every run, roles/ops/gate.py) is not a no-op and fails the same way.
 ``--site FILE`` deploys with another site file (a broken one shows the failure path). Run as
 root on an instance nobody else uses::
 

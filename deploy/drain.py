@@ -16,13 +16,13 @@ from pyinfra.operations import server
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from nodegate.cluster.slurm import parse_state
 from nodegate.facts.gpu import SlurmNodeState, scontrol_failure
-from roles import _ops
-from roles._common import is_deploy_file, refuse
+from roles.ops.common import is_deploy_file, refuse
+from roles.ops.slurm import slurm_member
 
 
 @deploy("nodegate drain (Slurm)", data_defaults={"drain_reason": "maintenance"})
 def drain() -> None:
-    node = _ops.slurm_member()
+    node = slurm_member()
     if not node:
         host.noop("not a Slurm node (no slurm.node_name, no slurm_node_controller): "
                   "nothing to drain")

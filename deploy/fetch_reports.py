@@ -26,8 +26,8 @@ from pyinfra.operations import files
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from nodegate.report.fleet_summary import name_for
 from nodegate.report.history import DATED_RE
-from roles._common import is_deploy_file
 from roles.defaults import role_defaults
+from roles.ops.common import is_deploy_file
 
 
 def to_fetch(remote: Iterable[str], local_dir: Path, keep: int) -> list[tuple[str, Path]]:

@@ -14,15 +14,16 @@ from pyinfra.api.deploy import deploy
 from pyinfra.context import host
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
-from roles import _ops
-from roles._common import is_deploy_file
 from roles.defaults import role_defaults
+from roles.ops import gate
+from roles.ops.common import is_deploy_file
+from roles.ops.slurm import slurm_member
 
 
 @deploy("nodegate join (Slurm resume or drain from the node's report)",
         data_defaults={**role_defaults("gate"), **role_defaults("agent")})
 def join_gate() -> None:
-    node = _ops.slurm_member()
+    node = slurm_member()
     if not host.data.get("nodegate_profile") or not node:
         host.noop("no GPU profile or no Slurm node name: nothing to join")
         return
@@ -32,7 +33,7 @@ def join_gate() -> None:
     peer = host.data.get("gate_multinode_peer")
     # the multi-node check judges the other nodes against the peer, so the peer needs none
     require = ("multinode",) if peer and peer != host.name else ()
-    _ops.join_gate(name="gate: Slurm join/drain",
+    gate.join_gate(name="gate: Slurm join/drain",
                    nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
                    level=str(host.data.get("gate_level")), node=node,
                    report_dir=str(host.data.get("agent_report_dir")), require=require)

@@ -19,9 +19,9 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
-from roles import _ops
-from roles._common import is_deploy_file
 from roles.defaults import role_defaults
+from roles.ops import gate
+from roles.ops.common import is_deploy_file
 
 
 def group_plan(peer: str, gpu_hosts: list[str], size: int = 0) -> list[list[str]]:
@@ -64,7 +64,7 @@ def multinode_gate(fail_host: bool = True) -> None:
     size = int(host.data.get("gate_multinode_group_size") or 0)
     for index, members in enumerate(group_plan(str(peer), list(addresses), size)):
         # every host calls this once per group, so the n-th call is the same operation on all
-        _ops.multinode_group(
+        gate.multinode_group(
             name=f"gate: multinode collectives {' + '.join(members)} + {peer}",
             nodegate_bin=f"{host.data.get('agent_venv')}/bin/nodegate",
             profile_path=str(host.data.get("agent_profile_path")),

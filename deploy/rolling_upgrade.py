@@ -49,9 +49,10 @@ from nodegate.cluster.rollout import (
 )
 from nodegate.errors import ConfigError
 from nodegate.fileio import atomic_write_text
-from roles import _ops, _upgrade
-from roles._common import is_deploy_file, knob
 from roles.defaults import role_defaults
+from roles.ops import upgrade
+from roles.ops.common import FAILURES, is_deploy_file, knob
+from roles.ops.slurm import slurm_node_name
 
 
 def partition_of(member: Host) -> str:
@@ -91,7 +92,7 @@ def may_go_on(batches: list[list[str]], mine: int, name: str) -> bool:
     """At execution: no node of an earlier batch failed, and this one was not skipped."""
     failed = {h.name for h in host.state.failed_hosts}
     earlier = {n for group in batches[:mine] for n in group}
-    return name not in _upgrade.SKIPPED and not (failed & earlier)
+    return name not in upgrade.SKIPPED and not (failed & earlier)
 
 
 @operation(is_idempotent=False)
@@ -122,9 +123,9 @@ def _first_active() -> str | None:
     return active[0] if active else None
 
 
-#: The run's plan and target for the summary. In roles._upgrade, not here: pyinfra runs this
-#: file once per host, each time in a fresh namespace.
-_SUMMARY = _upgrade.ROLLOUT
+#: The run's plan and target for the summary. In roles.ops.upgrade, not here: pyinfra runs
+#: this file once per host, each time in a fresh namespace.
+_SUMMARY = upgrade.ROLLOUT
 
 
 def _print_summary() -> None:
@@ -134,10 +135,10 @@ def _print_summary() -> None:
         return
     _SUMMARY["printed"] = True
     state = _SUMMARY["state"]
-    failed = {h.name: f"{_ops.FAILURES.get(h.name) or 'an operation failed (see above)'}; "
-                      f"left drained, the version it left in {_upgrade.RECORD}"
+    failed = {h.name: f"{FAILURES.get(h.name) or 'an operation failed (see above)'}; "
+                      f"left drained, the version it left in {upgrade.RECORD}"
               for h in state.failed_hosts}
-    rows = standings(_SUMMARY["batches"], _upgrade.OUTCOME, failed, _upgrade.SKIPPED)
+    rows = standings(_SUMMARY["batches"], upgrade.OUTCOME, failed, upgrade.SKIPPED)
     print(summary_text(_SUMMARY["target"], rows), flush=True)
     out = Path(_SUMMARY["fetch_dir"]) / "rollout-summary.json"
     atomic_write_text(out, json.dumps({"schema": "nodegate.rollout/1", "target": _SUMMARY["target"],
@@ -163,7 +164,7 @@ def rolling_upgrade() -> None:
         atexit.register(_print_summary)
     if mine is not None:
         # the rollout drains the node and waits for its jobs itself; the reboot still waits
-        # for a node without GPU processes (roles/_ops.reboot_refusal)
+        # for a node without GPU processes (roles/ops/server.reboot_refusal)
         host.data.nvidia_driver_drained = True
         host.data.nvidia_driver_allow_reboot = True
         host.data.gate_level = gate_level
@@ -175,11 +176,10 @@ def rolling_upgrade() -> None:
             continue
         go_on: dict[str, Any] = {"_if": lambda i=index: may_go_on(batches, i, name)}
         begin(**go_on)
-        _upgrade.wait_for_jobs(name="rollout: wait for running jobs (then skip)",
-                               node=_ops.slurm_node_name(), timeout_s=job_timeout_s,
-                               **go_on)
+        upgrade.wait_for_jobs(name="rollout: wait for running jobs (then skip)",
+                              node=slurm_node_name(), timeout_s=job_timeout_s, **go_on)
         upgrade_node(**go_on)
-        _upgrade.done(name="rollout: node done", target=str(target), **go_on)
+        upgrade.done(name="rollout: node done", target=str(target), **go_on)
     batch_start(name="rollout: end", index=len(batches), batches=batches)
 
 

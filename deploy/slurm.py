@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyinfra.context import host
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
-from roles._common import is_deploy_file
+from roles.ops.common import is_deploy_file
 from roles.slurm_controller import slurm_controller
 from roles.slurm_node import slurm_node
 

@@ -26,12 +26,14 @@ from pyinfra.context import host
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from deploy.join import join_gate
 from deploy.validate import validate_gate
-from roles import _ops, _upgrade
-from roles._common import is_deploy_file, knob, target_os
 from roles.agent import agent
 from roles.defaults import role_defaults
 from roles.fabricmanager import fabricmanager
 from roles.nvidia_driver import desired, driver_packages, gpu_busy_reason, nvidia_driver
+from roles.ops.common import is_deploy_file, knob, target_os
+from roles.ops.packages import package_plan
+from roles.ops.slurm import slurm_node_name
+from roles.ops.upgrade import begin_upgrade, installed_driver, open_upgrade_from
 
 
 @deploy("nodegate upgrade: record the driver left, drain",
@@ -43,13 +45,13 @@ def begin() -> bool:
     _branch, version, modules = desired()
     packages = list(knob("nvidia_driver_packages") or driver_packages(
         os_, str(knob("nvidia_driver_source")), _branch, modules))
-    wrong, _unheld = _ops.package_plan(os_, packages, version)
+    wrong, _unheld = package_plan(os_, packages, version)
     if not wrong or gpu_busy_reason(str(knob("nvidia_driver_python"))):
         return False  # nothing to do, or the driver role refuses the busy node next
-    node = _ops.slurm_node_name()
-    previous = _upgrade.open_upgrade_from(node) or _upgrade.installed_driver(os_, packages, _branch)
-    _upgrade.begin_upgrade(name=f"upgrade: record the driver left and drain ({version})",
-                           node=node, previous=previous, target=version)
+    node = slurm_node_name()
+    previous = open_upgrade_from(node) or installed_driver(os_, packages, _branch)
+    begin_upgrade(name=f"upgrade: record the driver left and drain ({version})",
+                  node=node, previous=previous, target=version)
     return True
 
 

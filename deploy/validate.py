@@ -16,9 +16,9 @@ from pyinfra.context import host
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
 from nodegate.cluster.evidence import widen_checks
 from nodegate.vocabulary import LEVELS
-from roles import _ops
-from roles._common import is_deploy_file
 from roles.defaults import role_defaults
+from roles.ops import gate
+from roles.ops.common import is_deploy_file
 
 
 @deploy("nodegate validate (the battery on the node)",
@@ -36,14 +36,14 @@ def validate_gate(fail_host: bool = True) -> None:
     # every group it requires runs (nodegate.cluster.evidence)
     extra = widen_checks([str(a) for a in host.data.get("agent_health_args") or []], level)
     if level == "quick":
-        _ops.health_gate(name="gate: nodegate health", nodegate_bin=bin_path,
+        gate.health_gate(name="gate: nodegate health", nodegate_bin=bin_path,
                          profile_path=str(host.data.get("agent_profile_path")),
                          fetch_dir=str(host.data.get("gate_fetch_dir")), extra_args=extra,
                          fail_host=fail_host)
         return
     extra = ["--level", level, "--duration-scale", str(host.data.get("gate_duration_scale")),
              *extra]
-    _ops.health_gate(name=f"gate: nodegate validate --level {level}", nodegate_bin=bin_path,
+    gate.health_gate(name=f"gate: nodegate validate --level {level}", nodegate_bin=bin_path,
                      profile_path=str(host.data.get("agent_profile_path")),
                      fetch_dir=str(host.data.get("gate_fetch_dir")), extra_args=extra,
                      subcommand="validate", level=level, fail_host=fail_host)

@@ -27,9 +27,11 @@ from pyinfra.operations import files, systemd
 
 from nodegate.facts.packages import VenvDistributions
 from nodegate.versions import Version
-from roles import _ops
-from roles._common import cmd, drain_budget_args, is_deploy_file, knob, profile, q, target_os
 from roles.defaults import DEFAULTS, role_defaults
+from roles.ops.common import cmd, is_deploy_file, knob, profile, q, target_os
+from roles.ops.files import put_template, put_text
+from roles.ops.packages import ensure_packages
+from roles.ops.slurm import drain_budget_args, slurm_member
 
 
 def parse_requirement(text: str) -> tuple[str, str | None] | None:
@@ -156,12 +158,12 @@ def health_command() -> str:
 
 
 def gate_command() -> str | None:
-    """``nodegate gate`` after each scheduled health run on a Slurm node (``_ops.slurm_member``
-    names it): a FAIL drains the node, a PASS lifts only nodegate's own health drain. None where
-    the host is no Slurm node or ``agent_schedule_gate`` is false."""
+    """``nodegate gate`` after each scheduled health run on a Slurm node (``slurm_member``
+    names it): a FAIL drains the node, a PASS lifts only nodegate's own health drain. None
+    where the host is no Slurm node or ``agent_schedule_gate`` is false."""
     from shlex import quote
 
-    node = _ops.slurm_member()
+    node = slurm_member()
     if not knob("agent_schedule_gate") or not node:
         return None
     words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", node,
@@ -211,15 +213,15 @@ def agent() -> None:
                           "the agent role runs on GPU nodes from inventory.py")
     venv = str(knob("agent_venv"))
     packages = ["python3"] + ([os_.python_venv_package] if os_.python_venv_package else [])
-    _ops.os_packages(name="agent: python3 and venv", packages=packages)
+    ensure_packages("agent", packages, name="agent: python3 and venv")
     requirement = agent_requirement()
     venv_package(name=f"agent: {requirement} in {venv}", venv=venv,
                  python=str(knob("agent_python")), requirement=requirement,
                  find_links=knob("agent_wheelhouse_url"), index_url=knob("agent_index_url"),
                  needs=tuple(EXTRA_NEEDS[e] for e in agent_extras() if e in EXTRA_NEEDS))
     files.directory(name="agent: /etc/nodegate", path="/etc/nodegate", mode="755")
-    _ops.put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),
-                  text=json.dumps(node_profile(prof), indent=2, sort_keys=True) + "\n")
+    put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),
+             text=json.dumps(node_profile(prof), indent=2, sort_keys=True) + "\n")
     for path in (str(knob("agent_report_dir")), str(knob("agent_textfile_dir"))):
         files.directory(name=f"agent: {path}", path=path, mode="755")
     interval = int(knob("agent_interval_min"))
@@ -227,19 +229,19 @@ def agent() -> None:
               "report_dir": knob("agent_report_dir"), "env_file": health_env_file()}
     schedule = knob("agent_schedule")
     if schedule == "cron":
-        _ops.put_template(name="agent: cron entry (nodegate health)",
-                          dest="/etc/cron.d/nodegate-health",
-                          src="agent/nodegate-health.cron.j2", **values)
+        put_template(name="agent: cron entry (nodegate health)",
+                     dest="/etc/cron.d/nodegate-health",
+                     src="agent/nodegate-health.cron.j2", **values)
         files.file(name="agent: no systemd timer", path="/etc/systemd/system/nodegate-health.timer",
                    present=False)
     elif schedule == "systemd-timer":
         files.file(name="agent: no cron entry", path="/etc/cron.d/nodegate-health", present=False)
-        svc = _ops.put_template(name="agent: nodegate-health.service",
-                                dest="/etc/systemd/system/nodegate-health.service",
-                                src="agent/nodegate-health.service.j2", **values)
-        timer = _ops.put_template(name="agent: nodegate-health.timer",
-                                  dest="/etc/systemd/system/nodegate-health.timer",
-                                  src="agent/nodegate-health.timer.j2", **values)
+        svc = put_template(name="agent: nodegate-health.service",
+                           dest="/etc/systemd/system/nodegate-health.service",
+                           src="agent/nodegate-health.service.j2", **values)
+        timer = put_template(name="agent: nodegate-health.timer",
+                             dest="/etc/systemd/system/nodegate-health.timer",
+                             src="agent/nodegate-health.timer.j2", **values)
         systemd.daemon_reload(name="agent: systemd reload",
                               _if=lambda: svc.did_change() or timer.did_change())
         systemd.service(name="agent: nodegate-health.timer", service="nodegate-health.timer",

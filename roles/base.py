@@ -14,20 +14,13 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import files, server, systemd
 
 from nodegate.facts.pcie import AcsState
-from roles import _ops
-from roles._common import (
-    cmd,
-    container,
-    is_deploy_file,
-    knob,
-    profile,
-    q,
-    target_os,
-    template,
-)
 from roles.defaults import role_defaults
+from roles.ops.common import cmd, container, is_deploy_file, knob, profile, q, target_os, template
+from roles.ops.files import put_template
+from roles.ops.packages import ensure_packages
+from roles.ops.server import REBOOT_MARKER, run_when
 
-MARK_REBOOT = cmd("mkdir", "-p", "/run/nodegate", "&&", "touch", q(_ops.REBOOT_MARKER))
+MARK_REBOOT = cmd("mkdir", "-p", "/run/nodegate", "&&", "touch", q(REBOOT_MARKER))
 
 
 @deploy("nodegate base: kernel and host settings for GPU nodes",
@@ -38,7 +31,7 @@ def base() -> None:
     packages = list(knob("base_packages") or [])
     if not os_.is_debian:
         packages.append("python3-dnf-plugin-versionlock")
-    _ops.os_packages(name="base: packages", packages=packages)
+    ensure_packages("base", packages, name="base: packages")
     virt = container()
     if virt:
         host.noop(f"running in a {virt} container: nouveau blacklist, initramfs, kernel "
@@ -49,10 +42,10 @@ def base() -> None:
         blacklist = files.put(name="base: blacklist nouveau",
                               src=template("base", "blacklist-nouveau.conf"),
                               dest="/etc/modprobe.d/nodegate-blacklist-nouveau.conf", mode="644")
-        _ops.run_when(name="base: rebuild the initramfs without nouveau",
-                      command=cmd(*os_.initramfs), _if=blacklist.did_change)
-        _ops.run_when(name="base: a reboot unloads nouveau", command=MARK_REBOOT,
-                      _if=blacklist.did_change)
+        run_when(name="base: rebuild the initramfs without nouveau",
+                 command=cmd(*os_.initramfs), _if=blacklist.did_change)
+        run_when(name="base: a reboot unloads nouveau", command=MARK_REBOOT,
+                 _if=blacklist.did_change)
 
     kernel_args = knob("base_kernel_args")
     if kernel_args is None:
@@ -65,9 +58,9 @@ def base() -> None:
     if disable_acs and not virt:
         _acs(list(knob("base_acs_bridge_vendors") or []))
 
-    _ops.put_template(name="base: NUMA balancing", dest="/etc/sysctl.d/90-nodegate.conf",
-                      src="base/sysctl-nodegate.conf.j2",
-                      numa_balancing=bool(knob("base_numa_balancing")))
+    put_template(name="base: NUMA balancing", dest="/etc/sysctl.d/90-nodegate.conf",
+                 src="base/sysctl-nodegate.conf.j2",
+                 numa_balancing=bool(knob("base_numa_balancing")))
     if not virt:
         server.sysctl(name="base: NUMA balancing now", key="kernel.numa_balancing",
                       value=1 if knob("base_numa_balancing") else 0)
@@ -90,15 +83,15 @@ def base() -> None:
 def _kernel_args(debian: bool, args: list[str]) -> None:
     """Debian/Ubuntu: a /etc/default/grub.d drop-in + update-grub; RHEL: grubby on every entry."""
     if debian:
-        dropin = _ops.put_template(name="base: kernel arguments (grub drop-in)",
-                                   dest="/etc/default/grub.d/90-nodegate.cfg",
-                                   src="base/grub-nodegate.cfg.j2", kernel_args=args)
-        _ops.run_when(name="base: update-grub", _if=dropin.did_change,
-                      command=cmd("if", "command", "-v", "update-grub", ">/dev/null;", "then",
-                                  "update-grub;", "else", "grub-mkconfig", "-o",
-                                  "/boot/grub/grub.cfg;", "fi"))
-        _ops.run_when(name="base: a reboot applies the kernel arguments", command=MARK_REBOOT,
-                      _if=dropin.did_change)
+        dropin = put_template(name="base: kernel arguments (grub drop-in)",
+                              dest="/etc/default/grub.d/90-nodegate.cfg",
+                              src="base/grub-nodegate.cfg.j2", kernel_args=args)
+        run_when(name="base: update-grub", _if=dropin.did_change,
+                 command=cmd("if", "command", "-v", "update-grub", ">/dev/null;", "then",
+                             "update-grub;", "else", "grub-mkconfig", "-o",
+                             "/boot/grub/grub.cfg;", "fi"))
+        run_when(name="base: a reboot applies the kernel arguments", command=MARK_REBOOT,
+                 _if=dropin.did_change)
         return
     current = host.get_fact(Command, command="grubby --info=DEFAULT 2>/dev/null | "
                             "sed -n 's/^args=//p' | tr -d '\"'") or ""
@@ -106,17 +99,17 @@ def _kernel_args(debian: bool, args: list[str]) -> None:
     if not missing:
         host.noop(f"kernel arguments present: {' '.join(args)}")
         return
-    _ops.run_when(name="base: kernel arguments (grubby)",
-                  command=cmd("grubby", "--update-kernel=ALL", q(f"--args={' '.join(missing)}"),
-                              "&&", MARK_REBOOT.get_raw_value()))
+    run_when(name="base: kernel arguments (grubby)",
+             command=cmd("grubby", "--update-kernel=ALL", q(f"--args={' '.join(missing)}"),
+                         "&&", MARK_REBOOT.get_raw_value()))
 
 
 def _acs(vendors: list[str]) -> None:
     """A oneshot unit that clears ACS at every boot; run now if a bridge still has it on."""
     files.directory(name="base: /usr/local/sbin", path="/usr/local/sbin")
-    script = _ops.put_template(name="base: ACS disable script",
-                               dest="/usr/local/sbin/nodegate-acs-disable",
-                               src="base/nodegate-acs-disable.sh.j2", mode="755", vendors=vendors)
+    script = put_template(name="base: ACS disable script",
+                          dest="/usr/local/sbin/nodegate-acs-disable",
+                          src="base/nodegate-acs-disable.sh.j2", mode="755", vendors=vendors)
     unit = files.put(name="base: ACS disable unit",
                      src=template("base", "nodegate-acs-disable.service"),
                      dest="/etc/systemd/system/nodegate-acs-disable.service", mode="644")
@@ -125,11 +118,11 @@ def _acs(vendors: list[str]) -> None:
                     running=None, enabled=True)
     still_on = sorted(bdf for bdf, flags in host.get_fact(AcsState).items() if flags)
     if still_on:
-        _ops.run_when(name=f"base: disable ACS now on {len(still_on)} bridges",
-                      command=cmd("/usr/local/sbin/nodegate-acs-disable"))
+        run_when(name=f"base: disable ACS now on {len(still_on)} bridges",
+                 command=cmd("/usr/local/sbin/nodegate-acs-disable"))
     else:
-        _ops.run_when(name="base: disable ACS after a script change",
-                      command=cmd("/usr/local/sbin/nodegate-acs-disable"), _if=script.did_change)
+        run_when(name="base: disable ACS after a script change",
+                 command=cmd("/usr/local/sbin/nodegate-acs-disable"), _if=script.did_change)
 
 
 if is_deploy_file(globals()):

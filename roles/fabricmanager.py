@@ -11,10 +11,10 @@ from pyinfra.api.deploy import deploy
 from pyinfra.context import host
 from pyinfra.operations import systemd
 
-from roles import _ops
-from roles._common import TargetOS, is_deploy_file, knob, profile, refuse, target_os
 from roles.defaults import role_defaults
 from roles.nvidia_driver import desired, gpu_busy_reason
+from roles.ops.common import TargetOS, is_deploy_file, knob, profile, refuse, target_os
+from roles.ops.packages import ensure_packages, package_plan, stale_packages
 
 #: Every branch's fabric manager and NSCQ names on apt (suffixed below 580, plain from 580).
 STALE = r"(nvidia-fabricmanager|libnvidia-nscq)(-[0-9]+)?"
@@ -41,23 +41,22 @@ def fabricmanager() -> None:
     os_ = target_os()
     branch, version, _modules = desired()
     packages = fabricmanager_packages(os_, branch)
-    wrong, _unheld = _ops.package_plan(os_, packages, version)
+    wrong, _unheld = package_plan(os_, packages, version)
     if wrong:
         busy = gpu_busy_reason(str(knob("nvidia_driver_python")))
         if busy:
             refuse(f"fabric manager change to {version} refused: {busy}. Drain the node first")
             return
-    pkgs = _ops.pinned_packages(name=f"fabricmanager: {', '.join(packages)} = {version}",
-                                packages=packages, version=version, label="fabric manager",
-                                replaces=_ops.stale_packages(os_, STALE, packages))
+    pkgs = ensure_packages("fabricmanager", packages, version, label="fabric manager",
+                           replaces=stale_packages(os_, STALE, packages))
     systemd.service(name="fabricmanager: nvidia-fabricmanager enabled and running",
                     service="nvidia-fabricmanager.service", running=True, enabled=True)
     systemd.service(name="fabricmanager: restart after a version change",
                     service="nvidia-fabricmanager.service", restarted=True, _if=pkgs.did_change)
     generation = int((prof.get("nvlink") or {}).get("generation") or 0)
     if knob("fabricmanager_nvlsm", "driver.nvlsm") and generation >= 5:
-        _ops.os_packages(name="fabricmanager: nvlsm (NVLink5 subnet manager)",
-                         packages=["nvlsm"])
+        ensure_packages("fabricmanager", ["nvlsm"],
+                        name="fabricmanager: nvlsm (NVLink5 subnet manager)")
 
 
 if is_deploy_file(globals()):

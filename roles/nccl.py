@@ -20,9 +20,10 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 
 from nodegate.facts.rdma import RdmaRails, rails
-from roles import _ops
-from roles._common import is_deploy_file, knob, profile, target_os
 from roles.defaults import role_defaults
+from roles.ops.common import is_deploy_file, knob, profile, target_os
+from roles.ops.files import put_template
+from roles.ops.packages import AptPin, ensure_packages
 
 #: the only keys nccl.conf gets, and the knob each comes from
 SETTINGS = (("NCCL_SOCKET_IFNAME", "nccl_socket_ifname", "nccl.socket_ifname"),
@@ -75,21 +76,17 @@ def nccl() -> None:
     version = str(version)
     if os_.is_debian:
         packages = ["libnccl2"] + (["libnccl-dev"] if knob("nccl_install_dev") else [])
-        _ops.put_template(name="nccl: apt pin", dest="/etc/apt/preferences.d/nodegate-nccl",
-                          src="apt/preferences.j2", role="nccl", label="NCCL",
-                          version=version, packages=packages, pin_version=version)
     else:
         packages = ["libnccl"] + (["libnccl-devel"] if knob("nccl_install_dev") else [])
-    _ops.pinned_packages(name=f"nccl: {', '.join(packages)} = {version}", packages=packages,
-                         version=version, label="NCCL")
+    ensure_packages("nccl", packages, version, label="NCCL", apt_pin=AptPin(packages, version))
     settings = nccl_settings()
     wanted = (profile().get("host") or {}).get("nccl_conf_keys") or []
     missing = sorted(set(wanted) - {k for k, _ in settings})
     if missing:
         logger.warning(f"{host.name}: the profile expects {', '.join(missing)} in "
                        "/etc/nccl.conf; set them in the site's nccl: section")
-    _ops.put_template(name="nccl: /etc/nccl.conf", dest="/etc/nccl.conf",
-                      src="nccl/nccl.conf.j2", settings=settings)
+    put_template(name="nccl: /etc/nccl.conf", dest="/etc/nccl.conf",
+                 src="nccl/nccl.conf.j2", settings=settings)
 
 
 if is_deploy_file(globals()):

@@ -30,8 +30,8 @@ from pyinfra.operations import files, server, systemd
 from nodegate.facts.roce import RdmaPortInfo, RocePorts
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
-from roles import _ops
-from roles._common import (
+from roles.defaults import role_defaults
+from roles.ops.common import (
     TargetOS,
     cmd,
     container,
@@ -41,7 +41,10 @@ from roles._common import (
     target_os,
     template,
 )
-from roles.defaults import role_defaults
+from roles.ops.files import put_template, put_text
+from roles.ops.packages import ensure_packages
+from roles.ops.repos import fetch_keyring
+from roles.ops.server import module_loaded, run_when
 
 SCRIPT = "/usr/local/sbin/nodegate-roce"
 UNIT = "/etc/systemd/system/nodegate-roce.service"
@@ -120,7 +123,7 @@ def _stack(os_: TargetOS, stack: str) -> None:
     packages = knob("network_packages")
     if stack == "distro":
         wanted = list(packages or DISTRO_PACKAGES[os_.family])
-        _ops.os_packages(name=f"network: {', '.join(wanted)}", packages=wanted)
+        ensure_packages("network", wanted)
         return
     url = knob("network_ofed_mirror_url", site="network.ofed_mirror_url")
     if not url:
@@ -134,20 +137,20 @@ def _stack(os_: TargetOS, stack: str) -> None:
     if os_.is_debian:
         keyring = "/usr/share/keyrings/nodegate-ofed.gpg"
         if keyring_url:
-            _ops.fetch_keyring(name="network: OFED mirror keyring", url=keyring_url,
-                               dest=keyring)
+            fetch_keyring(name="network: OFED mirror keyring", url=keyring_url,
+                          dest=keyring)
         opts = f"signed-by={keyring}" if keyring_url else "trusted=yes"
-        _ops.put_text(name=f"network: {label} mirror apt source",
-                      dest="/etc/apt/sources.list.d/nodegate-ofed.list",
-                      text=f"# Managed by nodegate (roles/network.py)\ndeb [{opts}] {text} ./\n")
+        put_text(name=f"network: {label} mirror apt source",
+                 dest="/etc/apt/sources.list.d/nodegate-ofed.list",
+                 text=f"# Managed by nodegate (roles/network.py)\ndeb [{opts}] {text} ./\n")
     else:
         gpg = f"gpgcheck=1\ngpgkey={keyring_url}\n" if keyring_url else "gpgcheck=0\n"
-        _ops.put_text(name=f"network: {label} mirror dnf repository",
-                      dest="/etc/yum.repos.d/nodegate-ofed.repo",
-                      text=f"# Managed by nodegate (roles/network.py)\n[nodegate-ofed]\n"
-                           f"name={label} (nodegate mirror)\nbaseurl={text}\nenabled=1\n{gpg}")
+        put_text(name=f"network: {label} mirror dnf repository",
+                 dest="/etc/yum.repos.d/nodegate-ofed.repo",
+                 text=f"# Managed by nodegate (roles/network.py)\n[nodegate-ofed]\n"
+                      f"name={label} (nodegate mirror)\nbaseurl={text}\nenabled=1\n{gpg}")
     wanted = list(packages or OFED_PACKAGES[stack])
-    _ops.os_packages(name=f"network: {label} {', '.join(wanted)}", packages=wanted)
+    ensure_packages("network", wanted, name=f"network: {label} {', '.join(wanted)}")
 
 
 def _gpudirect() -> None:
@@ -171,7 +174,7 @@ def _gpudirect() -> None:
     if virt:
         host.noop(f"running in a {virt} container: nvidia-peermem belongs to the host's kernel")
         return
-    if not _ops.module_loaded("nvidia"):
+    if not module_loaded("nvidia"):
         host.noop("nvidia-peermem loads with the nvidia driver (nvidia_driver's boot entry): "
                   "the nvidia module is not loaded now")
         return
@@ -209,7 +212,7 @@ def _roce(settings: dict[str, Any] | None) -> None:
         return
     rails, mtu, tos = settings["rails"], settings["mtu"], settings["tos"]
     files.directory(name="network: /usr/local/sbin", path="/usr/local/sbin")
-    script = _ops.put_template(
+    script = put_template(
         name="network: RoCE settings script", dest=SCRIPT, src="network/nodegate-roce.sh.j2",
         mode="755", **settings)
     unit = files.put(name="network: RoCE settings unit",
@@ -221,12 +224,12 @@ def _roce(settings: dict[str, Any] | None) -> None:
     drift += [f"{p['device']}/{p['port']} tos {p['tos']}" for p in rails
               if tos is not None and p["tos"] != tos]
     if drift:
-        _ops.run_when(name=f"network: apply RoCE settings ({', '.join(drift)})",
-                      command=cmd(SCRIPT))
+        run_when(name=f"network: apply RoCE settings ({', '.join(drift)})",
+                 command=cmd(SCRIPT))
     else:
         host.noop(f"RoCE settings in place on {', '.join(str(p['netdev']) for p in rails)}")
-        _ops.run_when(name="network: apply RoCE settings after a script change",
-                      command=cmd(SCRIPT), _if=script.did_change)
+        run_when(name="network: apply RoCE settings after a script change",
+                 command=cmd(SCRIPT), _if=script.did_change)
 
 
 def nccl_ib_settings() -> dict[str, str]:

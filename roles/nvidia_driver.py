@@ -27,8 +27,9 @@ from nodegate.facts.gpu import GpuProcesses, SlurmNodeState
 from nodegate.facts.packages import AptSuiteComponents
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
-from roles import _ops
-from roles._common import (
+from roles.defaults import role_defaults
+from roles.driver_pins import APT_PIN_PATTERNS, DEBIAN_OWN_VERSIONS, RPM_PIN_PATTERNS
+from roles.ops.common import (
     TargetOS,
     cmd,
     container,
@@ -40,8 +41,19 @@ from roles._common import (
     target_os,
     template,
 )
-from roles.defaults import role_defaults
-from roles.driver_pins import APT_PIN_PATTERNS, DEBIAN_OWN_VERSIONS, RPM_PIN_PATTERNS
+from roles.ops.files import put_text
+from roles.ops.packages import (
+    AptPin,
+    ensure_packages,
+    hold_matching,
+    lock_matching,
+    package_plan,
+    stale_packages,
+)
+from roles.ops.repos import deb_from_url, dnf_module_stream, fetch_keyring
+from roles.ops.server import module_loaded, reboot_if_needed, run_when
+from roles.ops.slurm import slurm_node_name
+from roles.ops.systemd import driver_service
 
 SOURCES = ("cuda-repo", "distro", "mirror")
 #: Ubuntu's branch metapackages (nvidia-driver-570-server-open...): another branch's are
@@ -113,14 +125,14 @@ def gpu_busy_reason(python: str) -> str | None:
     """Why changing the driver now is unsafe (GPU processes, or no way to tell), or None.
 
     A drained node may change its packages while its last processes finish; the reboot that
-    swaps the loaded module waits for them (_ops.reboot_refusal)."""
+    swaps the loaded module waits for them (ops.server.reboot_refusal)."""
     if knob("nvidia_driver_drained"):
         return None
-    if is_drained(host.get_fact(SlurmNodeState, node=_ops.slurm_node_name()) or ""):
+    if is_drained(host.get_fact(SlurmNodeState, node=slurm_node_name()) or ""):
         return None
     processes = host.get_fact(GpuProcesses, python=python)
     if processes is None:
-        if _ops.module_loaded("nvidia"):
+        if module_loaded("nvidia"):
             return ("the nvidia module is loaded but GPU processes cannot be listed "
                     "(no nvidia-smi, no NVML)")
         return None
@@ -143,7 +155,7 @@ def nvidia_driver() -> None:
     packages = list(chosen or driver_packages(os_, source, branch, modules))
     companions = [] if chosen else distro_companions(os_, source)
     own = DEBIAN_OWN_VERSIONS if debian_distro(os_, source) else None
-    wrong, _unheld = _ops.package_plan(os_, packages, version)
+    wrong, _unheld = package_plan(os_, packages, version)
     if wrong:
         busy = gpu_busy_reason(str(knob("nvidia_driver_python")))
         if busy:
@@ -156,52 +168,47 @@ def nvidia_driver() -> None:
     _repository(os_, source)
     stream = dnf_stream(os_, source, branch, modules)
     if stream:
-        _ops.dnf_module_stream(name=f"nvidia_driver: DNF module stream nvidia-driver:{stream}",
-                               module="nvidia-driver", stream=stream)
-    if os_.is_debian:
-        patterns = sorted(set(APT_PIN_PATTERNS) | set(packages))
-        _ops.put_template(name="nvidia_driver: apt pin",
-                          dest="/etc/apt/preferences.d/nodegate-nvidia-driver",
-                          src="apt/preferences.j2", role="nvidia_driver",
-                          label="the NVIDIA driver", version=version,
-                          packages=patterns, pin_version=f"{version}-*")
+        dnf_module_stream(name=f"nvidia_driver: DNF module stream nvidia-driver:{stream}",
+                          module="nvidia-driver", stream=stream)
     virt = container()
     if virt:
         host.noop(f"running in a {virt} container: no kernel module build (dkms, headers); "
                   "the kernel is the host's")
-    else:
+    else:  # DKMS builds the module while the driver installs: the headers go first
         kernel = host.get_fact(KernelVersion)
         headers = ([os_.kernel_headers.format(kernel=kernel)]
                    if kernel and knob("nvidia_driver_kernel_headers") else [])
-        _ops.os_packages(name="nvidia_driver: kernel headers for DKMS",
-                         packages=["dkms", *headers])
-    _ops.pinned_packages(name=f"nvidia_driver: {', '.join(packages)} = {version}",
-                         packages=packages, version=version, label="NVIDIA driver",
-                         guard=APT_PIN_PATTERNS if os_.is_debian else None,
-                         replaces=_ops.stale_packages(os_, STALE_METAPACKAGES, packages),
-                         locked_set=None if os_.is_debian else RPM_PIN_PATTERNS,
-                         own_versions=own)
+        ensure_packages("nvidia_driver", ["dkms", *headers],
+                        name="nvidia_driver: kernel headers for DKMS")
+    ensure_packages("nvidia_driver", packages, version, label="NVIDIA driver",
+                    apt_pin=AptPin(sorted(set(APT_PIN_PATTERNS) | set(packages)),
+                                   f"{version}-*", label="the NVIDIA driver"),
+                    guard=APT_PIN_PATTERNS if os_.is_debian else None,
+                    replaces=stale_packages(os_, STALE_METAPACKAGES, packages),
+                    locked_set=None if os_.is_debian else RPM_PIN_PATTERNS,
+                    own_versions=own)
     if companions:
-        _ops.os_packages(name=f"nvidia_driver: {', '.join(companions)} from the distribution "
-                              "(its own version line)", packages=companions)
+        ensure_packages("nvidia_driver", companions,
+                        name=f"nvidia_driver: {', '.join(companions)} from the distribution "
+                             "(its own version line)")
     if os_.is_debian:
-        _ops.hold_matching(name=f"nvidia_driver: every driver package at {version} held",
-                           patterns=APT_PIN_PATTERNS, version=version)
+        hold_matching(name=f"nvidia_driver: every driver package at {version} held",
+                      patterns=APT_PIN_PATTERNS, version=version)
     else:
-        _ops.lock_matching(name=f"nvidia_driver: every driver package at {version} "
-                                "version-locked",
-                           patterns=RPM_PIN_PATTERNS, version=version)
+        lock_matching(name=f"nvidia_driver: every driver package at {version} "
+                           "version-locked",
+                      patterns=RPM_PIN_PATTERNS, version=version)
     if knob("nvidia_driver_persistenced", "driver.persistenced"):
-        _ops.driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
-                            unit="nvidia-persistenced.service")
+        driver_service(name="nvidia_driver: nvidia-persistenced enabled and running",
+                       unit="nvidia-persistenced.service")
     _gpudirect(rdma, virt, replacing=bool(wrong))
-    _ops.reboot_if_needed(name="nvidia_driver: reboot if the loaded module is stale",
-                          allow=bool(knob("nvidia_driver_allow_reboot")),
-                          python=str(knob("nvidia_driver_python")),
-                          slurm_node=_ops.slurm_node_name(),
-                          drained_override=bool(knob("nvidia_driver_drained")),
-                          driver_version=version,
-                          reboot_timeout=int(knob("nvidia_driver_reboot_timeout")))
+    reboot_if_needed(name="nvidia_driver: reboot if the loaded module is stale",
+                     allow=bool(knob("nvidia_driver_allow_reboot")),
+                     python=str(knob("nvidia_driver_python")),
+                     slurm_node=slurm_node_name(),
+                     drained_override=bool(knob("nvidia_driver_drained")),
+                     driver_version=version,
+                     reboot_timeout=int(knob("nvidia_driver_reboot_timeout")))
 
 
 def dnf_stream(os_: TargetOS, source: str, branch: str, modules: str) -> str | None:
@@ -252,7 +259,7 @@ def _gpudirect(mode: str, virt: str | None, *, replacing: bool) -> None:
     files.put(name="nvidia_driver: load nvidia-peermem at boot",
               src=template("nvidia_driver", "nvidia-peermem.conf"), dest=PEERMEM_CONF,
               mode="644")
-    if replacing and _ops.module_loaded("nvidia"):
+    if replacing and module_loaded("nvidia"):
         host.noop("nvidia-peermem loads at the next boot: the loaded nvidia module is being "
                   "replaced, and peermem must match the new one")
         return
@@ -271,38 +278,38 @@ def _repository(os_: TargetOS, source: str) -> None:
     if os_.is_debian:
         if source == "cuda-repo":
             kv = knob("nvidia_driver_cuda_keyring_version")
-            _ops.deb_from_url(name="nvidia_driver: NVIDIA CUDA repository keyring",
-                              package="cuda-keyring",
-                              url=f"{base}/{os_.cuda_slug}/x86_64/cuda-keyring_{kv}_all.deb")
+            deb_from_url(name="nvidia_driver: NVIDIA CUDA repository keyring",
+                         package="cuda-keyring",
+                         url=f"{base}/{os_.cuda_slug}/x86_64/cuda-keyring_{kv}_all.deb")
             return
         mirror = _mirror_url()
         keyring_url = knob("nvidia_driver_mirror_keyring_url")
         keyring = "/usr/share/keyrings/nodegate-nvidia-mirror.gpg"
         if keyring_url:
-            _ops.fetch_keyring(name="nvidia_driver: mirror keyring", url=keyring_url,
-                               dest=keyring)
+            fetch_keyring(name="nvidia_driver: mirror keyring", url=keyring_url,
+                          dest=keyring)
         opts = f"signed-by={keyring}" if keyring_url else "trusted=yes"
-        _ops.put_text(name="nvidia_driver: mirror apt source",
-                      dest="/etc/apt/sources.list.d/nodegate-nvidia.list",
-                      text=f"# Managed by nodegate (roles/nvidia_driver.py)\n"
-                           f"deb [{opts}] {mirror} /\n")
+        put_text(name="nvidia_driver: mirror apt source",
+                 dest="/etc/apt/sources.list.d/nodegate-nvidia.list",
+                 text=f"# Managed by nodegate (roles/nvidia_driver.py)\n"
+                      f"deb [{opts}] {mirror} /\n")
         return
     if source == "cuda-repo":
         repo_file = f"/etc/yum.repos.d/cuda-{os_.cuda_slug}.repo"
         if host.get_fact(File, path=repo_file):
             host.noop(f"{repo_file} present")
         else:
-            _ops.run_when(name="nvidia_driver: NVIDIA CUDA repository",
-                          command=cmd("dnf", "config-manager", "--add-repo",
-                                      q(f"{base}/{os_.cuda_slug}/x86_64/cuda-{os_.cuda_slug}.repo")))
+            run_when(name="nvidia_driver: NVIDIA CUDA repository",
+                     command=cmd("dnf", "config-manager", "--add-repo",
+                                 q(f"{base}/{os_.cuda_slug}/x86_64/cuda-{os_.cuda_slug}.repo")))
         return
     mirror = _mirror_url()
     keyring_url = knob("nvidia_driver_mirror_keyring_url")
     gpg = f"gpgcheck=1\ngpgkey={keyring_url}\n" if keyring_url else "gpgcheck=0\n"
-    _ops.put_text(name="nvidia_driver: mirror dnf repository",
-                  dest="/etc/yum.repos.d/nodegate-nvidia.repo",
-                  text=f"# Managed by nodegate (roles/nvidia_driver.py)\n[nodegate-nvidia]\n"
-                       f"name=NVIDIA (nodegate mirror)\nbaseurl={mirror}\nenabled=1\n{gpg}")
+    put_text(name="nvidia_driver: mirror dnf repository",
+             dest="/etc/yum.repos.d/nodegate-nvidia.repo",
+             text=f"# Managed by nodegate (roles/nvidia_driver.py)\n[nodegate-nvidia]\n"
+                  f"name=NVIDIA (nodegate mirror)\nbaseurl={mirror}\nenabled=1\n{gpg}")
 
 
 def _debian_components(os_: TargetOS) -> None:
@@ -344,8 +351,8 @@ def _debian_components(os_: TargetOS) -> None:
     text += "\n".join(f"Types: deb\nURIs: {url}\nSuites: {suite}\n"
                       f"Components: {' '.join(missing)}\nSigned-By: {keyring}\n"
                       for url, suite, missing in stanzas)
-    _ops.put_text(name="nvidia_driver: Debian apt components for the driver",
-                  dest=DEBIAN_SOURCES, text=text)
+    put_text(name="nvidia_driver: Debian apt components for the driver",
+             dest=DEBIAN_SOURCES, text=text)
 
 
 def _mirror_url() -> str:

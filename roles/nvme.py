@@ -22,18 +22,18 @@ from pyinfra.context import host
 from pyinfra.operations import files, systemd
 
 from nodegate.facts.storage import Blkid, MdArrays, MdSuperblocks
-from roles import _ops
-from roles._common import (
-    cmd,
-    container,
-    is_deploy_file,
-    knob,
-    mount_unit_name,
-    profile,
-    refuse,
-    target_os,
-)
 from roles.defaults import role_defaults
+from roles.ops.common import cmd, container, is_deploy_file, knob, profile, refuse, target_os
+from roles.ops.packages import ensure_packages
+from roles.ops.server import run_when
+from roles.ops.storage import (
+    filesystem,
+    find_array,
+    md_array,
+    mdadm_conf,
+    mount_unit,
+    mount_unit_name,
+)
 
 
 def nvme_devices() -> list[str]:
@@ -88,7 +88,7 @@ def nvme() -> None:
         raise DeployError(f"{host.name}: nvme role builds RAID0 only (nvme.raid_level={level})")
 
     supers = host.get_fact(MdSuperblocks, devices=devices)
-    assembled = _ops.find_array(host.get_fact(MdArrays), array, set(supers.values()))
+    assembled = find_array(host.get_fact(MdArrays), array, set(supers.values()))
     if supers and not assembled and (set(supers) != set(devices)
                                      or len(set(supers.values())) != 1):
         refuse(f"NVMe devices {', '.join(sorted(supers))} carry md superblocks that do not form "
@@ -96,18 +96,18 @@ def nvme() -> None:
                "array (inspect with mdadm --examine; wipe by hand only if the data is disposable)")
         return
 
-    _ops.os_packages(name="nvme: mdadm, filesystem tools, nvme-cli and fio",
-                     packages=["mdadm", "xfsprogs" if fstype == "xfs" else "e2fsprogs",
-                               *HEALTH_TOOLS])
-    _ops.md_array(name=f"nvme: md RAID{level} {array} from {len(devices)} disks", array=array,
-                  devices=devices, level=level, chunk_kib=chunk)
-    conf = _ops.mdadm_conf(name=f"nvme: {array} in {os_.mdadm_conf}", array=array,
-                           conf=os_.mdadm_conf)
-    _ops.run_when(name="nvme: rebuild the initramfs with the array", _if=conf.did_change,
-                  command=cmd(*os_.initramfs))
-    _ops.filesystem(name=f"nvme: {fstype} on {array} (su={chunk}k, sw={len(devices)})",
-                    device=array, fstype=fstype, stripe_unit_kib=chunk,
-                    stripe_width=len(devices))
+    ensure_packages("nvme", ["mdadm", "xfsprogs" if fstype == "xfs" else "e2fsprogs",
+                             *HEALTH_TOOLS],
+                    name="nvme: mdadm, filesystem tools, nvme-cli and fio")
+    md_array(name=f"nvme: md RAID{level} {array} from {len(devices)} disks", array=array,
+             devices=devices, level=level, chunk_kib=chunk)
+    conf = mdadm_conf(name=f"nvme: {array} in {os_.mdadm_conf}", array=array,
+                      conf=os_.mdadm_conf)
+    run_when(name="nvme: rebuild the initramfs with the array", _if=conf.did_change,
+             command=cmd(*os_.initramfs))
+    filesystem(name=f"nvme: {fstype} on {array} (su={chunk}k, sw={len(devices)})",
+               device=array, fstype=fstype, stripe_unit_kib=chunk,
+               stripe_width=len(devices))
     _mount(array, mountpoint, fstype, options)
 
 
@@ -127,9 +127,9 @@ def _mount(device: str, mountpoint: str, fstype: str, options: list[str]) -> Non
     """The mount unit by filesystem UUID, mounted and enabled; fstrim.timer."""
     files.directory(name=f"nvme: {mountpoint}", path=mountpoint)
     unit = mount_unit_name(mountpoint)
-    _ops.mount_unit(name=f"nvme: {unit} by UUID ({','.join(options)})", device=device,
-                    mountpoint=mountpoint, fstype=fstype, options=options,
-                    by_udev_link=container() is None)
+    mount_unit(name=f"nvme: {unit} by UUID ({','.join(options)})", device=device,
+               mountpoint=mountpoint, fstype=fstype, options=options,
+               by_udev_link=container() is None)
     systemd.service(name=f"nvme: {unit} mounted and enabled", service=unit, running=True,
                     enabled=True)
     virt = container()
@@ -154,10 +154,10 @@ def _single(devices: list[str]) -> None:
         refuse(f"NVMe device {device} holds {held}, not {fstype}; nodegate never reformats a "
                "disk (inspect with blkid; wipe by hand only if the data is disposable)")
         return
-    _ops.os_packages(name="nvme: filesystem tools, nvme-cli and fio",
-                     packages=["xfsprogs" if fstype == "xfs" else "e2fsprogs", *HEALTH_TOOLS])
-    _ops.filesystem(name=f"nvme: {fstype} on {device} (single disk)", device=device,
-                    fstype=fstype, stripe_unit_kib=0, stripe_width=1)
+    ensure_packages("nvme", ["xfsprogs" if fstype == "xfs" else "e2fsprogs", *HEALTH_TOOLS],
+                    name="nvme: filesystem tools, nvme-cli and fio")
+    filesystem(name=f"nvme: {fstype} on {device} (single disk)", device=device,
+               fstype=fstype, stripe_unit_kib=0, stripe_width=1)
     _mount(device, mountpoint, fstype, options)
 
 

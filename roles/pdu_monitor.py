@@ -18,9 +18,9 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
 from pyinfra.operations import files, systemd
 
-from roles import _ops
-from roles._common import is_deploy_file, knob, refuse
 from roles.defaults import role_defaults
+from roles.ops.common import is_deploy_file, knob, refuse
+from roles.ops.files import put_secret, put_template, put_text
 
 SERVICE = "nodegate-power-poller.service"
 
@@ -127,22 +127,22 @@ def pdu_monitor() -> None:
     venv = knob("agent_venv") or "/opt/nodegate/venv"
     values["pdu_monitor_nodegate_bin"] = f"{venv}/bin/nodegate"
     files.directory(name="pdu_monitor: /etc/nodegate", path="/etc/nodegate", mode="755")
-    config = _ops.put_template(name="pdu_monitor: poller config (0600)", mode="600",
-                               dest=str(values["pdu_monitor_config"]),
-                               src="power/power-poller.yaml.j2", **values,
-                               pdu_monitor_pdus=pdus, pdu_monitor_bmcs=bmcs)
-    _ops.put_text(name="pdu_monitor: node power wiring (node.json)",
-                  dest=str(knob("pdu_monitor_node_file")), mode="644",
-                  text=json.dumps(node_wiring(str(values["pdu_monitor_config"])),
-                                  indent=2, sort_keys=True) + "\n")
+    config = put_template(name="pdu_monitor: poller config (0600)", mode="600",
+                          dest=str(values["pdu_monitor_config"]),
+                          src="power/power-poller.yaml.j2", **values,
+                          pdu_monitor_pdus=pdus, pdu_monitor_bmcs=bmcs)
+    put_text(name="pdu_monitor: node power wiring (node.json)",
+             dest=str(knob("pdu_monitor_node_file")), mode="644",
+             text=json.dumps(node_wiring(str(values["pdu_monitor_config"])),
+                             indent=2, sort_keys=True) + "\n")
     secrets = None
     if knob("pdu_monitor_push_env_secrets") and env_vars:
-        secrets = _ops.put_secret(name="pdu_monitor: credentials EnvironmentFile (0600)",
-                                  dest=str(values["pdu_monitor_env_file"]),
-                                  text="".join(f"{k}={v}\n" for k, v in sorted(env_vars.items())))
-    unit = _ops.put_template(name=f"pdu_monitor: {SERVICE}",
-                             dest=f"/etc/systemd/system/{SERVICE}",
-                             src="power/nodegate-power-poller.service.j2", **values)
+        secrets = put_secret(name="pdu_monitor: credentials EnvironmentFile (0600)",
+                             dest=str(values["pdu_monitor_env_file"]),
+                             text="".join(f"{k}={v}\n" for k, v in sorted(env_vars.items())))
+    unit = put_template(name=f"pdu_monitor: {SERVICE}",
+                        dest=f"/etc/systemd/system/{SERVICE}",
+                        src="power/nodegate-power-poller.service.j2", **values)
     systemd.daemon_reload(name="pdu_monitor: systemd reload", _if=unit.did_change)
     systemd.service(name=f"pdu_monitor: {SERVICE} enabled and running", service=SERVICE,
                     running=True, enabled=True)

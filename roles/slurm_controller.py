@@ -52,9 +52,10 @@ from pyinfra.operations import files, server, systemd
 
 from nodegate.facts.gpu import CpuTopology, GpuPlacements
 from nodegate.facts.virt import Container
-from roles import _ops
-from roles._common import is_deploy_file, knob, refuse, target_os
 from roles.defaults import DEFAULTS, role_defaults
+from roles.ops.common import is_deploy_file, knob, refuse, target_os
+from roles.ops.files import put_secret, put_template
+from roles.ops.packages import ensure_packages
 from roles.slurm_node import (
     EPILOG,
     HEALTHCHECK,
@@ -174,9 +175,9 @@ def slurm_controller() -> None:
         return
     os_ = target_os()
     packages = ["slurmctld", "munge"] if os_.is_debian else ["slurm-slurmctld", "munge"]
-    _ops.os_packages(name=f"slurm_controller: {', '.join(packages)}", packages=packages)
-    munge_key = _ops.put_secret(name="slurm_controller: munge key (by reference)",
-                                dest=MUNGE_KEY, text=key, owner="munge", mode="400")
+    ensure_packages("slurm_controller", packages)
+    munge_key = put_secret(name="slurm_controller: munge key (by reference)",
+                           dest=MUNGE_KEY, text=key, owner="munge", mode="400")
     systemd.service(name="slurm_controller: munge enabled and running",
                     service="munge.service", running=True, enabled=True)
     systemd.service(name="slurm_controller: munge restarted (the cluster's key replaced its own)",
@@ -187,7 +188,7 @@ def slurm_controller() -> None:
     known = known_nodes()
     new = [n.name for n in nodes if n.name not in known]
     node_set_changed = known != {n.name for n in nodes}
-    conf = _ops.put_template(
+    conf = put_template(
         name="slurm_controller: slurm.conf (served to the nodes: enable_configless)",
         src="slurm_controller/slurm.conf.j2", dest=SLURM_CONF,
         cluster=knob("slurm_controller_cluster_name") or _site("cluster_name", "nodegate"),
@@ -202,8 +203,8 @@ def slurm_controller() -> None:
         healthcheck_interval=knob("slurm_controller_health_check_interval"),
         prolog=PROLOG if knob("slurm_controller_prolog_epilog") else None, epilog=EPILOG,
         extra=list(knob("slurm_controller_extra_lines") or []), nodes=nodes)
-    gres = _ops.put_template(name="slurm_controller: gres.conf with every node's GPUs",
-                             src="slurm_controller/gres.conf.j2", dest=GRES_CONF, nodes=nodes)
+    gres = put_template(name="slurm_controller: gres.conf with every node's GPUs",
+                        src="slurm_controller/gres.conf.j2", dest=GRES_CONF, nodes=nodes)
     running = bool((host.get_fact(SystemdStatus) or {}).get("slurmctld.service"))
     systemd.service(name="slurm_controller: slurmctld enabled and running",
                     service="slurmctld.service", running=True, enabled=True)

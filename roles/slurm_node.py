@@ -61,17 +61,12 @@ from nodegate.bounds import check_range
 from nodegate.errors import ConfigError
 from nodegate.facts.gpu import GpuPlacement
 from nodegate.fileio import read_bytes
-from roles import _ops
-from roles._common import (
-    drain_budget_args,
-    is_deploy_file,
-    knob,
-    refuse,
-    target_os,
-    template,
-)
 from roles.agent import health_env_file
 from roles.defaults import role_defaults
+from roles.ops.common import is_deploy_file, knob, refuse, target_os, template
+from roles.ops.files import put_secret
+from roles.ops.packages import ensure_packages
+from roles.ops.slurm import drain_budget_args
 
 HEALTHCHECK = "/usr/local/sbin/nodegate-slurm-healthcheck"
 PROLOG = "/usr/local/sbin/nodegate-slurm-prolog"
@@ -170,9 +165,9 @@ def slurm_node() -> None:
         return
     os_ = target_os()
     packages = ["slurmd", "munge"] if os_.is_debian else ["slurm-slurmd", "munge"]
-    _ops.os_packages(name=f"slurm_node: {', '.join(packages)}", packages=packages)
-    munge_key = _ops.put_secret(name="slurm_node: munge key (by reference)", dest=MUNGE_KEY,
-                                text=key, owner="munge", mode="400")
+    ensure_packages("slurm_node", packages)
+    munge_key = put_secret(name="slurm_node: munge key (by reference)", dest=MUNGE_KEY,
+                           text=key, owner="munge", mode="400")
     systemd.service(name="slurm_node: munge enabled and running", service="munge.service",
                     running=True, enabled=True)
     # the distribution's package makes and starts munge with a key of its own

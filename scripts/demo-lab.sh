@@ -57,7 +57,7 @@ rerun_rc=0
   || rerun_rc=$?
 grep -E "Grand total" "$OUT/redeploy.log" || true
 # the same fleet state, the same answer: $FAULTY is still failing and drained, so the rerun
-# fails its host as the first deploy did (roles/_gate.held_out), with the same exit code
+# fails its host as the first deploy did (roles/ops/gate_results.held_out), with the same exit code
 echo "pyinfra exit $rerun_rc (a host that failed its gate fails the run)"
 changed=$("$PWD/.venv/bin/python" -c 'import sys; from nodegate_lab import deploys
 print(", ".join(sorted(deploys.role_changes(sys.stdin.read()))))' < "$OUT/redeploy.log")

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from roles._common import TargetOS
 from roles.driver_closure import uncovered
 from roles.driver_closure_rpm import Rpm, RpmIndex, closure, off_version, unlocked
 from roles.driver_pins import RPM_PIN_PATTERNS, lock_filter
 from roles.nvidia_driver import driver_packages
+from roles.ops.common import TargetOS
 from tests.roles.scenarios import DRIVER
 
 DATA = Path(__file__).parent / "data" / "driver-packages"

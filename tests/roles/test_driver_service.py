@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from roles._ops import start_or_explain
 from roles.nvidia_driver import nvidia_driver
+from roles.ops.systemd import start_or_explain
 from tests.roles.harness import Result, run
 from tests.roles.scenarios import DRIVER, converged_facts, converged_files, host_data
 

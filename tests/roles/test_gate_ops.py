@@ -1,4 +1,4 @@
-"""The gate operations (roles/_ops.py): the battery, the all-reduce and the join run as commands
+"""The gate operations (roles/ops/gate.py): the battery, the all-reduce and the join run as commands
 of operations; facts only read (the join plan, a recorded result); the verdict is taken while
 executing, from what was fetched or read. Facts in, commands out, as for the roles, plus the
 harness's execution walk for the fetch and the verdict."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from nodegate.facts.gate import JoinPlan, RecordedRun, parse_recorded
-from roles import _ops
+from roles.ops import gate
 from tests.roles.harness import Result, run
 
 NODEGATE = "/opt/nodegate/venv/bin/nodegate"
@@ -31,7 +31,7 @@ EXITS = "(1 = a check failed, 2 = bad input, 3 = could not run)"
 def battery(fetch: Path, *, fail_host: bool = True, executing: bool = True,
             remote: dict[str, str] | None = None) -> Result:
     def role() -> None:
-        _ops.health_gate(name="gate: nodegate health", nodegate_bin=NODEGATE,
+        gate.health_gate(name="gate: nodegate health", nodegate_bin=NODEGATE,
                          profile_path=PROFILE, fetch_dir=str(fetch),
                          extra_args=["--checks", "gpu,log"], fail_host=fail_host)
 
@@ -119,7 +119,7 @@ def test_recorded_results_parse_as_the_facts_did() -> None:
 def pair(fetch: Path, *, peer: str, new: str, remote: dict[str, str] | None = None,
          executing: bool = True, more: tuple[str, ...] = ()) -> Result:
     def role() -> None:
-        _ops.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
+        gate.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
                              profile_path=PROFILE, report_dir="/var/lib/nodegate/reports",
                              fetch_dir=str(fetch), peer=peer, members=[new, *more],
                              addresses={"testhost": "10.0.0.2", "other": "10.0.0.1",
@@ -179,7 +179,7 @@ def test_a_partner_that_failed_leaves_nothing_to_run(tmp_path: Path,
         from pyinfra.context import host
 
         host.state.failed_hosts.add(Gone("other"))  # failed earlier in the run
-        _ops.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
+        gate.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
                              profile_path=PROFILE, report_dir="/var/lib/nodegate/reports",
                              fetch_dir=str(tmp_path), peer="other", members=["testhost"],
                              addresses={"testhost": "10.0.0.2", "other": "10.0.0.1"},
@@ -215,7 +215,7 @@ def test_a_member_that_failed_is_left_out_of_the_group(
         from pyinfra.context import host
 
         host.state.failed_hosts.add(Gone("third"))
-        _ops.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
+        gate.multinode_group(name="gate: multinode", nodegate_bin=NODEGATE,
                              profile_path=PROFILE, report_dir="/var/lib/nodegate/reports",
                              fetch_dir=str(tmp_path), peer="other",
                              members=["testhost", "third"],
@@ -243,7 +243,7 @@ def join(plan: dict[str, Any], acted: dict[str, Any] | None = None) -> Result:
         facts["gate.RecordedRun"] = acted
 
     def role() -> None:
-        _ops.join_gate(name="gate: Slurm join/drain", nodegate_bin=NODEGATE, level="standard",
+        gate.join_gate(name="gate: Slurm join/drain", nodegate_bin=NODEGATE, level="standard",
                        node="gpu-b01", report_dir="/var/lib/nodegate/reports",
                        require=("multinode",))
 
@@ -346,7 +346,7 @@ def test_an_unreachable_scheduler_fails_the_host_and_changes_nothing(
 
 def test_prepared_the_join_reads_nothing() -> None:
     def role() -> None:
-        _ops.join_gate(name="gate", nodegate_bin=NODEGATE, level="quick", node="gpu-b01",
+        gate.join_gate(name="gate", nodegate_bin=NODEGATE, level="quick", node="gpu-b01",
                        report_dir="/var/lib/nodegate/reports")
 
     result = run(role)  # a plan read here would be the default, exit 3, and fail the host

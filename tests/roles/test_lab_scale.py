@@ -1,5 +1,5 @@
 """Eight fresh lab nodes in one deploy: exit 0, then a rerun that changes nothing
-but the gate's battery run on each node (an action on every deploy, roles/_ops.py).
+but the gate's battery run on each node (an action on every deploy, roles/ops/gate.py).
 
 Opt-in with ``NODEGATE_LAB_SCALE=1``: eight booted nodes and two full deploys take about
 4 minutes of a 2-core machine, too much for the default suite. Run it alone on a free

@@ -22,7 +22,6 @@ from pyinfra.context import ctx_host, ctx_state
 
 from nodegate.errors import ConfigError
 from nodegate.site import load_site
-from roles import _ops
 from roles.agent import agent
 from roles.base import base
 from roles.dcgm import dcgm
@@ -31,6 +30,8 @@ from roles.nccl import nccl
 from roles.network import network
 from roles.nvidia_driver import nvidia_driver
 from roles.nvme import nvme
+from roles.ops import server
+from roles.ops.files import put_template
 from roles.pdu_monitor import pdu_monitor
 from roles.slurm_node import slurm_node
 from tests.roles.harness import FakeFacts, run
@@ -207,7 +208,7 @@ def test_a_reboot_waits_for_a_drained_idle_node(facts: dict[str, Any], override:
     node = inventory.get_host("testhost")
     node.get_fact = FakeFacts("ubuntu22", stale, {})  # type: ignore[method-assign,assignment]
     with ctx_state.use(state), ctx_host.use(node):
-        refusal = _ops.reboot_refusal("/opt/nodegate/venv/bin/python", "testhost", override)
+        refusal = server.reboot_refusal("/opt/nodegate/venv/bin/python", "testhost", override)
     assert (refusal is None) is reboots
     if why:
         assert refusal is not None and why in refusal
@@ -245,8 +246,8 @@ def test_a_template_value_left_out_stops_the_host() -> None:
     """pyinfra's files.template renders with StrictUndefined, as the hand-written render did:
     a value a role forgets is an error naming it, never an empty line in a config file."""
     def forgets_settings() -> None:
-        _ops.put_template(name="nccl.conf without settings", src="nccl/nccl.conf.j2",
-                          dest="/etc/nccl.conf")
+        put_template(name="nccl.conf without settings", src="nccl/nccl.conf.j2",
+                     dest="/etc/nccl.conf")
 
     with pytest.raises(OperationError, match="'settings' is undefined"):
         run(forgets_settings)
@@ -397,10 +398,10 @@ def test_the_reboot_waits_for_a_new_boot_id_within_its_timeout(
         monkeypatch: pytest.MonkeyPatch, after: int | None, back: bool) -> None:
     """The wait ends on a new boot id (not on uptime: a container shows the host's) and
     gives up, failing the host, at its timeout."""
-    monkeypatch.setattr(_ops.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(server.time, "sleep", lambda _s: None)
     clock = iter(range(0, 10_000, 10))
-    monkeypatch.setattr(_ops.time, "monotonic", lambda: float(next(clock)))
-    remember, reboot, wait = _ops.reboot_and_wait(60)
+    monkeypatch.setattr(server.time, "monotonic", lambda: float(next(clock)))
+    remember, reboot, wait = server.reboot_and_wait(60)
     node = _Rebooting(after)
     assert remember.function(None, node) is True
     assert "reboot" in str(reboot)

@@ -15,7 +15,7 @@ from pyinfra.api.state import State, StateStage
 from pyinfra.context import ctx_host, ctx_state
 
 from deploy import rolling_upgrade as rolling
-from roles import _upgrade
+from roles.ops import upgrade
 from tests.roles.harness import FakeFacts
 from tests.roles.scenarios import converged_facts, converged_files, host_data
 
@@ -77,12 +77,12 @@ def test_at_execution_a_failure_in_batch_one_stops_batch_two(
     with ctx_state.use(state), ctx_host.use(state.inventory.get_host("node3")):
         assert not rolling.may_go_on(batches, 1, "node3")
         assert rolling.may_go_on(batches, 0, "node1")  # its batch-mate finishes its own
-    _upgrade.SKIPPED.add("node1")
+    upgrade.SKIPPED.add("node1")
     try:
         with ctx_state.use(state), ctx_host.use(state.inventory.get_host("node1")):
             assert not rolling.may_go_on(batches, 0, "node1")
     finally:
-        _upgrade.SKIPPED.discard("node1")
+        upgrade.SKIPPED.discard("node1")
         state.failed_hosts.discard(node2)
 
 
@@ -104,26 +104,26 @@ class _Busy:
 
 def test_a_node_whose_jobs_outlive_the_wait_is_skipped_never_killed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_upgrade.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(upgrade.time, "sleep", lambda _s: None)
     clock = iter(range(0, 10_000, 30))
-    monkeypatch.setattr(_upgrade.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(upgrade.time, "monotonic", lambda: float(next(clock)))
     busy = _Busy("MIXED+DRAIN", "nodegate: upgrade 570.133.20 -> 580.65.06")
-    (wait,) = _upgrade.wait_for_jobs._inner(node="node9", timeout_s=120)
+    (wait,) = upgrade.wait_for_jobs._inner(node="node9", timeout_s=120)
     try:
         assert wait.function(None, busy) is True  # the rollout goes on without it
-        assert "node9" in _upgrade.SKIPPED
-        assert _upgrade.OUTCOME["node9"].startswith("skipped: jobs still running after 120s")
+        assert "node9" in upgrade.SKIPPED
+        assert upgrade.OUTCOME["node9"].startswith("skipped: jobs still running after 120s")
         assert busy.ran == ["scontrol update NodeName=node9 State=RESUME"]  # our drain lifted
         assert not any("scancel" in c or "kill" in c for c in busy.ran)
         admin = _Busy("MIXED+DRAIN", "bad fan")
         assert wait.function(None, admin) is True and admin.ran == []  # theirs: kept
         idle = _Busy("IDLE+DRAIN", "nodegate: upgrade 570.133.20 -> 580.65.06")
         idle.name = "node8"
-        assert wait.function(None, idle) is True and "node8" not in _upgrade.SKIPPED
+        assert wait.function(None, idle) is True and "node8" not in upgrade.SKIPPED
     finally:
-        _upgrade.SKIPPED.discard("node9")
-        _upgrade.OUTCOME.pop("node9", None)
-        _upgrade.OUTCOME.pop("node8", None)
+        upgrade.SKIPPED.discard("node9")
+        upgrade.OUTCOME.pop("node9", None)
+        upgrade.OUTCOME.pop("node8", None)
 
 
 def test_hosts_without_a_site_node_name_are_waited_on_by_their_inventory_name() -> None:

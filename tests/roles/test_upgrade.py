@@ -122,7 +122,7 @@ def test_a_node_without_a_site_node_name_is_drained_by_its_inventory_name() -> N
 
 def test_a_slurm_that_cannot_answer_stops_the_upgrade_before_any_package_moves() -> None:
     """Unreachable controller: not "not in Slurm". The node may run jobs; nothing moves."""
-    from roles import _ops
+    from roles.ops.common import FAILURES
 
     error = "slurm_load_node error: Unable to contact slurm controller (connect failure)"
     facts = {**converged_facts("ubuntu22"), "gpu.GpuProcesses": [],
@@ -131,7 +131,7 @@ def test_a_slurm_that_cannot_answer_stops_the_upgrade_before_any_package_moves()
     result = run(upgrade, data=host_data(nvidia_driver_version=TARGET), facts=facts,
                  files=converged_files("ubuntu22"), executing=True)
     assert result.failed and "record the driver left and drain" in result.failed[0]
-    assert _ops.FAILURES["testhost"] == (f"Slurm cannot say whether gpu-b01 runs jobs "
+    assert FAILURES["testhost"] == (f"Slurm cannot say whether gpu-b01 runs jobs "
                                          f"({error}); not upgrading")
     assert not any("apt-get install" in c or "scontrol update" in c for c in result.commands)
 

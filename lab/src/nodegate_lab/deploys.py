@@ -23,7 +23,7 @@ _TOTAL = re.compile(r"Grand total\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)")
 #: A row of pyinfra's results table: operation, hosts, success, error, no change.
 _ROW = re.compile(r"^\s*(?P<name>\S.*?)\s+\d+\s+(?P<changed>\d+|-)\s+(?:\d+|-)\s+(?:\d+|-)\s*$",
                   re.M)
-#: The gate operations that act on every run by design (roles/_ops.py: the battery and the
+#: The gate operations that act on every run by design (roles/ops/gate.py: the battery and the
 #: all-reduce are commands an operation runs, not reads), so a converged node's rerun still
 #: counts them; the join counts only when the Slurm state changes.
 GATE_RUNS = re.compile(r"(^|\| )gate: (nodegate (health|validate)|multinode)")

@@ -1,4 +1,4 @@
-"""The gate's commands and verdicts, for the gate operations in ``roles/_ops.py``.
+"""The gate's commands and verdicts, for the gate operations in ``roles/ops/gate.py``.
 
 A gate command (the battery, the all-reduce, the join) changes the node, so an operation runs
 it, never a fact. It runs *recorded*: its JSON goes to ``<stem>.json`` and its exit code to
@@ -21,7 +21,7 @@ from pyinfra.operations import files
 from nodegate.facts.gate import GateResult, parse_recorded
 from nodegate.fileio import read_bytes
 from nodegate.report.fleet_summary import write_copy
-from roles._common import cmd, q
+from roles.ops.common import cmd, q
 
 #: Where a gate command's output is recorded on the node (tmpfs: it lives until read, and a
 #: reboot leaves nothing behind; the node's own reports stay in its report directory).

@@ -1,4 +1,6 @@
-"""What every role shares: the target OS (read once), knob lookup, templates, refusals.
+"""What every role and entry point shares: the target OS (read once), knob lookup, templates,
+shell quoting, and the two ways to stop a host (``refuse`` while preparing, ``verdict`` while
+executing).
 
 Branching on the OS happens here and only here: roles ask ``target_os()`` for the package
 manager, the initramfs and boot-loader commands, and NVIDIA's repository name, and never
@@ -7,18 +9,19 @@ compare distribution names themselves.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pyinfra import logger
-from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.api.exceptions import DeployError, PyinfraError
+from pyinfra.api.host import Host
 from pyinfra.context import host
 from pyinfra.facts.server import LinuxDistribution
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: roles/ops/common.py -> .
 TEMPLATES = ROOT / "templates"
 
 Family = Literal["debian", "rhel"]
@@ -111,19 +114,6 @@ def knob(name: str, profile_path: str | None = None, site: str | None = None) ->
     return None
 
 
-def drain_budget_args() -> list[str]:
-    """``--drain-budget F --textfile-dir DIR`` for a health gate on this node when the site
-    sets ``slurm.drain_budget`` (docs/gate.md, "The drain budget"), else nothing: the cron
-    gate (agent role) and Slurm's HealthCheckProgram (slurm_node role) both pass it."""
-    from roles.defaults import DEFAULTS
-
-    budget = (host.data.get("nodegate_slurm") or {}).get("drain_budget")
-    if budget is None:
-        return []
-    textfile = host.data.get("agent_textfile_dir") or DEFAULTS["agent_textfile_dir"]
-    return ["--drain-budget", f"{float(budget):g}", "--textfile-dir", str(textfile)]
-
-
 def _dig(data: Any, path: str) -> Any:
     for part in path.split("."):
         if not isinstance(data, dict):
@@ -162,6 +152,36 @@ def refuse(message: str) -> None:
         raise DeployError(full) from exc
 
 
+#: Why a host was failed by ``verdict`` in this run, by host name (a rollout's summary).
+FAILURES: dict[str, str] = {}
+
+
+def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:
+    """A command that, when it runs, asks ``decide`` and fails this host with the message it
+    returns (None: the host carries on). The one way an operation stops its host once the
+    run executes; before that, while operations are prepared, ``refuse`` is the one way.
+
+    pyinfra takes a Python command's return value as its status only when the function's
+    parameters are literally named ``state`` and ``host``; any other signature's result is
+    ignored. That convention is pyinfra's, not public API, so it lives here alone.
+    """
+
+    def _verdict(state: Any, host: Host) -> bool:
+        message = decide(host)
+        if message is None:
+            return True
+        logger.error(f"{host.name}: {message}")
+        FAILURES[host.name] = message
+        return False
+
+    return FunctionCommand(_verdict, (), {})
+
+
+def fail_here(message: str) -> Generator[Any, None, None]:
+    """Fail this host at execution time with ``message`` (the other hosts carry on)."""
+    yield verdict(lambda _host: message)
+
+
 def is_deploy_file(namespace: dict[str, Any]) -> bool:
     """True when pyinfra runs a module as a deploy file (``pyinfra inv roles/nccl.py``,
     ``pyinfra inv deploy/join.py``): the one test every role and entry point uses.
@@ -171,20 +191,3 @@ def is_deploy_file(namespace: dict[str, Any]) -> bool:
     deploy.py or a test) has its own, so importing a module never runs it.
     """
     return bool(namespace.get("__name__", "builtins") == "builtins")
-
-
-_UNIT_SAFE = re.compile(r"[A-Za-z0-9:_.]")
-
-
-def mount_unit_name(path: str) -> str:
-    """``systemd-escape --path --suffix=mount``: /raid -> raid.mount, /mnt/a b -> mnt-a\\x20b."""
-    trimmed = path.strip("/") or "-"
-    out = []
-    for index, char in enumerate(trimmed):
-        if char == "/":
-            out.append("-")
-        elif _UNIT_SAFE.match(char) and not (index == 0 and char == "."):
-            out.append(char)
-        else:
-            out.extend(f"\\x{b:02x}" for b in char.encode())
-    return "".join(out) + ".mount"

@@ -27,8 +27,7 @@ from nodegate.cluster.gate import is_nodegate_reason, is_upgrade_hold, upgrade_r
 from nodegate.cluster.slurm import is_drained, parse_state
 from nodegate.facts.gpu import SlurmNode
 from nodegate.versions import Version, upstream_of_package
-from roles._common import TargetOS
-from roles._ops import fail_here
+from roles.ops.common import TargetOS, fail_here
 
 #: Where the node keeps its last upgrade: the version it left (the pin to go back to), the
 #: target, when it started. Written before any package moves, so a failed upgrade keeps it.

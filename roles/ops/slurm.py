@@ -1,0 +1,40 @@
+"""This host as Slurm knows it: its node name, whether the gate joins it, and the drain budget
+its health gates pass on (the Slurm side itself is nodegate.cluster; the roles that configure
+slurmd and slurmctld are roles/slurm_node.py and roles/slurm_controller.py)."""
+
+from __future__ import annotations
+
+from pyinfra.context import host
+
+
+def slurm_node_name() -> str:
+    """This host's name in Slurm (the site's ``slurm.node_name``, else the inventory name, as
+    slurm_controller lists it). What Slurm says of it is read by this name before any drain,
+    wait or reboot; a host Slurm does not know reads as not in Slurm."""
+    return str((host.data.get("nodegate_slurm") or {}).get("node_name") or host.name)
+
+
+def slurm_member() -> str | None:
+    """``slurm_node_name()`` where this host is a Slurm node by its data (a site
+    ``slurm.node_name``, or the slurm_node role configures its slurmd), else None: where the
+    gate is scheduled and the join runs."""
+    if (host.data.get("nodegate_slurm") or {}).get("node_name") or \
+            host.data.get("slurm_node_controller"):
+        return slurm_node_name()
+    return None
+
+
+def drain_budget_args() -> list[str]:
+    """``--drain-budget F --textfile-dir DIR`` for a health gate on this node when the site
+    sets ``slurm.drain_budget`` (docs/gate.md, "The drain budget"), else nothing: the cron
+    gate (agent role) and Slurm's HealthCheckProgram (slurm_node role) both pass it."""
+    from roles.defaults import DEFAULTS
+
+    budget = (host.data.get("nodegate_slurm") or {}).get("drain_budget")
+    if budget is None:
+        return []
+    textfile = host.data.get("agent_textfile_dir") or DEFAULTS["agent_textfile_dir"]
+    return ["--drain-budget", f"{float(budget):g}", "--textfile-dir", str(textfile)]
+
+
+__all__ = ["drain_budget_args", "slurm_member", "slurm_node_name"]
