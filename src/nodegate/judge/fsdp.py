@@ -9,21 +9,14 @@ from typing import Any
 
 from nodegate.judge.common import against, make
 from nodegate.judge.load import _head_mean, gpu
+from nodegate.judge.load_checks import CHECKS as DECLARED
 from nodegate.load import formulas
 from nodegate.profiles.loader import Threshold
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate.vocabulary import Subject
 
-#: Check name -> meaning (the battery's registry holds the same names).
-CHECKS: dict[str, str] = {
-    "fsdp_completed": "every rank finished the FSDP burn-in and its checkpoint round trip",
-    "fsdp_loss": "FSDP training loss finite and falling",
-    "fsdp_straggler": "rank FSDP step time against the median rank",
-    "fsdp_tokens_per_s": "FSDP training throughput of the node",
-    "fsdp_tflops": "FSDP model TFLOPS per GPU (6N + attention FLOPs per token)",
-    "fsdp_checkpoint_write": "sharded checkpoint write rate (torch.distributed.checkpoint, fsync)",
-    "fsdp_checkpoint_read": "sharded checkpoint read rate into a fresh model (cold page cache)",
-    "fsdp_checkpoint_verify": "reloaded model and optimizer state bit-identical to the trained",
-}
+#: Check name -> meaning: this judge's declarations (``nodegate.judge.load_checks``).
+CHECKS: dict[str, str] = {c.name: c.meaning for c in DECLARED if c.subject is Subject.FSDP}
 JUDGED = [c for c in CHECKS if c != "fsdp_completed"]
 
 #: What every step exercises (FSDP2 semantics, ``reshard_after_forward=True``).

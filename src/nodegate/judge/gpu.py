@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from nodegate.judge.common import against, expect, make
+from nodegate.judge.gpu_checks import CHECKS as GPU_CHECKS
 from nodegate.probes import nvml_codes
 from nodegate.probes.nvml import BoardSnapshot, GpuState
 from nodegate.profiles import Profile
@@ -273,15 +274,11 @@ CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     "nvlink_recovery_errors": ("recovery",),
 }
 
-#: The ``gpu.features`` flag a check's NVML calls depend on; a check not named here reads what
-#: every GPU nodegate judges reports, so NOT_SUPPORTED there is always ERROR.
-CHECK_FEATURE: dict[str, str] = {
-    "ecc_mode": "ecc", "ecc_dbe_volatile": "ecc", "ecc_dbe_aggregate": "ecc",
-    "ecc_sbe_volatile": "ecc", "ecc_sbe_aggregate": "ecc",
-    "remap_pending": "row_remapping", "remap_failure": "row_remapping",
-    "remap_uncorrectable": "row_remapping", "retired_pages": "page_retirement",
-    "fabric_state": "gpu_fabric", "mig_mode": "mig",
-}
+#: The ``gpu.features`` flag a check's NVML calls depend on, from the checks' declarations
+#: (``nodegate.judge.gpu_checks``); a check not named here reads what every GPU nodegate
+#: judges reports, so NOT_SUPPORTED there is always ERROR.
+CHECK_FEATURE: dict[str, str] = {c.name: f.value for c in GPU_CHECKS for f in c.requires
+                                 if f.value in GPU_FEATURES}
 
 #: SKIP reasons for a feature the model does not have; page retirement names what judges the
 #: same memory instead.

@@ -24,46 +24,6 @@ from nodegate.results import CheckResult, Severity, Verdict
 CRIT = Severity.CRITICAL
 HW = Severity.HARDWARE
 
-#: Check name -> meaning: the catalogue this stack emits (for the battery's registry).
-CHECKS: dict[str, str] = {
-    "gemm_completed": "every rank finished the GEMM phase",
-    "gemm_tflops": "dense GEMM TFLOPS per GPU (bf16; gemm_tflops_fp16/_tf32 for others)",
-    "gemm_consistency": "GEMM output bit-identical across GPUs and iterations (SDC)",
-    "gemm_tflops_outlier": "GEMM TFLOPS against the node's own median",
-    "memory_completed": "every rank finished the memory phase",
-    "hbm_bandwidth": "device-to-device copy bandwidth (read + write)",
-    "hbm_bandwidth_outlier": "HBM bandwidth against the node's own median",
-    "h2d_bandwidth": "pinned host-to-device copy from the GPU's own NUMA node",
-    "d2h_bandwidth": "pinned device-to-host copy to the GPU's own NUMA node",
-    "h2d_bandwidth_outlier": "H2D bandwidth against the node's own median",
-    "d2h_bandwidth_outlier": "D2H bandwidth against the node's own median",
-    "p2p_completed": "the P2P phase finished",
-    "p2p_unidir": "GPU-to-GPU copy, one direction, per ordered pair",
-    "p2p_bidir": "GPU-to-GPU copy, both directions at once, per ordered pair",
-    "p2p_unidir_outlier": "P2P one-direction figure against the node's median pair",
-    "p2p_bidir_outlier": "P2P both-direction figure against the node's median pair",
-    "allreduce_completed": "every rank finished the all-reduce sweep",
-    "allreduce_busbw": "all-reduce bus bandwidth at the profile's size (nccl-tests busbw)",
-    "collectives_completed": "every rank finished the other collectives' sweeps",
-    "allgather_busbw": "all-gather bus bandwidth at the profile's size (nccl-tests busbw)",
-    "reducescatter_busbw": "reduce-scatter bus bandwidth (nccl-tests busbw)",
-    "alltoall_busbw": "all-to-all bus bandwidth (nccl-tests busbw)",
-    "broadcast_busbw": "broadcast bus bandwidth (nccl-tests busbw)",
-    "burnin_completed": "every rank finished the burn-in training",
-    "burnin_loss": "burn-in loss finite and falling",
-    "burnin_straggler": "rank forward time against the median rank",
-    "burnin_tokens_per_s": "burn-in training throughput of the node",
-    "burnin_tflops": "burn-in achieved TFLOPS per GPU",
-    "burnin_param_consistency": "parameters bit-identical across ranks after training",
-    "soak_completed": "every rank finished the thermal/power soak",
-    "thermal_peak": "slowdown threshold minus peak temperature under load",
-    "mem_temp_peak": "peak HBM temperature under load",
-    "thermal_events": "no HW slowdown, thermal or power-brake event under load",
-    "power_under_load": "power under GEMM as a fraction of the enforced limit",
-    "clock_floor": "SM clock held under load (median of samples)",
-    "pcie_gen_under_load": "PCIe link trains to the profile's gen under load (max of samples)",
-}
-
 #: nvmlClocksEventReason bits that mean the board itself is in trouble (from nvml_codes).
 EVENT_BITS = nvml_codes.CLOCK_EVENT_FATAL_BITS
 #: Phases whose telemetry windows count as "under GEMM-class load".

@@ -26,7 +26,7 @@ from typing import Any
 from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
-from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
+from nodegate.profiles.threshold_keys import THRESHOLD_KEYS, key_named
 from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
 from nodegate.yamlio import json_path, load_yaml, shorten
 
@@ -92,8 +92,8 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
     key = json_path(problem.path)
     message = shorten(problem.message)
     path = problem.path
-    threshold = THRESHOLD_KEYS.get(str(path[1])) if len(path) >= 2 and \
-        path[0] == "thresholds" else None
+    catalogued = key_named(str(path[1])) if len(path) >= 2 and path[0] == "thresholds" else None
+    threshold = THRESHOLD_KEYS[catalogued] if catalogued is not None else None
     if threshold is not None and len(path) == 3 and path[2] in ("min", "max", "unit") and \
             problem.validator in ("additionalProperties", "const", "required"):
         # the catalogue fixes each threshold's bound and unit (nodegate profiles show)
