@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodegate.battery.registry import groups_at
+from nodegate.battery.registry import groups_at, require_thresholds
 from nodegate.errors import ConfigError
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot, NvmlUnavailable
 from nodegate.profiles import Profile
@@ -233,6 +233,7 @@ RUNNERS: dict[Group, Callable[[_Quick], list[CheckResult]]] = {
 def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
     from nodegate.probes.kernel_log import read_boot_id
 
+    require_thresholds(profile, Level.QUICK.value, options.groups)
     board, down = _read_board(options)
     quick = _Quick(profile, options, board, down)
     results: list[CheckResult] = []

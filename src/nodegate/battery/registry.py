@@ -9,9 +9,10 @@ group and level from here, ``validation/`` generates one pytest item per check f
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nodegate.errors import ConfigError
 from nodegate.judge import (
     gpu_checks,
     host_checks,
@@ -22,6 +23,7 @@ from nodegate.judge import (
     xid_checks,
 )
 from nodegate.judge.declare import Check
+from nodegate.profiles.loader import Profile
 from nodegate.profiles.threshold_keys import Key
 from nodegate.vocabulary import LEVELS, Group, Level
 
@@ -68,6 +70,38 @@ def required_keys(profile_data: Mapping[str, Any], level: str,
 def read_keys() -> set[Key]:
     """Every threshold key some declared check reads (required or as a fallback)."""
     return {k for c in DECLARED for k in (*c.thresholds, *c.fallback)}
+
+
+#: Keys read outside the node's battery -> the module that reads them: the fleet's trends,
+#: the multi-node run and the rails' ib_write_bw (``nodegate multinode``), whose checks have
+#: no level; there a missing key is their documented SKIP (the fabric is the site's).
+READ_ELSEWHERE: dict[Key, str] = {
+    Key.TREND_DRIFT_PCT_MAX: "nodegate.fleet.trends",
+    **{key: "nodegate.judge.load" for key in (
+        Key.MULTINODE_ALLREDUCE_BUSBW_GBPS_MIN, Key.MULTINODE_ALLGATHER_BUSBW_GBPS_MIN,
+        Key.MULTINODE_REDUCESCATTER_BUSBW_GBPS_MIN, Key.MULTINODE_ALLTOALL_BUSBW_GBPS_MIN)},
+    **{key: "nodegate.judge.network_load" for key in (
+        Key.IB_WRITE_BW_GBPS_MIN, Key.IB_WRITE_BW_GDR_GBPS_MIN,
+        Key.MULTINODE_IB_WRITE_BW_GBPS_MIN)},
+}
+
+
+def require_thresholds(profile: Profile, level: str, groups: Iterable[str]) -> None:
+    """Refuse, before anything is measured, a profile that lacks a threshold a check running
+    at ``level`` in ``groups`` needs: a profile error (exit 2) naming its file and the key,
+    never a check that SKIPs for want of a number."""
+    have = profile.data.get("thresholds") or {}
+    missing = {key: check for key, check in required_keys(profile.data, level,
+                                                            tuple(groups)).items()
+               if key.value not in have}
+    if not missing:
+        return
+    first = next(iter(missing))
+    raise ConfigError(
+        "missing threshold" + ("s " if len(missing) > 1 else " ") + "; ".join(
+            f"{key.value} (needed by {check})" for key, check in missing.items())
+        + f" at the {level} level: add it with a source to the profile or a layer below it",
+        file=profile.file(), key=f"thresholds.{first.value}")
 
 
 def render_doc() -> str:

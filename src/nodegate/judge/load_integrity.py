@@ -13,6 +13,7 @@ from typing import Any
 from nodegate.judge.common import against, make
 from nodegate.judge.load_checks import CHECKS as DECLARED
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
 from nodegate.vocabulary import Subject
 
@@ -67,7 +68,7 @@ def hbm_patterns(values: dict[int, dict[str, Any]], th: dict[str, Threshold]
             out.append(make("hbm_patterns", entity, Verdict.PASS, measured=0, threshold=0,
                             unit="words", severity=HW, **coverage))
         out.append(against("hbm_patterns_gbps", entity, round(float(v["gbps"]), 3),
-                           th.get("hbm_pattern_gbps_min"), counted=v["counted"],
+                           th.get(Key.HBM_PATTERN_GBPS_MIN), counted=v["counted"],
                            seconds=round(float(v["seconds"]), 3),
                            bytes_tested=v["bytes_tested"]))
     return out
