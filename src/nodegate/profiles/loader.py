@@ -63,8 +63,9 @@ class Profile:
     def threshold(self, key: Key) -> Threshold | None:
         """The threshold ``key``; None only where no check that runs needs it (the battery
         refuses a profile without one a running check needs: ``registry.require_thresholds``)."""
-        raw = self.data.get("thresholds", {}).get(key.value)
-        return None if raw is None else parse_threshold(key.value, raw)
+        name = str(key)  # a Key's str() is its name (an untyped caller's plain name works too)
+        raw = self.data.get("thresholds", {}).get(name)
+        return None if raw is None else parse_threshold(name, raw)
 
     def thresholds(self) -> list[Threshold]:
         return list(thresholds_of(self.data).values())
