@@ -1,5 +1,5 @@
 """The words every layer shares, defined once: verdicts and how they rank, severities, levels
-and how deep each goes, check groups, load dtypes.
+and how deep each goes, check groups and subjects, load dtypes.
 
 A leaf: it imports nothing of ours, so probes, the judge, reports, the fleet view, the gate and
 the control side can all use it without an upward import (tests/foundation/test_layers.py).
@@ -8,6 +8,14 @@ the control side can all use it without an upward import (tests/foundation/test_
 from __future__ import annotations
 
 import enum
+
+
+class Word(str, enum.Enum):
+    """A word whose ``str()`` and f-string are its value, as 3.11's ``StrEnum`` (3.10 is
+    supported): a group, subject or threshold key reads the same in a message as in a file."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 class Verdict(str, enum.Enum):
@@ -58,10 +66,50 @@ LEVEL_RANK: dict[str, int] = {level: rank for rank, level in enumerate(LEVELS)}
 #: The levels that put load on the GPUs.
 LOAD_LEVELS: tuple[str, ...] = LEVELS[1:]
 
+class Group(Word):
+    """What ``--checks`` selects: the part of the node a check reads (and so what it costs)."""
+
+    GPU = "gpu"
+    LOG = "log"
+    HOST = "host"
+    NETWORK = "network"
+    POWER = "power"
+    LOAD = "load"
+
+
 #: Check groups: the quick level's, and the load group the deeper levels add.
-QUICK_GROUPS: tuple[str, ...] = ("gpu", "log", "host", "network", "power")
-LOAD_GROUPS: tuple[str, ...] = ("load",)
+QUICK_GROUPS: tuple[str, ...] = tuple(g.value for g in Group if g is not Group.LOAD)
+LOAD_GROUPS: tuple[str, ...] = (Group.LOAD.value,)
 ALL_GROUPS: tuple[str, ...] = QUICK_GROUPS + LOAD_GROUPS
+
+
+class Subject(Word):
+    """What one check examines, finer than its group: the checks of one subject are declared
+    together beside their judge, and ``validation/<group>/test_<subject>.py`` holds their
+    pytest items."""
+
+    IDENTITY = "identity"
+    MEMORY = "memory"
+    MODES = "modes"
+    PCIE = "pcie"
+    THERMAL_POWER = "thermal_power"
+    NVLINK = "nvlink"
+    XID = "xid"
+    DRIVERS = "drivers"
+    PLATFORM = "platform"
+    NVME = "nvme"
+    RAILS = "rails"
+    COMPUTE = "compute"
+    BANDWIDTH = "bandwidth"
+    BURNIN = "burnin"
+    FSDP = "fsdp"
+    SOAK = "soak"
+    HBM_PATTERNS = "hbm_patterns"
+    INTEGRITY = "integrity"
+    COMPUTE_DTYPES = "compute_dtypes"
+    PCIE_LOAD = "pcie_load"
+    STORAGE = "storage"
+    POWER = "power"
 
 #: GEMM dtypes a profile's ``load.dtypes`` may name.
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8", "fp64")

@@ -12,6 +12,7 @@ import pytest
 from nodegate.judge.common import against
 from nodegate.judge.counters import judge_growth, previous_of_boot
 from nodegate.profiles import Profile, resolve_profile
+from nodegate.profiles.threshold_keys import Key
 from nodegate.report import build, to_json
 from nodegate.report.history import recent_reports
 from nodegate.results import CheckResult, Severity, Verdict
@@ -27,8 +28,9 @@ def profile() -> Profile:
 
 def _crc(profile: Profile, total: int, entity: str = "gpu3.link5") -> CheckResult:
     """What ``judge.gpu`` emits for a link's CRC total (the same call)."""
-    return against("nvlink_crc_errors", entity, total, profile.threshold("nvlink_crc_errors_max"),
-                   fail=Verdict.WARN, severity=Severity.WARNING, flit=total, data=0)
+    return against("nvlink_crc_errors", entity, total,
+                   profile.threshold(Key.NVLINK_CRC_ERRORS_MAX), fail=Verdict.WARN,
+                   severity=Severity.WARNING, flit=total, data=0)
 
 
 def _previous(profile: Profile, results: list[CheckResult], *, minutes_ago: float,
@@ -89,7 +91,7 @@ def test_previous_rate_report_gives_its_total_and_other_checks_pass_through(
                          now=(NOW - dt.timedelta(minutes=5)).timestamp())
     assert rated[0].measured == 0
     second = _previous(profile, rated, minutes_ago=5)  # measured is a rate, the total in evidence
-    other = against("idle_temperature", "gpu3", 35.0, profile.threshold("gpu_temp_idle_max_c"))
+    other = against("idle_temperature", "gpu3", 35.0, profile.threshold(Key.GPU_TEMP_IDLE_MAX_C))
     result, untouched = judge_growth([_crc(profile, 20), other], second, profile,
                                      now=NOW.timestamp())
     assert result.evidence["previous"] == 10 and result.measured == 120.0

@@ -1,26 +1,4 @@
-"""Battery: load group. GEMM throughput and silent data corruption."""
+"""Battery: load group. GEMM throughput and silent data corruption.
 
-import pytest
-
-from nodegate.battery.asserts import assert_verdicts
-from nodegate.results import CheckResult
-
-
-@pytest.mark.check("gemm_completed")
-def test_gemm_completed(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
-
-
-@pytest.mark.check("gemm_tflops")
-def test_gemm_tflops(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
-
-
-@pytest.mark.check("gemm_consistency")
-def test_gemm_consistency(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
-
-
-@pytest.mark.check("gemm_tflops_outlier")
-def test_gemm_tflops_outlier(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
+One pytest item per check declared with this group and subject (validation/conftest.py).
+"""

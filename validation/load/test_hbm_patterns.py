@@ -1,21 +1,4 @@
-"""Battery: load group. The whole-HBM pattern test (acceptance)."""
+"""Battery: load group. The whole-HBM pattern test (acceptance).
 
-import pytest
-
-from nodegate.battery.asserts import assert_verdicts
-from nodegate.results import CheckResult
-
-
-@pytest.mark.check("hbm_patterns_completed")
-def test_hbm_patterns_completed(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
-
-
-@pytest.mark.check("hbm_patterns")
-def test_hbm_patterns(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
-
-
-@pytest.mark.check("hbm_patterns_gbps")
-def test_hbm_patterns_gbps(results: list[CheckResult]) -> None:
-    assert_verdicts(results)
+One pytest item per check declared with this group and subject (validation/conftest.py).
+"""

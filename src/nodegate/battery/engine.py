@@ -1,5 +1,8 @@
 """Run the quick-level checks: probes measure, the judge decides, one list of results.
 
+Which groups run, and in which order, comes from the checks' declarations; ``RUNNERS`` holds
+what measures each group (one board read serves them all).
+
 Both entry points use this: ``nodegate health`` (fast, no pytest, no torch) and the pytest
 battery in ``validation/`` (which parametrizes one test per result). So the cron path and
 an operator's ``pytest validation/`` can never disagree.
@@ -7,15 +10,20 @@ an operator's ``pytest validation/`` can never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodegate.battery.registry import groups_at, require_thresholds
 from nodegate.errors import ConfigError
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot, NvmlUnavailable
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult
-from nodegate.vocabulary import ALL_GROUPS, QUICK_GROUPS
+from nodegate.vocabulary import ALL_GROUPS, QUICK_GROUPS, Group, Level
+
+#: The groups that read the board (the log and host groups for the GPUs' bus ids).
+BOARD_GROUPS = frozenset({Group.GPU, Group.LOG, Group.HOST, Group.NETWORK})
 
 
 @dataclass
@@ -154,7 +162,7 @@ def _read_board(options: QuickOptions) -> tuple[BoardSnapshot | None, NvmlUnavai
     yields an ERROR in time instead of a run holding the battery lock for ever."""
     from nodegate.probes.nvml import NvmlUnavailable, read_board_within
 
-    if not {"gpu", "log", "host", "network"} & set(options.groups):
+    if not BOARD_GROUPS & set(options.groups):
         return None, None
     try:
         return read_board_within(options.nvml_deadline_s,
@@ -163,41 +171,77 @@ def _read_board(options: QuickOptions) -> tuple[BoardSnapshot | None, NvmlUnavai
         return None, exc
 
 
+@dataclass
+class _Quick:
+    """What every quick group's runner reads: the profile, the options, the one board read."""
+
+    profile: Profile
+    options: QuickOptions
+    board: BoardSnapshot | None
+    down: NvmlUnavailable | None
+
+    @property
+    def bus_ids(self) -> dict[str, str]:
+        return {g.entity: g.bus_id for g in self.board.gpus if g.bus_id} if self.board else {}
+
+
+def _run_gpu(q: _Quick) -> list[CheckResult]:
+    from nodegate.judge.gpu import judge_board, judge_nvml_unavailable
+
+    if q.board is not None:
+        return _judge_growth(judge_board(q.board, q.profile), q.profile, q.options)
+    if q.down is not None:
+        return judge_nvml_unavailable(q.down.reason, kind=q.down.kind, stage=q.down.stage,
+                                      deadline_s=q.options.nvml_deadline_s)
+    return []
+
+
+def _run_log(q: _Quick) -> list[CheckResult]:
+    gpus = q.board.gpus if q.board else []
+    return _judge_log(q.profile, q.options, q.bus_ids, [g.entity for g in gpus if not g.bus_id],
+                      [g.entity for g in gpus])
+
+
+def _run_host(q: _Quick) -> list[CheckResult]:
+    from nodegate.battery.storage import run_nvme_health
+    from nodegate.judge.host import judge_host
+    from nodegate.probes.host import HostProbe
+
+    return [*judge_host(HostProbe(q.options.host_root), q.profile, list(q.bus_ids.values())),
+            *run_nvme_health(q.profile, report_dir=q.options.report_dir)]
+
+
+def _run_network(q: _Quick) -> list[CheckResult]:
+    return _judge_network(q.profile, q.options, q.board,
+                          q.down.reason if q.down is not None else None)
+
+
+def _run_power(q: _Quick) -> list[CheckResult]:
+    from nodegate.battery.power import run_static
+
+    return run_static(q.profile)
+
+
+#: Each group with a quick check -> what measures and judges it; which groups run, and in
+#: which order, comes from the checks' declarations (``registry.groups_at``).
+RUNNERS: dict[Group, Callable[[_Quick], list[CheckResult]]] = {
+    Group.GPU: _run_gpu, Group.LOG: _run_log, Group.HOST: _run_host,
+    Group.NETWORK: _run_network, Group.POWER: _run_power,
+}
+
+
 def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
     from nodegate.probes.kernel_log import read_boot_id
 
-    results: list[CheckResult] = []
-    notes = []
+    require_thresholds(profile, Level.QUICK.value, options.groups)
     board, down = _read_board(options)
-    if "gpu" in options.groups:
-        from nodegate.judge.gpu import judge_board, judge_nvml_unavailable
-
-        if board is not None:
-            results += _judge_growth(judge_board(board, profile), profile, options)
-        elif down is not None:
-            results += judge_nvml_unavailable(down.reason, kind=down.kind, stage=down.stage,
-                                              deadline_s=options.nvml_deadline_s)
-    elif down is not None:
+    quick = _Quick(profile, options, board, down)
+    results: list[CheckResult] = []
+    for group in groups_at(Level.QUICK):
+        if group in options.groups:
+            results += RUNNERS[group](quick)
+    notes = []
+    if Group.GPU not in options.groups and down is not None:
         notes.append(f"no NVML for GPU bus ids: {down.reason}")
-    bus_ids = {g.entity: g.bus_id for g in board.gpus if g.bus_id} if board else {}
-    if "log" in options.groups:
-        results += _judge_log(profile, options, bus_ids,
-                              [g.entity for g in board.gpus if not g.bus_id] if board else [],
-                              [g.entity for g in board.gpus] if board else [])
-    if "host" in options.groups:
-        from nodegate.judge.host import judge_host
-        from nodegate.probes.host import HostProbe
-
-        results += judge_host(HostProbe(options.host_root), profile, list(bus_ids.values()))
-        from nodegate.battery.storage import run_nvme_health
-
-        results += run_nvme_health(profile, report_dir=options.report_dir)
-    if "network" in options.groups:
-        results += _judge_network(profile, options, board,
-                                  down.reason if down is not None else None)
-    if "power" in options.groups:
-        from nodegate.battery.power import run_static
-
-        results += run_static(profile)
     return QuickOutcome(results=results, boot_id=read_boot_id(), board=board, notes=notes,
                         nvml_down=down.reason if down is not None else None)

@@ -10,15 +10,16 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from nodegate.battery.registry import phases
 from nodegate.errors import CannotRunError
 from nodegate.load.outcome import LoadOutcome
 from nodegate.profiles import Profile
 from nodegate.progress import Progress
+from nodegate.vocabulary import LOAD_LEVELS
 
-#: The phase checks a skipped load run reports, one per phase the level would run.
-PHASES = {"standard": ("gemm", "memory", "p2p", "allreduce", "collectives"),
-          "acceptance": ("gemm", "memory", "p2p", "allreduce", "collectives", "hbm_patterns",
-                         "burnin", "fsdp", "soak")}
+#: The phase checks a skipped load run reports, one per phase the level would run (from the
+#: ``<phase>_completed`` declarations, ``nodegate.judge.load_checks``).
+PHASES = {level: phases(level) for level in LOAD_LEVELS}
 
 
 def foreign_holders() -> dict[str, str]:

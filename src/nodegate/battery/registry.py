@@ -1,270 +1,155 @@
-"""The explicit catalogue of checks: name -> group, level and one line of meaning.
+"""The catalogue of checks, built from their declarations (``nodegate.judge.declare``).
 
-Judges emit results under these names; ``validation/`` has one thin test per name (a unit
-test enforces it), and ``--checks`` selects by group.
+Each subject declares its checks once, beside its judge; this module only lists those
+declaration modules (explicitly: no register-on-import) and indexes them. Both front ends read
+group and level from here, ``validation/`` generates one pytest item per check from here, and
+``python -m nodegate.battery.registry --doc docs/checks.md`` writes the catalogue's page.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from nodegate.errors import ConfigError
+from nodegate.judge import (
+    gpu_checks,
+    host_checks,
+    load_checks,
+    network_checks,
+    power_checks,
+    storage_checks,
+    xid_checks,
+)
+from nodegate.judge.declare import Check
+from nodegate.profiles.loader import Profile
+from nodegate.profiles.threshold_keys import Key
+from nodegate.vocabulary import LEVELS, Group, Level
 
-class CheckInfo(NamedTuple):
-    group: str
-    level: str
-    meaning: str
-
-
-CHECKS: dict[str, CheckInfo] = {
-    # gpu (NVML), quick
-    "gpu_count": CheckInfo("gpu", "quick", "as many GPUs on the bus as the profile says"),
-    "gpu_reachable": CheckInfo("gpu", "quick", "NVML can talk to the GPU (not lost)"),
-    "gpu_model": CheckInfo("gpu", "quick", "GPU name as the profile says"),
-    "gpu_pci_device_id": CheckInfo("gpu", "quick", "PCI device id as the profile says"),
-    "gpu_memory": CheckInfo("gpu", "quick", "total memory as the profile's gpu.memory_mib"),
-    "driver_version": CheckInfo("gpu", "quick", "driver version equals the pin"),
-    "vbios_uniform": CheckInfo("gpu", "quick",
-                               "VBIOS as pinned, else identical across GPUs of one model"),
-    "inforom_uniform": CheckInfo("gpu", "quick",
-                                 "InfoROM valid; as pinned, else identical across one model"),
-    "persistence_mode": CheckInfo("gpu", "quick", "persistence mode as the profile says"),
-    "mig_mode": CheckInfo("gpu", "quick", "MIG mode as the profile says"),
-    "compute_mode": CheckInfo("gpu", "quick", "compute mode as the profile says"),
-    "ecc_mode": CheckInfo("gpu", "quick", "ECC enabled as the profile says"),
-    "ecc_dbe_volatile": CheckInfo("gpu", "quick", "double-bit ECC errors since reset"),
-    "ecc_dbe_aggregate": CheckInfo("gpu", "quick", "lifetime double-bit ECC errors"),
-    "ecc_sbe_volatile": CheckInfo("gpu", "quick", "single-bit ECC errors since reset"),
-    "ecc_sbe_aggregate": CheckInfo("gpu", "quick", "lifetime single-bit ECC errors"),
-    "remap_pending": CheckInfo("gpu", "quick", "row remap pending a reset"),
-    "remap_failure": CheckInfo("gpu", "quick", "row remap failed"),
-    "remap_uncorrectable": CheckInfo("gpu", "quick", "rows remapped for uncorrectable errors"),
-    "retired_pages": CheckInfo("gpu", "quick", "retired memory pages"),
-    "pcie_link": CheckInfo("gpu", "quick", "PCIe link max gen and current width as the profile"),
-    "pcie_replays": CheckInfo("gpu", "quick", "PCIe replay counter"),
-    "clock_events": CheckInfo("gpu", "quick", "no HW slowdown, HW thermal or power brake"),
-    "power_limit": CheckInfo("gpu", "quick", "enforced power limit as the profile says"),
-    "idle_temperature": CheckInfo("gpu", "quick", "idle GPU temperature"),
-    "foreign_processes": CheckInfo("gpu", "quick", "processes holding the GPU (reported)"),
-    "fabric_state": CheckInfo("gpu", "quick", "NVSwitch fabric registration completed"),
-    "nvlink_state": CheckInfo("gpu", "quick", "every NVLink active at the expected version"),
-    "nvlink_crc_errors": CheckInfo("gpu", "quick", "NVLink CRC error counters"),
-    "nvlink_replay_errors": CheckInfo("gpu", "quick", "NVLink replay error counters"),
-    "nvlink_recovery_errors": CheckInfo("gpu", "quick", "NVLink recovery error counters"),
-    # log (kernel log), quick
-    "xid_events": CheckInfo("log", "quick", "no hardware-critical Xid this boot"),
-    # host (operating system), quick
-    "nouveau_absent": CheckInfo("host", "quick", "nouveau not loaded"),
-    "nvidia_module": CheckInfo("host", "quick", "nvidia module of the pinned version loaded"),
-    "persistenced_service": CheckInfo("host", "quick", "nvidia-persistenced active"),
-    "fabricmanager_service": CheckInfo("host", "quick",
-                                       "nvidia-fabricmanager active at the driver's version"),
-    "gpudirect_rdma": CheckInfo("host", "quick",
-                                "GPUDirect RDMA as declared: peermem loaded, or DMA-BUF ready"),
-    "iommu_mode": CheckInfo("host", "quick", "IOMMU mode on the kernel command line"),
-    "pcie_acs": CheckInfo("host", "quick", "ACS disabled on bridges above the GPUs"),
-    "nccl_conf": CheckInfo("host", "quick", "/etc/nccl.conf present with expected keys"),
-    "nvme_array": CheckInfo("host", "quick", "NVMe md array active and complete"),
-    "nvme_mount": CheckInfo("host", "quick", "NVMe array mounted with expected options"),
-    # host: NVMe SMART health per drive (nvme-cli JSON), when the profile sets nvme.smart
-    "nvme_critical_warning": CheckInfo("host", "quick", "NVMe SMART critical warning clear"),
-    "nvme_spare": CheckInfo("host", "quick", "NVMe available spare above its threshold"),
-    "nvme_media_errors": CheckInfo("host", "quick", "NVMe media and data integrity errors"),
-    "nvme_wear": CheckInfo("host", "quick", "NVMe percentage of rated endurance used"),
-    "nvme_temperature": CheckInfo("host", "quick", "NVMe composite temperature"),
-    "nvme_unsafe_shutdowns": CheckInfo("host", "quick",
-                                       "NVMe unsafe shutdowns gained since the last report"),
-    "nvme_firmware": CheckInfo("host", "quick",
-                               "NVMe firmware as pinned, else identical across one model"),
-    "nvme_namespace_size": CheckInfo("host", "quick", "NVMe namespace as large as expected"),
-    # network (RDMA rails from sysfs), quick
-    "ib_rail_count": CheckInfo("network", "quick", "as many rail HCAs as the profile says"),
-    "ib_port_state": CheckInfo("network", "quick", "rail port ACTIVE and LinkUp"),
-    "ib_port_rate": CheckInfo("network", "quick", "rail port rate as the profile says"),
-    "ib_link_layer": CheckInfo("network", "quick", "InfiniBand or Ethernet as the profile says"),
-    "ib_hca_pcie_link": CheckInfo("network", "quick", "HCA PCIe link at its max speed and width"),
-    "ib_firmware": CheckInfo("network", "quick",
-                             "HCA firmware as pinned, else identical across rails"),
-    "ib_netdev": CheckInfo("network", "quick", "RoCE interface up at the profile's MTU"),
-    "ib_topology": CheckInfo("network", "quick",
-                             "each GPU's rail NIC(s) behind its PCIe switch, as the profile"),
-    "ib_rail_numa": CheckInfo("network", "quick", "rail NIC on its GPU's NUMA node"),
-    "ib_link_flaps": CheckInfo("network", "quick", "link_downed growth (a flap)"),
-    "ib_link_recoveries": CheckInfo("network", "quick", "link_error_recovery growth"),
-    "ib_symbol_errors": CheckInfo("network", "quick", "symbol_error growth"),
-    "ib_rcv_errors": CheckInfo("network", "quick", "port_rcv_errors growth"),
-    "ib_xmit_discards": CheckInfo("network", "quick", "port_xmit_discards growth"),
-    "ib_link_integrity_errors": CheckInfo("network", "quick",
-                                          "local_link_integrity_errors growth"),
-    "ib_buffer_overruns": CheckInfo("network", "quick", "excessive_buffer_overrun_errors growth"),
-    # load (torch: CUDA/NCCL on GPUs, CPU/gloo in tests and the lab)
-    "gemm_completed": CheckInfo("load", "standard",
-                        'every rank finished the GEMM phase'),
-    "gemm_tflops": CheckInfo("load", "standard",
-                        'dense GEMM TFLOPS per GPU (bf16; gemm_tflops_fp16/_tf32 for others)'),
-    "gemm_consistency": CheckInfo("load", "standard",
-                        'GEMM output bit-identical across GPUs and iterations (SDC)'),
-    "gemm_tflops_outlier": CheckInfo("load", "standard",
-                        "GEMM TFLOPS against the node's own median"),
-    "memory_completed": CheckInfo("load", "standard",
-                        'every rank finished the memory phase'),
-    "hbm_bandwidth": CheckInfo("load", "standard",
-                        'device-to-device copy bandwidth (read + write)'),
-    "hbm_bandwidth_outlier": CheckInfo("load", "standard",
-                        "HBM bandwidth against the node's own median"),
-    "h2d_bandwidth": CheckInfo("load", "standard",
-                        "pinned host-to-device copy from the GPU's own NUMA node"),
-    "d2h_bandwidth": CheckInfo("load", "standard",
-                        "pinned device-to-host copy to the GPU's own NUMA node"),
-    "h2d_bandwidth_outlier": CheckInfo("load", "standard",
-                        "H2D bandwidth against the node's own median"),
-    "d2h_bandwidth_outlier": CheckInfo("load", "standard",
-                        "D2H bandwidth against the node's own median"),
-    "p2p_completed": CheckInfo("load", "standard",
-                        'the P2P phase finished'),
-    "p2p_unidir": CheckInfo("load", "standard",
-                        'GPU-to-GPU copy, one direction, per ordered pair'),
-    "p2p_bidir": CheckInfo("load", "standard",
-                        'GPU-to-GPU copy, both directions at once, per ordered pair'),
-    "p2p_unidir_outlier": CheckInfo("load", "standard",
-                        "P2P one-direction figure against the node's median pair"),
-    "p2p_bidir_outlier": CheckInfo("load", "standard",
-                        "P2P both-direction figure against the node's median pair"),
-    "allreduce_completed": CheckInfo("load", "standard",
-                        'every rank finished the all-reduce sweep'),
-    "allreduce_busbw": CheckInfo("load", "standard",
-                        "all-reduce bus bandwidth at the profile's size (nccl-tests busbw)"),
-    "collectives_completed": CheckInfo("load", "standard",
-                        "every rank finished the all-gather/reduce-scatter/all-to-all/"
-                        "broadcast sweeps"),
-    "allgather_busbw": CheckInfo("load", "standard",
-                        "all-gather bus bandwidth at the profile's size (nccl-tests busbw)"),
-    "reducescatter_busbw": CheckInfo("load", "standard",
-                        "reduce-scatter bus bandwidth (nccl-tests busbw)"),
-    "alltoall_busbw": CheckInfo("load", "standard",
-                        "all-to-all bus bandwidth (nccl-tests busbw)"),
-    "broadcast_busbw": CheckInfo("load", "standard",
-                        "broadcast bus bandwidth (nccl-tests busbw)"),
-    "burnin_completed": CheckInfo("load", "acceptance",
-                        'every rank finished the burn-in training'),
-    "burnin_loss": CheckInfo("load", "acceptance",
-                        'burn-in loss finite and falling'),
-    "burnin_straggler": CheckInfo("load", "acceptance",
-                        'rank forward time against the median rank'),
-    "burnin_tokens_per_s": CheckInfo("load", "acceptance",
-                        'burn-in training throughput of the node'),
-    "burnin_tflops": CheckInfo("load", "acceptance",
-                        'burn-in achieved TFLOPS per GPU'),
-    "burnin_param_consistency": CheckInfo("load", "acceptance",
-                        'parameters bit-identical across ranks after training'),
-    "fsdp_completed": CheckInfo("load", "acceptance",
-                        "every rank finished the FSDP burn-in and its checkpoint round trip"),
-    "fsdp_loss": CheckInfo("load", "acceptance", "FSDP training loss finite and falling"),
-    "fsdp_straggler": CheckInfo("load", "acceptance",
-                        "rank FSDP step time against the median rank"),
-    "fsdp_tokens_per_s": CheckInfo("load", "acceptance", "FSDP training throughput of the node"),
-    "fsdp_tflops": CheckInfo("load", "acceptance", "FSDP model TFLOPS per GPU"),
-    "fsdp_checkpoint_write": CheckInfo("load", "acceptance",
-                        "sharded checkpoint write rate (torch.distributed.checkpoint, fsync)"),
-    "fsdp_checkpoint_read": CheckInfo("load", "acceptance",
-                        "sharded checkpoint read rate into a fresh model (cold page cache)"),
-    "fsdp_checkpoint_verify": CheckInfo("load", "acceptance",
-                        "reloaded model and optimizer state bit-identical to the trained"),
-    "soak_completed": CheckInfo("load", "acceptance",
-                        'every rank finished the thermal/power soak'),
-    # acceptance integrity: what arrived (copy checksums, all-reduce -c), the whole HBM, GEMM dtypes
-    "hbm_patterns_completed": CheckInfo("load", "acceptance",
-                        'every rank finished the whole-HBM pattern test'),
-    "hbm_patterns": CheckInfo("load", "acceptance",
-                        'HBM pattern test (address, walking ones/zeros, random): no bad word'),
-    "hbm_patterns_gbps": CheckInfo("load", "acceptance",
-                        'HBM pattern test rate (bytes written + verified per second)'),
-    "hbm_copy_verified": CheckInfo("load", "standard",
-                        "device-to-device copy: destination checksum equals the source's"),
-    "h2d_copy_verified": CheckInfo("load", "standard",
-                        "host-to-device copy: destination checksum equals the source's"),
-    "d2h_copy_verified": CheckInfo("load", "standard",
-                        "device-to-host copy: destination checksum equals the source's"),
-    "p2p_copy_verified": CheckInfo("load", "standard",
-                        'GPU-to-GPU copy per ordered pair: destination equals the source'),
-    "allreduce_verified": CheckInfo("load", "standard",
-                        'all-reduce result equals the exact expected sum (nccl-tests -c)'),
-    "gemm_bf16_completed": CheckInfo("load", "standard",
-                        'every rank finished the bf16 GEMM phase (bf16 not listed first)'),
-    "gemm_fp16_completed": CheckInfo("load", "standard",
-                        'every rank finished the fp16 GEMM phase'),
-    "gemm_tflops_fp16": CheckInfo("load", "standard",
-                        'dense fp16 GEMM TFLOPS per GPU'),
-    "gemm_consistency_fp16": CheckInfo("load", "standard",
-                        'fp16 GEMM output bit-identical across GPUs and iterations'),
-    "gemm_tflops_fp16_outlier": CheckInfo("load", "standard",
-                        "fp16 GEMM TFLOPS against the node's own median"),
-    "gemm_tf32_completed": CheckInfo("load", "standard",
-                        'every rank finished the tf32 GEMM phase'),
-    "gemm_tflops_tf32": CheckInfo("load", "standard",
-                        'dense tf32 GEMM TFLOPS per GPU'),
-    "gemm_consistency_tf32": CheckInfo("load", "standard",
-                        'tf32 GEMM output bit-identical across GPUs and iterations'),
-    "gemm_tflops_tf32_outlier": CheckInfo("load", "standard",
-                        "tf32 GEMM TFLOPS against the node's own median"),
-    "gemm_fp8_completed": CheckInfo("load", "standard",
-                        'every rank finished the fp8 GEMM phase'),
-    "gemm_tflops_fp8": CheckInfo("load", "standard",
-                        'dense fp8 GEMM TFLOPS per GPU'),
-    "gemm_consistency_fp8": CheckInfo("load", "standard",
-                        'fp8 GEMM output bit-identical across GPUs and iterations'),
-    "gemm_tflops_fp8_outlier": CheckInfo("load", "standard",
-                        "fp8 GEMM TFLOPS against the node's own median"),
-    "gemm_fp64_completed": CheckInfo("load", "standard",
-                        'every rank finished the fp64 GEMM phase'),
-    "gemm_tflops_fp64": CheckInfo("load", "standard",
-                        'dense fp64 GEMM TFLOPS per GPU'),
-    "gemm_consistency_fp64": CheckInfo("load", "standard",
-                        'fp64 GEMM output bit-identical across GPUs and iterations'),
-    "gemm_tflops_fp64_outlier": CheckInfo("load", "standard",
-                        "fp64 GEMM TFLOPS against the node's own median"),
-    "thermal_peak": CheckInfo("load", "standard",
-                        'slowdown threshold minus peak temperature under load'),
-    "mem_temp_peak": CheckInfo("load", "standard",
-                        'peak HBM temperature under load'),
-    "thermal_events": CheckInfo("load", "standard",
-                        'no HW slowdown, thermal or power-brake event under load'),
-    "power_under_load": CheckInfo("load", "standard",
-                        'power under GEMM as a fraction of the enforced limit'),
-    "clock_floor": CheckInfo("load", "standard",
-                        'SM clock held under load (median of samples)'),
-    "pcie_gen_under_load": CheckInfo("load", "standard",
-                        "PCIe link trains to the profile's gen under load (max of samples)"),
-    # load: the NVMe array under fio (direct I/O), DCGM's diagnostic where installed
-    "nvme_seq_read": CheckInfo("load", "standard", "array sequential read (fio, direct I/O)"),
-    "nvme_seq_write": CheckInfo("load", "standard", "array sequential write (fio, direct I/O)"),
-    "nvme_rand_read": CheckInfo("load", "standard", "array random 4 KiB read (fio)"),
-    "dcgm_diag": CheckInfo("load", "standard",
-                           "DCGM diagnostic (dcgmi diag -r <profile level>), per test and GPU"),
-    # power (BMC / PDU): PSUs and inlet at any level, draw under load at acceptance
-    "psu_count": CheckInfo("power", "quick", "healthy PSUs as the profile says"),
-    "psu_redundancy": CheckInfo("power", "quick", "node survives losing a PSU"),
-    "inlet_temp": CheckInfo("power", "quick", "chassis inlet temperature"),
-    "bmc_power_sources": CheckInfo("power", "quick",
-                                   "one BMC's node power figures agree with each other"),
-    "psu_budget": CheckInfo("power", "acceptance", "draw under load within non-redundant PSUs"),
-    "circuit_load": CheckInfo("power", "acceptance", "draw under load within 80% of circuits"),
-    "bmc_gpu_power": CheckInfo("power", "acceptance", "BMC node power >= NVML GPU sum"),
-}
-
-
+#: Every declared check, in catalogue order (group by group, as the quick level runs them).
+DECLARED: tuple[Check, ...] = (
+    *gpu_checks.CHECKS, *xid_checks.CHECKS, *host_checks.CHECKS, *network_checks.CHECKS,
+    *load_checks.CHECKS, *storage_checks.CHECKS, *power_checks.CHECKS,
+)
+#: name -> declaration (``group``, ``level`` and ``meaning`` as the old ``CheckInfo`` had).
+CHECKS: dict[str, Check] = {c.name: c for c in DECLARED}
+CheckInfo = Check  # the name callers knew the entries by
 
 
 def level_of(check: str) -> str:
     """The lowest level that judges ``check`` (both front ends read it from here)."""
     info = CHECKS.get(check)
-    return info.level if info is not None else "quick"
+    return info.level.value if info is not None else Level.QUICK.value
 
 
-def group_of(check: str) -> str:
-    info = CHECKS.get(check)
-    if info is not None:
-        return info.group
-    prefix = check.split("_", 1)[0]
-    if prefix in ("psu", "inlet", "circuit", "bmc", "pdu", "power"):
-        return "power"
-    return "load"
+def groups_at(level: Level) -> tuple[Group, ...]:
+    """The groups with a check that runs at ``level``, in catalogue order."""
+    return tuple(dict.fromkeys(c.group for c in DECLARED if level in c.levels))
+
+
+def phases(level: str) -> tuple[str, ...]:
+    """The load phases ``level`` runs, in run order (their ``<phase>_completed`` checks)."""
+    return tuple(c.phase for c in DECLARED
+                 if c.phase is not None and level in {lv.value for lv in c.levels})
+
+
+def required_keys(profile_data: Mapping[str, Any], level: str,
+                  groups: tuple[str, ...] | None = None) -> dict[Key, str]:
+    """key -> the first check that needs it from this profile at ``level`` (in ``groups``,
+    all when None): every one must be in the profile's thresholds."""
+    wanted = Level(level)
+    out: dict[Key, str] = {}
+    for c in DECLARED:
+        if groups is None or c.group in groups:
+            for key in c.needs(profile_data, wanted):
+                out.setdefault(key, c.name)
+    return out
+
+
+def read_keys() -> set[Key]:
+    """Every threshold key some declared check reads (required or as a fallback)."""
+    return {k for c in DECLARED for k in (*c.thresholds, *c.fallback)}
+
+
+#: Keys read outside the node's battery -> the module that reads them: the fleet's trends,
+#: the multi-node run and the rails' ib_write_bw (``nodegate multinode``), whose checks have
+#: no level; there a missing key is their documented SKIP (the fabric is the site's).
+READ_ELSEWHERE: dict[Key, str] = {
+    Key.TREND_DRIFT_PCT_MAX: "nodegate.fleet.trends",
+    **{key: "nodegate.judge.load" for key in (
+        Key.MULTINODE_ALLREDUCE_BUSBW_GBPS_MIN, Key.MULTINODE_ALLGATHER_BUSBW_GBPS_MIN,
+        Key.MULTINODE_REDUCESCATTER_BUSBW_GBPS_MIN, Key.MULTINODE_ALLTOALL_BUSBW_GBPS_MIN)},
+    **{key: "nodegate.judge.network_load" for key in (
+        Key.IB_WRITE_BW_GBPS_MIN, Key.IB_WRITE_BW_GDR_GBPS_MIN,
+        Key.MULTINODE_IB_WRITE_BW_GBPS_MIN)},
+}
+
+
+def require_thresholds(profile: Profile, level: str, groups: Iterable[str]) -> None:
+    """Refuse, before anything is measured, a profile that lacks a threshold a check running
+    at ``level`` in ``groups`` needs: a profile error (exit 2) naming its file and the key,
+    never a check that SKIPs for want of a number."""
+    have = profile.data.get("thresholds") or {}
+    missing = {key: check for key, check in required_keys(profile.data, level,
+                                                            tuple(groups)).items()
+               if key.value not in have}
+    if not missing:
+        return
+    first = next(iter(missing))
+    raise ConfigError(
+        "missing threshold" + ("s " if len(missing) > 1 else " ") + "; ".join(
+            f"{key.value} (needed by {check})" for key, check in missing.items())
+        + f" at the {level} level: add it with a source to the profile or a layer below it",
+        file=profile.file(), key=f"thresholds.{first.value}")
+
+
+def render_doc() -> str:
+    """``docs/checks.md``: the catalogue as a reader wants it, one table per group."""
+    lines = ["# Checks", "",
+             "Generated from the checks' declarations (`src/nodegate/judge/*_checks.py`) by",
+             "`python -m nodegate.battery.registry --doc docs/checks.md`; do not edit by hand",
+             "(`tests/battery/test_registry.py` fails when this page is stale).", "",
+             "A check runs at its level and every deeper one "
+             f"({' < '.join(LEVELS)}). A threshold in *italics* is read when the profile sets "
+             "it and replaced by a documented figure otherwise. A check whose required feature "
+             "the profile lacks does not apply: it is a SKIP naming the feature.", ""]
+    for group in Group:
+        lines += [f"## {group.value}", "",
+                  "| check | level | subject | meaning | thresholds | requires | judge |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for c in DECLARED:
+            if c.group is not group:
+                continue
+            keys = [f"`{k.value}`" for k in c.thresholds] + \
+                [f"*`{k.value}`*" for k in c.fallback]
+            needs = [f.value for f in c.requires] + ([f"dtype {c.dtype}"] if c.dtype else [])
+            lines.append(f"| `{c.name}` | {c.level.value} | {c.subject.value} | "
+                         f"{c.meaning.replace('|', '/')} | {', '.join(keys) or '-'} | "
+                         f"{', '.join(needs) or '-'} | `{c.judge}` |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """``--doc PATH`` writes the page; ``--check PATH`` exits 1 when PATH is stale."""
+    if len(argv) != 2 or argv[0] not in ("--doc", "--check"):
+        print("usage: python -m nodegate.battery.registry --doc|--check docs/checks.md",
+              file=sys.stderr)
+        return 2
+    from pathlib import Path
+
+    path, text = Path(argv[1]), render_doc()
+    if argv[0] == "--check":
+        current = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if current != text:
+            print(f"{path} is stale: run python -m nodegate.battery.registry --doc {path}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -14,7 +14,7 @@ from typing import Any
 
 from nodegate.battery.engine import QuickOptions, run_quick
 from nodegate.battery.lock import BatteryLock
-from nodegate.battery.registry import level_of
+from nodegate.battery.registry import level_of, require_thresholds
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S
 from nodegate.profiles import Profile
 from nodegate.progress import Progress
@@ -64,6 +64,7 @@ def run_battery(profile: Profile, level: str, groups: tuple[str, ...], *,
     """Run ``groups`` at ``level`` on this node; raises CannotRunError if another run holds
     the battery lock."""
     quick = tuple(g for g in groups if g in QUICK_GROUPS)
+    require_thresholds(profile, level, groups)  # a profile error before the lock is taken
     with BatteryLock():
         started = time.time()
         t0 = time.monotonic()

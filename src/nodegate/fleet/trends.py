@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 from nodegate.fleet.aggregate import MIN_NODES, FleetView, NodeView
 from nodegate.fleet.trend_metrics import metric_kind
+from nodegate.profiles.threshold_keys import Key
 
 MIN_REPORTS = 3
 RECENT = 3
@@ -66,7 +67,7 @@ COUNTER_FLOORS_PER_DAY = {"ecc_sbe_aggregate": 1.0, "ecc_sbe_volatile": 1.0,
 FLEET_BUCKETS = 40
 #: The drift margin where a node's profile sets none (or cannot be resolved here).
 DEFAULT_DRIFT_PCT = 5.0
-THRESHOLD = "trend_drift_pct_max"
+THRESHOLD = Key.TREND_DRIFT_PCT_MAX
 DAY_S = 86400.0
 
 

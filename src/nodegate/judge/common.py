@@ -26,7 +26,10 @@ def against(check: str, entity: str, measured: float | int | None,
             threshold: Threshold | None, *, fail: Verdict = Verdict.FAIL,
             severity: Severity = Severity.CRITICAL, reason_missing: str | None = None,
             **evidence: Any) -> CheckResult:
-    """Judge one number against a profile threshold (min or max bound)."""
+    """Judge one number against a profile threshold (min or max bound). A battery run never
+    gets here without the threshold of a check it runs (``registry.require_thresholds``
+    refuses the profile at load); the SKIP is for direct callers and the checks outside the
+    battery whose key is the site's to set (``nodegate multinode``)."""
     if threshold is None:
         return make(check, entity, Verdict.SKIP,
                     reason=reason_missing or "no threshold for this check in the profile",

@@ -15,22 +15,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodegate.judge.common import make, threshold_repr
+from nodegate.judge.network_checks import COUNTERS
 from nodegate.profiles import Profile
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
 from nodegate.vocabulary import VERDICT_RANK
 
 #: check -> its per-hour threshold key (``profiles.threshold_keys``).
-RATE_KEYS = {
-    "nvlink_crc_errors": "nvlink_crc_errors_per_hour_max",
-    "nvlink_replay_errors": "nvlink_replay_errors_per_hour_max",
-    "nvlink_recovery_errors": "nvlink_recovery_errors_per_hour_max",
-    "pcie_replays": "pcie_replays_per_hour_max",
-    "ecc_sbe_volatile": "ecc_sbe_per_hour_max",
-    # RDMA port error counters (nodegate.judge.network.COUNTER_CHECKS)
-    **{check: f"{check}_per_hour_max" for check in (
-        "ib_link_flaps", "ib_link_recoveries", "ib_symbol_errors", "ib_rcv_errors",
-        "ib_xmit_discards", "ib_link_integrity_errors", "ib_buffer_overruns")},
+RATE_KEYS: dict[str, Key] = {
+    "nvlink_crc_errors": Key.NVLINK_CRC_ERRORS_PER_HOUR_MAX,
+    "nvlink_replay_errors": Key.NVLINK_REPLAY_ERRORS_PER_HOUR_MAX,
+    "nvlink_recovery_errors": Key.NVLINK_RECOVERY_ERRORS_PER_HOUR_MAX,
+    "pcie_replays": Key.PCIE_REPLAYS_PER_HOUR_MAX,
+    "ecc_sbe_volatile": Key.ECC_SBE_PER_HOUR_MAX,
+    # RDMA port error counters (nodegate.judge.network_checks.COUNTERS)
+    **{check: rate for check, _, rate in COUNTERS.values()},
 }
 
 #: How many of the newest reports are searched for one of this boot (the cron check's own

@@ -9,21 +9,15 @@ from typing import Any
 
 from nodegate.judge.common import against, make
 from nodegate.judge.load import _head_mean, gpu
+from nodegate.judge.load_checks import CHECKS as DECLARED
 from nodegate.load import formulas
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate.vocabulary import Subject
 
-#: Check name -> meaning (the battery's registry holds the same names).
-CHECKS: dict[str, str] = {
-    "fsdp_completed": "every rank finished the FSDP burn-in and its checkpoint round trip",
-    "fsdp_loss": "FSDP training loss finite and falling",
-    "fsdp_straggler": "rank FSDP step time against the median rank",
-    "fsdp_tokens_per_s": "FSDP training throughput of the node",
-    "fsdp_tflops": "FSDP model TFLOPS per GPU (6N + attention FLOPs per token)",
-    "fsdp_checkpoint_write": "sharded checkpoint write rate (torch.distributed.checkpoint, fsync)",
-    "fsdp_checkpoint_read": "sharded checkpoint read rate into a fresh model (cold page cache)",
-    "fsdp_checkpoint_verify": "reloaded model and optimizer state bit-identical to the trained",
-}
+#: Check name -> meaning: this judge's declarations (``nodegate.judge.load_checks``).
+CHECKS: dict[str, str] = {c.name: c.meaning for c in DECLARED if c.subject is Subject.FSDP}
 JUDGED = [c for c in CHECKS if c != "fsdp_completed"]
 
 #: What every step exercises (FSDP2 semantics, ``reshard_after_forward=True``).
@@ -49,7 +43,7 @@ def _speed(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
     step = {r: formulas.median(v["step_s"][1:] or v["step_s"]) for r, v in values.items()}
     ref = formulas.median(list(step.values()))
     # its own margin where the profile sets one (CPU workers sharing cores spread widely)
-    margin = th.get("fsdp_straggler_margin_pct_max") or th.get("straggler_margin_pct_max")
+    margin = th.get(Key.FSDP_STRAGGLER_MARGIN_PCT_MAX) or th.get(Key.STRAGGLER_MARGIN_PCT_MAX)
     for rank, t in sorted(step.items()):
         opt = values[rank].get("opt_s") or []
         out.append(against("fsdp_straggler", gpu(rank), round(formulas.pct_above(t, ref), 2),
@@ -59,14 +53,14 @@ def _speed(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
     first = values[min(values)]
     tokens = sum(v["tokens_per_step"] for v in values.values()) / slowest
     out.append(against("fsdp_tokens_per_s", "node", round(tokens, 2),
-                       th.get("fsdp_tokens_per_s_min"), ranks=len(values),
+                       th.get(Key.FSDP_TOKENS_PER_S_MIN), ranks=len(values),
                        step_s=round(slowest, 6), n_params=first["n_params"],
                        layers=first["layers"], sizing=run.get("sizing"),
                        collectives=COLLECTIVES))
     for rank, v in sorted(values.items()):
         out.append(against("fsdp_tflops", gpu(rank),
                            round(formulas.tflops(v["flops_per_step"], step[rank]), 6),
-                           th.get("fsdp_tflops_min"), n_params=v["n_params"],
+                           th.get(Key.FSDP_TFLOPS_MIN), n_params=v["n_params"],
                            local_params=v["local_params"], precision=v["precision"],
                            steps=v["steps"],
                            flops="6N + 12 x layers x d_model x seq_len per token (PaLM, app. B)"))
@@ -81,13 +75,13 @@ def _io(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
               "gbps": round(formulas.gbps(w["bytes"], w["seconds"]), 4)} for w in writes]
     worst = min(rates, key=lambda r: r["gbps"])
     out = [against("fsdp_checkpoint_write", "node", worst["gbps"],
-                   th.get("fsdp_checkpoint_write_gbps_min"), writes=rates,
+                   th.get(Key.FSDP_CHECKPOINT_WRITE_GBPS_MIN), writes=rates,
                    judged="the slowest write", fsync=True, **where)]
     last = writes[-1]
     read_s = max(v["verify"]["read_seconds"] for v in values.values())
     out.append(against("fsdp_checkpoint_read", "node",
                        round(formulas.gbps(last["bytes"], read_s), 4),
-                       th.get("fsdp_checkpoint_read_gbps_min"), bytes=last["bytes"],
+                       th.get(Key.FSDP_CHECKPOINT_READ_GBPS_MIN), bytes=last["bytes"],
                        seconds=round(read_s, 4),
                        page_cache="dropped before the read (posix_fadvise DONTNEED)",
                        files_uncached=values[0]["verify"]["files_uncached"], **where))

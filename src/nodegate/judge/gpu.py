@@ -6,10 +6,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from nodegate.judge.common import against, expect, make
+from nodegate.judge.gpu_checks import CHECKS as GPU_CHECKS
 from nodegate.probes import nvml_codes
 from nodegate.probes.nvml import BoardSnapshot, GpuState
 from nodegate.profiles import Profile
-from nodegate.profiles.threshold_keys import GPU_FEATURES, GpuFeatures
+from nodegate.profiles.threshold_keys import GPU_FEATURES, GpuFeatures, Key
 from nodegate.results import CheckResult, Severity, Verdict
 
 HW = Severity.HARDWARE
@@ -214,24 +215,24 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
                # NVML gives the pending mode, not a flag: a change waits only where they differ
                pending_change=(None if gpu.ecc_pending is None or gpu.ecc_enabled is None
                                else gpu.ecc_pending != gpu.ecc_enabled) or None),
-        against("ecc_dbe_volatile", e, gpu.dbe_volatile, th("ecc_dbe_volatile_max"),
+        against("ecc_dbe_volatile", e, gpu.dbe_volatile, th(Key.ECC_DBE_VOLATILE_MAX),
                 severity=HW),
-        against("ecc_dbe_aggregate", e, gpu.dbe_aggregate, th("ecc_dbe_aggregate_max"),
+        against("ecc_dbe_aggregate", e, gpu.dbe_aggregate, th(Key.ECC_DBE_AGGREGATE_MAX),
                 fail=Verdict.WARN, severity=Severity.WARNING),
-        against("ecc_sbe_volatile", e, gpu.sbe_volatile, th("ecc_sbe_volatile_max"),
+        against("ecc_sbe_volatile", e, gpu.sbe_volatile, th(Key.ECC_SBE_VOLATILE_MAX),
                 severity=HW),
-        against("ecc_sbe_aggregate", e, gpu.sbe_aggregate, th("ecc_sbe_aggregate_max"),
+        against("ecc_sbe_aggregate", e, gpu.sbe_aggregate, th(Key.ECC_SBE_AGGREGATE_MAX),
                 fail=Verdict.WARN, severity=Severity.WARNING),
         against("remap_pending", e, None if gpu.remap_pending is None else int(gpu.remap_pending),
-                th("remap_pending_max"), severity=CRIT,
+                th(Key.REMAP_PENDING_MAX), severity=CRIT,
                 hint="a GPU reset applies the pending remap"),
         against("remap_failure", e, None if gpu.remap_failure is None else int(gpu.remap_failure),
-                th("remap_failure_max"), severity=HW),
+                th(Key.REMAP_FAILURE_MAX), severity=HW),
         against("remap_uncorrectable", e, gpu.remap_uncorrectable,
-                th("remap_uncorrectable_max"), severity=HW),
+                th(Key.REMAP_UNCORRECTABLE_MAX), severity=HW),
         _retired_pages(gpu, profile),
         _pcie_link(gpu, profile),
-        against("pcie_replays", e, gpu.pcie_replays, th("pcie_replay_max"),
+        against("pcie_replays", e, gpu.pcie_replays, th(Key.PCIE_REPLAY_MAX),
                 fail=Verdict.WARN, severity=Severity.WARNING),
         _clock_events(gpu),
         _power_limit(gpu, profile),
@@ -273,15 +274,11 @@ CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     "nvlink_recovery_errors": ("recovery",),
 }
 
-#: The ``gpu.features`` flag a check's NVML calls depend on; a check not named here reads what
-#: every GPU nodegate judges reports, so NOT_SUPPORTED there is always ERROR.
-CHECK_FEATURE: dict[str, str] = {
-    "ecc_mode": "ecc", "ecc_dbe_volatile": "ecc", "ecc_dbe_aggregate": "ecc",
-    "ecc_sbe_volatile": "ecc", "ecc_sbe_aggregate": "ecc",
-    "remap_pending": "row_remapping", "remap_failure": "row_remapping",
-    "remap_uncorrectable": "row_remapping", "retired_pages": "page_retirement",
-    "fabric_state": "gpu_fabric", "mig_mode": "mig",
-}
+#: The ``gpu.features`` flag a check's NVML calls depend on, from the checks' declarations
+#: (``nodegate.judge.gpu_checks``); a check not named here reads what every GPU nodegate
+#: judges reports, so NOT_SUPPORTED there is always ERROR.
+CHECK_FEATURE: dict[str, str] = {c.name: f.value for c in GPU_CHECKS for f in c.requires
+                                 if f.value in GPU_FEATURES}
 
 #: SKIP reasons for a feature the model does not have; page retirement names what judges the
 #: same memory instead.
@@ -365,7 +362,7 @@ def _memory(gpu: GpuState, profile: Profile) -> CheckResult:
     """Total memory as NVML reports it (bytes, probed as MiB) against ``gpu.memory_mib``:
     a board exposing a fraction of its HBM (a stack lost, a wrong SKU) must not pass."""
     expected = int(profile.data["gpu"]["memory_mib"])
-    tolerance = profile.threshold("gpu_memory_deviation_pct_max")
+    tolerance = profile.threshold(Key.GPU_MEMORY_DEVIATION_PCT_MAX)
     if tolerance is None:
         return make("gpu_memory", gpu.entity, Verdict.SKIP, threshold=expected, unit="MiB",
                     reason="the profile sets no gpu_memory_deviation_pct_max")
@@ -384,7 +381,7 @@ def _memory(gpu: GpuState, profile: Profile) -> CheckResult:
 
 def _retired_pages(gpu: GpuState, profile: Profile) -> CheckResult:
     result = against("retired_pages", gpu.entity, _retired(gpu),
-                     profile.threshold("retired_pages_max"), severity=HW,
+                     profile.threshold(Key.RETIRED_PAGES_MAX), severity=HW,
                      pending=gpu.retired_pages_pending, sbe=gpu.retired_pages_sbe,
                      dbe=gpu.retired_pages_dbe)
     if result.verdict == Verdict.SKIP and gpu.remap_pending is not None:
@@ -463,7 +460,7 @@ def _idle_temperature(gpu: GpuState, profile: Profile) -> CheckResult:
         return make("idle_temperature", gpu.entity, Verdict.SKIP,
                     reason=f"GPU busy ({gpu.utilization_pct}% utilization)")
     return against("idle_temperature", gpu.entity, gpu.temperature_c,
-                   profile.threshold("gpu_temp_idle_max_c"), severity=HW,
+                   profile.threshold(Key.GPU_TEMP_IDLE_MAX_C), severity=HW,
                    slowdown_c=gpu.slowdown_temp_c)
 
 
@@ -553,11 +550,11 @@ def _nvlinks(gpu: GpuState, profile: Profile,
                             accepted=None if ok else [f"NVML_NVLINK_VERSION_{v}"
                                                       for v in accepted] or None))
         out.append(against("nvlink_crc_errors", entity, link.crc_errors,
-                           th("nvlink_crc_errors_max"), fail=Verdict.WARN,
+                           th(Key.NVLINK_CRC_ERRORS_MAX), fail=Verdict.WARN,
                            severity=Severity.WARNING, flit=link.crc_flit, data=link.crc_data))
         out.append(against("nvlink_replay_errors", entity, link.replay,
-                           th("nvlink_replay_errors_max"), fail=Verdict.WARN,
+                           th(Key.NVLINK_REPLAY_ERRORS_MAX), fail=Verdict.WARN,
                            severity=Severity.WARNING))
         out.append(against("nvlink_recovery_errors", entity, link.recovery,
-                           th("nvlink_recovery_errors_max"), severity=HW))
+                           th(Key.NVLINK_RECOVERY_ERRORS_MAX), severity=HW))
     return out

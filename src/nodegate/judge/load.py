@@ -1,8 +1,9 @@
 """Judging the load phases: figures from ``nodegate.load`` (``tasks``, ``burnin``,
 ``telemetry``, ``workers``) against the profile.
 
-Pure functions of plain data, so every verdict is testable without torch or a GPU. A missing
-threshold makes its check SKIP with the reason; a phase that ended early (a rank died or hung)
+Pure functions of plain data, so every verdict is testable without torch or a GPU. Thresholds
+are looked up by ``Key``; the battery refuses a profile without one a running check needs
+(called without it, a check SKIPs with the reason); a phase that ended early (a rank died or hung)
 FAILs ``<phase>_completed`` naming the rank and its last step, and the checks that needed its
 figures SKIP saying so.
 """
@@ -14,55 +15,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from nodegate.judge.common import against, make, threshold_repr
+from nodegate.judge.load_checks import BUSBW_KEY, GEMM_TFLOPS_KEY, HOST_COPY_KEY, P2P_KEY
 from nodegate.load import formulas
 from nodegate.load.telemetry import Telemetry
 from nodegate.load.workers import PhaseOutcome, causes
 from nodegate.probes import nvml_codes
+from nodegate.profiles import loader
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
 
 CRIT = Severity.CRITICAL
 HW = Severity.HARDWARE
-
-#: Check name -> meaning: the catalogue this stack emits (for the battery's registry).
-CHECKS: dict[str, str] = {
-    "gemm_completed": "every rank finished the GEMM phase",
-    "gemm_tflops": "dense GEMM TFLOPS per GPU (bf16; gemm_tflops_fp16/_tf32 for others)",
-    "gemm_consistency": "GEMM output bit-identical across GPUs and iterations (SDC)",
-    "gemm_tflops_outlier": "GEMM TFLOPS against the node's own median",
-    "memory_completed": "every rank finished the memory phase",
-    "hbm_bandwidth": "device-to-device copy bandwidth (read + write)",
-    "hbm_bandwidth_outlier": "HBM bandwidth against the node's own median",
-    "h2d_bandwidth": "pinned host-to-device copy from the GPU's own NUMA node",
-    "d2h_bandwidth": "pinned device-to-host copy to the GPU's own NUMA node",
-    "h2d_bandwidth_outlier": "H2D bandwidth against the node's own median",
-    "d2h_bandwidth_outlier": "D2H bandwidth against the node's own median",
-    "p2p_completed": "the P2P phase finished",
-    "p2p_unidir": "GPU-to-GPU copy, one direction, per ordered pair",
-    "p2p_bidir": "GPU-to-GPU copy, both directions at once, per ordered pair",
-    "p2p_unidir_outlier": "P2P one-direction figure against the node's median pair",
-    "p2p_bidir_outlier": "P2P both-direction figure against the node's median pair",
-    "allreduce_completed": "every rank finished the all-reduce sweep",
-    "allreduce_busbw": "all-reduce bus bandwidth at the profile's size (nccl-tests busbw)",
-    "collectives_completed": "every rank finished the other collectives' sweeps",
-    "allgather_busbw": "all-gather bus bandwidth at the profile's size (nccl-tests busbw)",
-    "reducescatter_busbw": "reduce-scatter bus bandwidth (nccl-tests busbw)",
-    "alltoall_busbw": "all-to-all bus bandwidth (nccl-tests busbw)",
-    "broadcast_busbw": "broadcast bus bandwidth (nccl-tests busbw)",
-    "burnin_completed": "every rank finished the burn-in training",
-    "burnin_loss": "burn-in loss finite and falling",
-    "burnin_straggler": "rank forward time against the median rank",
-    "burnin_tokens_per_s": "burn-in training throughput of the node",
-    "burnin_tflops": "burn-in achieved TFLOPS per GPU",
-    "burnin_param_consistency": "parameters bit-identical across ranks after training",
-    "soak_completed": "every rank finished the thermal/power soak",
-    "thermal_peak": "slowdown threshold minus peak temperature under load",
-    "mem_temp_peak": "peak HBM temperature under load",
-    "thermal_events": "no HW slowdown, thermal or power-brake event under load",
-    "power_under_load": "power under GEMM as a fraction of the enforced limit",
-    "clock_floor": "SM clock held under load (median of samples)",
-    "pcie_gen_under_load": "PCIe link trains to the profile's gen under load (max of samples)",
-}
 
 #: nvmlClocksEventReason bits that mean the board itself is in trouble (from nvml_codes).
 EVENT_BITS = nvml_codes.CLOCK_EVENT_FATAL_BITS
@@ -71,12 +35,8 @@ LOAD_PHASES = ("gemm", "soak", "burnin", "fsdp")
 
 
 def thresholds_of(profile: dict[str, Any]) -> dict[str, Threshold]:
-    out: dict[str, Threshold] = {}
-    for name, raw in (profile.get("thresholds") or {}).items():
-        bound = "min" if "min" in raw else "max"
-        out[name] = Threshold(name, bound, float(raw[bound]), str(raw.get("unit", "")),
-                              str(raw.get("source", "")))
-    return out
+    """The profile's thresholds by name (``profiles.loader`` parses them, here and there)."""
+    return loader.thresholds_of(profile)
 
 
 def gpu(rank: int) -> str:
@@ -137,7 +97,7 @@ def gemm(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
         for rank, v in sorted(values.items()):
             # six significant figures: a CPU fp8 figure (~1e-6 TFLOPS) keeps its digits
             out.append(against(check, gpu(rank), float(f"{v['tflops']:.6g}"),
-                               th.get(f"gemm_{dtype}_tflops_min"), dtype=dtype, n=v["n"],
+                               th.get(GEMM_TFLOPS_KEY[dtype]), dtype=dtype, n=v["n"],
                                iterations=v["iterations"], seconds=round(v["seconds"], 3)))
     reference, odd = formulas.odd_ones_out({gpu(r): v["digest"] for r, v in values.items()})
     for rank, v in sorted(values.items()):
@@ -160,7 +120,7 @@ def gemm(values: dict[int, dict[str, Any]], th: dict[str, Threshold],
                             dtype=dtype, peers=len(values)))
     if speed:
         out += outliers(check, {gpu(r): float(v["tflops"]) for r, v in values.items()},
-                        "TFLOPS", th.get("outlier_margin_pct_max"))
+                        "TFLOPS", th.get(Key.OUTLIER_MARGIN_PCT_MAX))
     return out
 
 
@@ -169,8 +129,8 @@ def memory(values: dict[int, dict[str, Any]], th: dict[str, Threshold]) -> list[
     hbm = {gpu(r): float(v["hbm_gbps"]) for r, v in sorted(values.items())}
     for entity, value in hbm.items():
         out.append(against("hbm_bandwidth", entity, round(value, 3),
-                           th.get("hbm_bandwidth_gbps_min"), counted="bytes read + written"))
-    out += outliers("hbm_bandwidth", hbm, "GB/s", th.get("outlier_margin_pct_max"))
+                           th.get(Key.HBM_BANDWIDTH_GBPS_MIN), counted="bytes read + written"))
+    out += outliers("hbm_bandwidth", hbm, "GB/s", th.get(Key.OUTLIER_MARGIN_PCT_MAX))
     for way in ("h2d", "d2h"):
         figures: dict[str, float] = {}
         for rank, v in sorted(values.items()):
@@ -179,13 +139,13 @@ def memory(values: dict[int, dict[str, Any]], th: dict[str, Threshold]) -> list[
             value = float(local.get(f"{way}_gbps", 0.0))
             figures[gpu(rank)] = value
             out.append(against(
-                f"{way}_bandwidth", gpu(rank), round(value, 3), th.get(f"{way}_gbps_min"),
+                f"{way}_bandwidth", gpu(rank), round(value, 3), th.get(HOST_COPY_KEY[way]),
                 numa_node=local.get("numa_node"), cpu_bound=local.get("cpu_bound"),
                 remote_numa_node=remote.get("numa_node") if remote else None,
                 remote_gbps=round(remote[f"{way}_gbps"], 3) if remote else None,
                 pinned=v.get("pinned"), pinning=local.get("pinning"),
                 pages_on_node=local.get("pages_on_node"), placed=local.get("placed")))
-        out += outliers(f"{way}_bandwidth", figures, "GB/s", th.get("outlier_margin_pct_max"))
+        out += outliers(f"{way}_bandwidth", figures, "GB/s", th.get(Key.OUTLIER_MARGIN_PCT_MAX))
     return out
 
 
@@ -208,10 +168,10 @@ def p2p(value: dict[str, Any], world: int, th: dict[str, Threshold]) -> list[Che
                 entity = f"{gpu(s)}-{gpu(d)}"
                 figures[entity] = float(value[f"{kind}_gbps"][s][d])
                 out.append(against(f"p2p_{kind}", entity, round(figures[entity], 3),
-                                   th.get(f"p2p_{kind}_gbps_min"),
+                                   th.get(P2P_KEY[kind]),
                                    peer_access=value["peer_access"][s][d],
                                    bytes=value["bytes"]))
-        out += outliers(f"p2p_{kind}", figures, "GB/s", th.get("outlier_margin_pct_max"))
+        out += outliers(f"p2p_{kind}", figures, "GB/s", th.get(Key.OUTLIER_MARGIN_PCT_MAX))
     return out
 
 
@@ -220,7 +180,7 @@ def allreduce(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckResu
     sweep = value["sweep"]
     top = max(sweep, key=lambda r: r["bytes"])
     return [against("allreduce_busbw", "node", round(top["busbw_gbps"], 4),
-                    th.get("allreduce_busbw_gbps_min"), bytes=top["bytes"],
+                    th.get(Key.ALLREDUCE_BUSBW_GBPS_MIN), bytes=top["bytes"],
                     algbw_gbps=round(top["algbw_gbps"], 4), world=value["world"],
                     factor=formulas.busbw_factor(value["world"]),
                     sweep=[{k: (round(v, 6) if isinstance(v, float) else v)
@@ -244,7 +204,8 @@ def collectives(value: dict[str, Any], th: dict[str, Threshold]) -> list[CheckRe
             continue
         top = max(rows, key=lambda r: r["bytes"])
         out.append(against(check, "node", round(top["busbw_gbps"], 4),
-                           th.get(f"{check}_gbps_min"), collective=name, bytes=top["bytes"],
+                           th.get(BUSBW_KEY[COLLECTIVE_CHECK[name]]), collective=name,
+                           bytes=top["bytes"],
                            algbw_gbps=round(top["algbw_gbps"], 4), world=world,
                            factor=formulas.collective_factor(name, world),
                            sweep=_rounded(rows)))
@@ -258,6 +219,15 @@ MULTINODE_CHECKS: dict[str, str] = {
     **{f"multinode_{infix}_busbw": f"{name} bus bandwidth with a known-good node (nccl-tests "
                                    "busbw over every node's ranks)"
        for name, infix in COLLECTIVE_CHECK.items() if name != "broadcast"},
+}
+
+
+#: nccl-tests collective -> the floor of its busbw between this node and known-good ones.
+MULTINODE_BUSBW_KEY: dict[str, Key] = {
+    "all_reduce": Key.MULTINODE_ALLREDUCE_BUSBW_GBPS_MIN,
+    "all_gather": Key.MULTINODE_ALLGATHER_BUSBW_GBPS_MIN,
+    "reduce_scatter": Key.MULTINODE_REDUCESCATTER_BUSBW_GBPS_MIN,
+    "alltoall": Key.MULTINODE_ALLTOALL_BUSBW_GBPS_MIN,
 }
 
 
@@ -293,9 +263,9 @@ def multinode(ok: bool, value: dict[str, Any] | None, evidence: dict[str, Any],
             continue
         top = max(rows, key=lambda r: r["bytes"])
         out.append(against(
-            check, entity, round(top["busbw_gbps"], 4), th.get(f"{check}_gbps_min"),
-            reason_missing=f"no {check}_gbps_min in the profile (the inter-node fabric is "
-                           "the site's: set it in a site profile)",
+            check, entity, round(top["busbw_gbps"], 4), th.get(MULTINODE_BUSBW_KEY[name]),
+            reason_missing=f"no {MULTINODE_BUSBW_KEY[name]} in the profile (the inter-node "
+                           "fabric is the site's: set it in a site profile)",
             collective=name, bytes=top["bytes"], algbw_gbps=round(top["algbw_gbps"], 4),
             world=world, factor=formulas.collective_factor(name, world),
             hosts=value.get("hosts"), backend=value.get("backend"), sweep=_rounded(rows)))
@@ -328,18 +298,18 @@ def burnin(values: dict[int, dict[str, Any]], th: dict[str, Threshold]) -> list[
     ref = formulas.median(list(fwd.values()))
     for entity, t in fwd.items():
         out.append(against("burnin_straggler", entity, round(formulas.pct_above(t, ref), 2),
-                           th.get("straggler_margin_pct_max"), forward_s=round(t, 6),
+                           th.get(Key.STRAGGLER_MARGIN_PCT_MAX), forward_s=round(t, 6),
                            median_forward_s=round(ref, 6)))
     step = {r: formulas.median(v["step_s"][1:] or v["step_s"]) for r, v in values.items()}
     slowest = max(step.values())
     tokens = sum(v["tokens_per_step"] for v in values.values()) / slowest
     out.append(against("burnin_tokens_per_s", "node", round(tokens, 2),
-                       th.get("burnin_tokens_per_s_min"), ranks=len(values),
+                       th.get(Key.BURNIN_TOKENS_PER_S_MIN), ranks=len(values),
                        step_s=round(slowest, 6)))
     for rank, v in sorted(values.items()):
         out.append(against("burnin_tflops", gpu(rank),
                            round(formulas.tflops(v["flops_per_step"], step[rank]), 6),
-                           th.get("burnin_tflops_min"), n_params=v["n_params"],
+                           th.get(Key.BURNIN_TFLOPS_MIN), n_params=v["n_params"],
                            precision=v["precision"], steps=v["steps"]))
     reference, odd = formulas.odd_ones_out({gpu(r): v["param_digest"] for r, v in values.items()})
     for rank, v in sorted(values.items()):
@@ -383,11 +353,11 @@ def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str], *,
             out += skipped(["thermal_peak"], "slowdown threshold not reported", entity)
         else:
             out.append(against("thermal_peak", entity, round(static.slowdown_c - peak, 2),
-                               th.get("thermal_margin_c_min"), severity=HW, peak_c=peak,
+                               th.get(Key.THERMAL_MARGIN_C_MIN), severity=HW, peak_c=peak,
                                slowdown_c=static.slowdown_c, samples=len(temps)))
         mem = tel.samples(entity, "mem_temp_c")
         out.append(against("mem_temp_peak", entity, max(mem) if mem else None,
-                           th.get("mem_temp_max_c"), severity=HW))
+                           th.get(Key.MEM_TEMP_MAX_C), severity=HW))
         reasons = [int(x) for x in tel.samples(entity, "clock_event_reasons")]
         seen = 0
         for mask in reasons:
@@ -409,12 +379,12 @@ def telemetry(tel: Telemetry, th: dict[str, Threshold], entities: list[str], *,
         else:
             out.append(against("power_under_load", entity,
                                round(max(power) / static.power_limit_w, 4),
-                               th.get("power_fraction_min"), peak_w=max(power),
+                               th.get(Key.POWER_FRACTION_MIN), peak_w=max(power),
                                limit_w=static.power_limit_w, samples=len(power)))
         clocks = tel.samples(entity, "sm_clock_mhz", LOAD_PHASES)
         out.append(against("clock_floor", entity,
                            formulas.median(clocks) if clocks else None,
-                           th.get("clock_floor_mhz_min"),
+                           th.get(Key.CLOCK_FLOOR_MHZ_MIN),
                            minimum_mhz=min(clocks) if clocks else None, samples=len(clocks)))
     return out
 

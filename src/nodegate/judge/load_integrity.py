@@ -11,30 +11,21 @@ from __future__ import annotations
 from typing import Any
 
 from nodegate.judge.common import against, make
+from nodegate.judge.load_checks import CHECKS as DECLARED
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
+from nodegate.vocabulary import Subject
 
 HW = Severity.HARDWARE
 #: Dtypes whose GEMM checks carry a suffix (bf16 keeps the original names).
 SUFFIXED_DTYPES = ("fp16", "tf32", "fp8", "fp64")
 
-#: Check name -> meaning (the battery's registry lists the same names).
+#: Check name -> meaning: this judge's declarations, and the further GEMM dtypes' checks it
+#: names when their phase did not run (``nodegate.judge.load_checks``).
 CHECKS: dict[str, str] = {
-    "hbm_patterns_completed": "every rank finished the whole-HBM pattern test",
-    "hbm_patterns": "HBM pattern test (address, walking ones/zeros, random): no bad word",
-    "hbm_patterns_gbps": "HBM pattern test rate (bytes written + verified per second)",
-    "hbm_copy_verified": "device-to-device copy: destination checksum equals the source's",
-    "h2d_copy_verified": "host-to-device copy: destination checksum equals the source's",
-    "d2h_copy_verified": "device-to-host copy: destination checksum equals the source's",
-    "p2p_copy_verified": "GPU-to-GPU copy per ordered pair: destination equals the source",
-    "allreduce_verified": "all-reduce result equals the exact expected sum (nccl-tests -c)",
-    "gemm_bf16_completed": "every rank finished the bf16 GEMM phase (bf16 not listed first)",
-    **{name: text for d in SUFFIXED_DTYPES for name, text in (
-        (f"gemm_{d}_completed", f"every rank finished the {d} GEMM phase"),
-        (f"gemm_tflops_{d}", f"dense {d} GEMM TFLOPS per GPU"),
-        (f"gemm_consistency_{d}", f"{d} GEMM output bit-identical across GPUs and iterations"),
-        (f"gemm_tflops_{d}_outlier", f"{d} GEMM TFLOPS against the node's own median"))},
-}
+    c.name: c.meaning for c in DECLARED
+    if c.subject in (Subject.HBM_PATTERNS, Subject.INTEGRITY, Subject.COMPUTE_DTYPES)}
 
 
 def gpu(rank: int) -> str:
@@ -77,7 +68,7 @@ def hbm_patterns(values: dict[int, dict[str, Any]], th: dict[str, Threshold]
             out.append(make("hbm_patterns", entity, Verdict.PASS, measured=0, threshold=0,
                             unit="words", severity=HW, **coverage))
         out.append(against("hbm_patterns_gbps", entity, round(float(v["gbps"]), 3),
-                           th.get("hbm_pattern_gbps_min"), counted=v["counted"],
+                           th.get(Key.HBM_PATTERN_GBPS_MIN), counted=v["counted"],
                            seconds=round(float(v["seconds"]), 3),
                            bytes_tested=v["bytes_tested"]))
     return out

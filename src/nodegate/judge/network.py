@@ -12,6 +12,7 @@ import fnmatch
 from typing import Any
 
 from nodegate.judge.common import against, make
+from nodegate.judge.network_checks import COUNTERS
 from nodegate.probes.rail_map import RailMap
 from nodegate.probes.rdma import (
     COUNTER_BITS,
@@ -21,20 +22,13 @@ from nodegate.probes.rdma import (
     RdmaSnapshot,
 )
 from nodegate.profiles import Profile
+from nodegate.profiles.loader import Threshold
 from nodegate.results import CheckResult, Severity, Verdict
 
 HW, CRIT, WARNING = Severity.HARDWARE, Severity.CRITICAL, Severity.WARNING
 
 #: sysfs counter -> the check that judges it (totals here, growth in judge.counters).
-COUNTER_CHECKS: dict[str, str] = {
-    "link_downed": "ib_link_flaps",
-    "link_error_recovery": "ib_link_recoveries",
-    "symbol_error": "ib_symbol_errors",
-    "port_rcv_errors": "ib_rcv_errors",
-    "port_xmit_discards": "ib_xmit_discards",
-    "local_link_integrity_errors": "ib_link_integrity_errors",
-    "excessive_buffer_overrun_errors": "ib_buffer_overruns",
-}
+COUNTER_CHECKS: dict[str, str] = {counter: check for counter, (check, _, _) in COUNTERS.items()}
 
 
 def rails_spec(profile: Profile) -> dict[str, Any] | None:
@@ -177,8 +171,8 @@ def _port(dev: RdmaDevice, port: RdmaPort, spec: dict[str, Any],
     soft = bool(spec.get("soft_roce")) and dev.parent is not None
     out += [_soft_skip(check, entity, dev, counter=counter)
             if soft and counter not in port.counters and counter not in SOFT_COUNTERS
-            else _counter(port, counter, check, profile)
-            for counter, check in COUNTER_CHECKS.items()]
+            else _counter(port, counter, check, profile.threshold(total))
+            for counter, (check, total, _) in COUNTERS.items()]
     return out
 
 
@@ -204,7 +198,8 @@ def _netdev(dev: RdmaDevice, port: RdmaPort, mtu: int) -> CheckResult:
                 hint="set the MTU on the interface and on the switch port" if bad else None)
 
 
-def _counter(port: RdmaPort, counter: str, check: str, profile: Profile) -> CheckResult:
+def _counter(port: RdmaPort, counter: str, check: str,
+             threshold: Threshold | None) -> CheckResult:
     """The total since the counter was last cleared; ``judge.counters`` turns it into growth
     since the previous report when there is one. A saturated counter hides its growth."""
     value = port.counters.get(counter)
@@ -218,8 +213,8 @@ def _counter(port: RdmaPort, counter: str, check: str, profile: Profile) -> Chec
                     f"{COUNTER_BITS[counter]}-bit counter that saturates): growth cannot be "
                     "seen", hint="clear the port counters (perfquery -R) or reboot, then judge "
                     "again")
-    return against(check, port.entity, value, profile.threshold(f"{check}_max"),
-                   fail=Verdict.WARN, severity=WARNING, counter=counter)
+    return against(check, port.entity, value, threshold, fail=Verdict.WARN, severity=WARNING,
+                   counter=counter)
 
 
 def _topology(rails: list[RdmaDevice], rail_map: RailMap | None, spec: dict[str, Any],

@@ -9,12 +9,13 @@ from typing import Any
 from nodegate.judge.common import against, make
 from nodegate.probes.perftest import BwOutcome
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
 
 #: check -> its floor's threshold key
-FLOORS = {"ib_write_bw": "ib_write_bw_gbps_min",
-          "ib_write_bw_gdr": "ib_write_bw_gdr_gbps_min",
-          "multinode_ib_write_bw": "multinode_ib_write_bw_gbps_min"}
+FLOORS: dict[str, Key] = {"ib_write_bw": Key.IB_WRITE_BW_GBPS_MIN,
+                          "ib_write_bw_gdr": Key.IB_WRITE_BW_GDR_GBPS_MIN,
+                          "multinode_ib_write_bw": Key.MULTINODE_IB_WRITE_BW_GBPS_MIN}
 CHECKS = {"ib_write_bw": "ib_write_bw per rail port, loopback on the node (host memory)",
           "ib_write_bw_gdr": "ib_write_bw per rail port, loopback with --use_cuda (GPUDirect)",
           "multinode_ib_write_bw": "ib_write_bw per rail port with a known-good node"}

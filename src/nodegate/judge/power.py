@@ -2,7 +2,9 @@
 
 Every limit comes from the resolved profile: counts and ratings from ``profile["power"]``,
 bounds from ``profile["thresholds"][NAME] = {min|max, unit, source}``. No number that decides
-a verdict lives in this file; a missing threshold makes the check SKIP and says which key.
+a verdict lives in this file. The battery refuses a profile without a threshold a check
+needs (``nodegate.battery.registry.require_thresholds``); called without one, a check SKIPs
+and says which key.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
 
 Profile = dict[str, Any]
 
 
-def _threshold(profile: Profile, name: str) -> dict[str, Any] | None:
+def _threshold(profile: Profile, name: Key) -> dict[str, Any] | None:
     value = (profile.get("thresholds") or {}).get(name)
     return value if isinstance(value, dict) and ("min" in value or "max" in value) else None
 
@@ -113,7 +116,7 @@ def check_inlet_temp(inlet_c: float | None, profile: Profile,
                      entity: str = "node") -> CheckResult:
     """Chassis inlet within ``inlet_temp_max_c``: a hot aisle throttles GPUs and fails burn-in
     for reasons that are not the node's."""
-    limit = _threshold(profile, "inlet_temp_max_c")
+    limit = _threshold(profile, Key.INLET_TEMP_MAX_C)
     if limit is None:
         return _skip("inlet_temp", entity, "no threshold inlet_temp_max_c", "C")
     if inlet_c is None:
@@ -134,7 +137,7 @@ def check_psu_budget(node_power_w: float | None, profile: Profile,
     """Node draw under load within ``psu_budget_fraction_max`` of the capacity that remains
     after losing the redundant PSUs (MinNumNeeded x psu_watts): otherwise a PSU failure trips
     the node instead of being survived."""
-    limit = _threshold(profile, "psu_budget_fraction_max")
+    limit = _threshold(profile, Key.PSU_BUDGET_FRACTION_MAX)
     power = profile.get("power") or {}
     if limit is None:
         return _skip("psu_budget", entity, "no threshold psu_budget_fraction_max", "W")
@@ -167,7 +170,7 @@ def check_circuit_load(draw_w: float | None, circuits: int, profile: Profile,
     fails, so their ratings are never added. ``feeds`` are the site's PDUs feeding the node
     (``{pdu, amps, volts, phases}``, from node.json); a feed without its own rating, or no
     feeds at all (``circuits`` of them), takes the profile's ``power.circuit_amps/volts``."""
-    limit = _threshold(profile, "circuit_load_fraction_max")
+    limit = _threshold(profile, Key.CIRCUIT_LOAD_FRACTION_MAX)
     power = profile.get("power") or {}
     if limit is None:
         return _skip("circuit_load", entity, "no threshold circuit_load_fraction_max", "ratio")
@@ -203,7 +206,7 @@ def check_bmc_vs_gpu_power(bmc_node_w: float | None, gpu_sum_w: float | None, pr
     """BMC node power not below ``bmc_to_gpu_power_ratio_min`` x the NVML GPU sum: a node that
     reports less than its GPUs draw has a broken power sensor, and the PSU/circuit checks built
     on it cannot be trusted."""
-    limit = _threshold(profile, "bmc_to_gpu_power_ratio_min")
+    limit = _threshold(profile, Key.BMC_TO_GPU_POWER_RATIO_MIN)
     if limit is None:
         return _skip("bmc_gpu_power", entity, "no threshold bmc_to_gpu_power_ratio_min", "ratio")
     if bmc_node_w is None or gpu_sum_w is None:
@@ -223,7 +226,7 @@ def check_power_sources_agree(sources: list[dict[str, Any]], profile: Profile,
     legacy PowerControl) within ``bmc_power_source_spread_max`` of each other, as a fraction of
     the largest. WARN, not FAIL: the node may be fine, but the budget checks read one of these
     figures and nothing says which one is right."""
-    limit = _threshold(profile, "bmc_power_source_spread_max")
+    limit = _threshold(profile, Key.BMC_POWER_SOURCE_SPREAD_MAX)
     if limit is None:
         return _skip("bmc_power_sources", entity, "no threshold bmc_power_source_spread_max",
                      "ratio")

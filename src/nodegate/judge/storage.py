@@ -32,6 +32,7 @@ from nodegate.probes.fio import FioRun
 from nodegate.probes.nvme import KELVIN_OFFSET, NvmeDevice
 from nodegate.profiles import Profile
 from nodegate.profiles.loader import Threshold
+from nodegate.profiles.threshold_keys import Key
 from nodegate.results import CheckResult, Severity, Verdict
 
 CRIT = Severity.CRITICAL
@@ -41,10 +42,10 @@ SMART_CHECKS = ("nvme_critical_warning", "nvme_spare", "nvme_media_errors", "nvm
                 "nvme_temperature", "nvme_unsafe_shutdowns")
 ALL_CHECKS = (*SMART_CHECKS, "nvme_firmware", "nvme_namespace_size")
 #: fio workload name -> (check, threshold key, drive datasheet key, unit)
-FIO_CHECKS: dict[str, tuple[str, str, str, str]] = {
-    "seq_read": ("nvme_seq_read", "fio_seq_read_gbps_min", "seq_read_gbps", "GB/s"),
-    "seq_write": ("nvme_seq_write", "fio_seq_write_gbps_min", "seq_write_gbps", "GB/s"),
-    "rand_read": ("nvme_rand_read", "fio_rand_read_kiops_min", "rand_read_kiops", "kIOPS"),
+FIO_CHECKS: dict[str, tuple[str, Key, str, str]] = {
+    "seq_read": ("nvme_seq_read", Key.FIO_SEQ_READ_GBPS_MIN, "seq_read_gbps", "GB/s"),
+    "seq_write": ("nvme_seq_write", Key.FIO_SEQ_WRITE_GBPS_MIN, "seq_write_gbps", "GB/s"),
+    "rand_read": ("nvme_rand_read", Key.FIO_RAND_READ_KIOPS_MIN, "rand_read_kiops", "kIOPS"),
 }
 
 
@@ -101,12 +102,12 @@ def _smart(dev: NvmeDevice, profile: Profile, previous: Mapping[str, int],
                                    "source": "drive: SMART Available Spare Threshold"},
                         **ident))
     out.append(_counter("nvme_media_errors", entity, smart.media_errors,
-                        profile.threshold("nvme_media_errors_max"), ident))
+                        profile.threshold(Key.NVME_MEDIA_ERRORS_MAX), ident))
     out.append(_counter("nvme_wear", entity, smart.percentage_used,
-                        profile.threshold("nvme_percentage_used_max"), ident,
+                        profile.threshold(Key.NVME_PERCENTAGE_USED_MAX), ident,
                         fail=Verdict.WARN, severity=WARN))
-    out.append(_temperature(dev, profile.threshold("nvme_temperature_max_c"), ident))
-    out.append(_unsafe(dev, profile.threshold("nvme_unsafe_shutdowns_growth_max"),
+    out.append(_temperature(dev, profile.threshold(Key.NVME_TEMPERATURE_MAX_C), ident))
+    out.append(_unsafe(dev, profile.threshold(Key.NVME_UNSAFE_SHUTDOWNS_GROWTH_MAX),
                        previous, ident))
     return out
 

@@ -26,7 +26,7 @@ from typing import Any
 from nodegate import paths
 from nodegate.errors import ConfigError
 from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
-from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
+from nodegate.profiles.threshold_keys import THRESHOLD_KEYS, Key, key_named
 from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
 from nodegate.yamlio import json_path, load_yaml, shorten
 
@@ -54,27 +54,45 @@ class Profile:
     data: dict[str, Any]
     origins: dict[str, str] = field(default_factory=dict)
     layers: list[str] = field(default_factory=list)
+    source: str | None = None  # the profile's file, when resolved from one
 
     def section(self, name: str) -> dict[str, Any]:
         value = self.data.get(name, {})
         return value if isinstance(value, dict) else {}
 
-    def threshold(self, name: str) -> Threshold | None:
+    def threshold(self, key: Key) -> Threshold | None:
+        """The threshold ``key``; None only where no check that runs needs it (the battery
+        refuses a profile without one a running check needs: ``registry.require_thresholds``)."""
+        name = str(key)  # a Key's str() is its name (an untyped caller's plain name works too)
         raw = self.data.get("thresholds", {}).get(name)
-        if raw is None:
-            return None
-        bound = "min" if "min" in raw else "max"
-        return Threshold(name, bound, float(raw[bound]), raw["unit"], raw["source"])
+        return None if raw is None else parse_threshold(name, raw)
 
     def thresholds(self) -> list[Threshold]:
-        out = [self.threshold(n) for n in sorted(self.data.get("thresholds", {}))]
-        return [t for t in out if t is not None]
+        return list(thresholds_of(self.data).values())
+
+    def file(self) -> str:
+        """Where this profile came from, for an error message: its file, else its name."""
+        return self.source or (self.layers[0] if self.layers else self.name)
 
     def digest(self) -> str:
         """``sha256:<hex>`` of the resolved data (canonical JSON): a report records it, so
         which thresholds judged a run can be told apart without trusting the profile's name."""
         text = json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def parse_threshold(name: str, raw: Mapping[str, Any]) -> Threshold:
+    """One ``{min|max, unit, source}`` entry of a profile's thresholds."""
+    bound = "min" if "min" in raw else "max"
+    return Threshold(name, bound, float(raw[bound]), str(raw.get("unit", "")),
+                     str(raw.get("source", "")))
+
+
+def thresholds_of(data: Mapping[str, Any]) -> dict[str, Threshold]:
+    """name -> threshold of a resolved profile's data, in name order (one parser for the judge
+    and ``nodegate profiles show``)."""
+    raw = data.get("thresholds") or {}
+    return {name: parse_threshold(name, raw[name]) for name in sorted(raw)}
 
 
 def profiles_dir() -> Path:
@@ -92,8 +110,8 @@ def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None 
     key = json_path(problem.path)
     message = shorten(problem.message)
     path = problem.path
-    threshold = THRESHOLD_KEYS.get(str(path[1])) if len(path) >= 2 and \
-        path[0] == "thresholds" else None
+    catalogued = key_named(str(path[1])) if len(path) >= 2 and path[0] == "thresholds" else None
+    threshold = THRESHOLD_KEYS[catalogued] if catalogued is not None else None
     if threshold is not None and len(path) == 3 and path[2] in ("min", "max", "unit") and \
             problem.validator in ("additionalProperties", "const", "required"):
         # the catalogue fixes each threshold's bound and unit (nodegate profiles show)
@@ -224,7 +242,8 @@ def resolve_profile(
             labels.append(label)
     _validate(merged, resolved_schema(), file=str(base / f"{name}.yaml"), host=host)
     _check_consistency(merged, file=str(base / f"{name}.yaml"), host=host)
-    return Profile(name=name, data=merged, origins=origins, layers=labels)
+    return Profile(name=name, data=merged, origins=origins, layers=labels,
+                   source=str(_layer_path(name, base)))
 
 
 def _check_consistency(data: Mapping[str, Any], *, file: str, host: str | None) -> None:
