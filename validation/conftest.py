@@ -4,7 +4,7 @@ the plugin, not these files; on a node without one, ``nodegate validate`` runs t
     pytest validation/ --nodegate-profile xe9680-h100 [--nodegate-level quick] \
         [--nodegate-checks gpu,log] [--nodegate-report-dir DIR]
 
-The plugin (``nodegate.battery.plugin``) runs the same battery as ``nodegate validate`` once
+The plugin (``nodegate.testing.plugin``) runs the same battery as ``nodegate validate`` once
 per session, under the battery lock, and hands each test its check's results on every entity.
 Group and level of each check come from ``nodegate.battery.registry``, not from these files.
 """

@@ -2,8 +2,8 @@
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdicts
 from nodegate.results import CheckResult
+from nodegate.testing.asserts import assert_verdicts
 
 
 @pytest.mark.check("pcie_link")

@@ -17,7 +17,7 @@ from nodegate.fileio import read_bytes
 from nodegate.report.model import decode
 from nodegate.report.order import dict_key
 
-# <level>-<stamp>.json as battery.outputs writes it: quick-20240501T120000.000Z.json
+# <level>-<stamp>.json as report.outputs writes it: quick-20240501T120000.000Z.json
 DATED_RE = re.compile(r"^[a-z][a-z0-9_]*-(?P<stamp>\d{8}T\d{6}(?:\.\d+)?Z)\.json$")
 LATEST_RE = re.compile(r"^[a-z][a-z0-9_]*-latest\.json$")
 
