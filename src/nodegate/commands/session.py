@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,4 +91,7 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
 
 
 def node_name(args: argparse.Namespace) -> str:
-    return str(args.node_name or os.environ.get("NODEGATE_NODE_NAME") or socket.gethostname())
+    """``--node-name``, ``$NODEGATE_NODE_NAME``, else the host name: uname's node name, which
+    is what ``socket.gethostname()`` returns on Linux, without importing socket (~3 ms of
+    every cron health check)."""
+    return str(args.node_name or os.environ.get("NODEGATE_NODE_NAME") or os.uname().nodename)
