@@ -56,7 +56,7 @@ from pyinfra.facts.files import FindInFile
 from pyinfra.facts.systemd import SystemdStatus
 from pyinfra.operations import files, systemd
 
-from nodegate.battery.lock import MAX_LOCK_WAIT_S
+from nodegate.battery_lock import MAX_LOCK_WAIT_S
 from nodegate.bounds import check_range
 from nodegate.errors import ConfigError
 from nodegate.facts.gpu import GpuPlacement

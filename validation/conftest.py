@@ -4,7 +4,7 @@ the plugin, not these files; on a node without one, ``nodegate validate`` runs t
     pytest validation/ --nodegate-profile xe9680-h100 [--nodegate-level quick] \
         [--nodegate-checks gpu,log] [--nodegate-report-dir DIR]
 
-The plugin (``nodegate.battery.plugin``) runs the same battery as ``nodegate validate`` once
+The plugin (``nodegate.testing.plugin``) runs the same battery as ``nodegate validate`` once
 per session, under the battery lock, and hands each test its check's results on every entity.
 
 No test here is written by hand: ``validation/<group>/test_<subject>.py`` is collected as one
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery.asserts import assert_verdicts
 from nodegate.battery.registry import DECLARED
 from nodegate.results import CheckResult
+from nodegate.testing.asserts import assert_verdicts
 
 HERE = Path(__file__).parent
 

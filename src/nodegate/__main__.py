@@ -1,8 +1,6 @@
 """``python -m nodegate``: the CLI where no console script is installed (a source checkout run
 with PYTHONPATH=src, as on a borrowed GPU machine)."""
 
-import sys
+from nodegate.cli import entry
 
-from nodegate.cli import main
-
-sys.exit(main())
+entry()

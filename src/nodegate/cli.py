@@ -9,10 +9,12 @@ imports happen inside the handlers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from nodegate.errors import ExitCode, NodegateError
 from nodegate.redaction import redact, redacted_std_streams
@@ -102,6 +104,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     Whatever it prints passes the redaction filter (URL userinfo, credentials read)."""
     with redacted_std_streams():
         return run(build_parser(sys.argv[1:] if argv is None else argv), argv)
+
+
+def entry() -> NoReturn:
+    """The ``nodegate`` console script and ``python -m nodegate``: ``main``, then out without
+    tearing the interpreter down object by object.
+
+    Freeing a health run's ~800 results, their reports and ~200 modules one at a time was
+    ~25 ms of CPU at exit, an eighth of the cron check; the kernel frees the process at once.
+    What an ordinary exit does that matters still happens first: the exit handlers run
+    (``atexit``: logging's flush, weakref finalizers such as temporary folders) and the
+    standard streams are flushed (``main`` already made a failing flush harmless). A command
+    that leaves another thread running exits the ordinary way, which waits for it.
+    """
+    code = main()
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
@@ -202,4 +228,4 @@ def _unexpected(exc: BaseException, debug: bool, prog: str = "nodegate") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -223,6 +223,42 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
     return target
 
 
+def atomic_link(source: str | os.PathLike[str], path: str | os.PathLike[str], *,
+                sync_dir: bool = True) -> Path:
+    """Make ``path`` a second name of the regular file ``source`` (written by
+    ``atomic_write_text``), replacing ``path`` atomically as that writer does: a hard link under
+    a temp name beside it, then a rename. The text is neither written nor redacted twice (a
+    report's latest copy is its dated file). OSError where the folder's filesystem has no hard
+    links; the caller writes a copy instead.
+    """
+    target = check_target(path, make_parents=False)
+    _remove_stale(target)
+    for _ in range(100):
+        tmp_name = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            os.link(source, tmp_name, follow_symlinks=False)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {target}")
+    try:
+        fd = os.open(tmp_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:  # the data went to disk with the source; this syncs nothing new, cheaply
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        check_target(target, make_parents=False)  # nothing swapped in meanwhile
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    if sync_dir:
+        fsync_dir(target.parent)
+    return target
+
+
 #: Flags of tempfile.mkstemp: a new file only this writer opened, not a link, not inherited.
 _TEMP_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))

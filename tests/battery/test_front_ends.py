@@ -208,8 +208,8 @@ def test_replay_gives_the_recorded_run_back_and_refuses_another_call(
 
     from nodegate.battery import run as battery_run
     from nodegate.battery.run import BatteryRun
-    from nodegate.battery.session import select_profile
     from nodegate.probes.nvml import DEFAULT_DEADLINE_S
+    from nodegate.profiles.installed import select_profile
     from nodegate.progress import for_stream
     from tests.battery import replay
 

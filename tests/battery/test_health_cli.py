@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery.lock import BatteryLock
+from nodegate.battery_lock import BatteryLock
 from tests.conftest import ROOT, run_cli
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery.lock import BatteryLock
+from nodegate.battery_lock import BatteryLock
 from nodegate.cluster.gate import Action, decide_health, decide_join, latest
 from nodegate.cluster.scheduler import NodeState
 from nodegate.probes.deadline import ChildDied, DeadlineExceeded, call_with_deadline

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from nodegate.battery import plugin, session
 from nodegate.battery import run as battery_run
+from nodegate.profiles import installed
+from nodegate.testing import plugin
 
 
 def test_the_battery_reads_earlier_reports_from_the_report_dir(
@@ -22,7 +23,7 @@ def test_the_battery_reads_earlier_reports_from_the_report_dir(
         return "ran"
 
     monkeypatch.setattr(battery_run, "run_battery", recorded)
-    monkeypatch.setattr(session, "select_profile", lambda name: SimpleNamespace(name=name))
+    monkeypatch.setattr(installed, "select_profile", lambda name: SimpleNamespace(name=name))
     options = {"--nodegate-profile": "sim-h100-hgx", "--nodegate-level": "quick",
                "--nodegate-xid-window": "24h", "--nodegate-duration-scale": 1.0,
                "--nodegate-workers": None, "--nodegate-report-dir": tmp_path,

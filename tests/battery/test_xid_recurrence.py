@@ -1,6 +1,6 @@
 """A hardware Xid seen in an earlier boot's report and again after a reboot is recurrent.
 
-Reports are written the way ``nodegate health`` writes them (battery.outputs), then read back
+Reports are written the way ``nodegate health`` writes them (report.outputs), then read back
 by ``report.history``: newest few only, unreadable files skipped.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nodegate.battery.outputs import write_outputs
 from nodegate.judge.xid import judge_sxids, judge_xids, previous_boots
 from nodegate.probes.kernel_log import parse_sxids, parse_xids
 from nodegate.report import build
 from nodegate.report.history import recent_reports
+from nodegate.report.outputs import write_outputs
 from nodegate.results import CheckResult, Severity, Verdict
 
 BUS = {"gpu0": "00000000:18:00.0", "gpu3": "00000000:9A:00.0"}

@@ -10,7 +10,7 @@ from nodegate.report import NodeReport
 from nodegate.results import CheckResult, Severity, Verdict
 from nodegate_lab.synthetic_fleet import synthetic_report
 
-#: The ``run`` record of a full run (``nodegate.battery.evidence.run_record``).
+#: The ``run`` record of a full run (``nodegate.report.run_record.run_record``).
 FULL_RUN = {"groups": ["gpu", "log", "host", "power", "load"], "seams": {},
             "profile_digest": "sha256:" + "0" * 64}
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery.evidence import run_record
 from nodegate.cluster.evidence import not_applicable, problems, required_checks, widen_checks
 from nodegate.cluster.gate import Action, decide_join
 from nodegate.cluster.scheduler import NodeState
 from nodegate.profiles import resolve_profile
 from nodegate.report import NodeReport, load, to_json
+from nodegate.report.run_record import run_record
 from nodegate.results import Verdict
 from tests.cluster.helpers import FULL_RUN, complete, report
 from tests.conftest import run_cli

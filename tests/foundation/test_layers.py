@@ -30,7 +30,8 @@ LAYERS: dict[str, int] = {
     "vocabulary": 0, "errors": 0,
     # 1: leaf helpers
     "results": 1, "bounds": 1, "paths": 1, "mapping": 1, "fileio": 1, "yamlio": 1, "versions": 1,
-    "progress": 1, "secret_refs": 1, "redaction": 1, "flock": 1, "schema_check": 1,
+    "progress": 1, "secret_refs": 1, "redaction": 1, "flock": 1, "battery_lock": 1,
+    "schema_check": 1,
     "<root>": 1,
     # 2: measuring the board and under load, reading profiles, the simulated board, the report
     "probes": 2, "load": 2, "profiles": 2, "sim": 2, "report": 2,
@@ -40,8 +41,8 @@ LAYERS: dict[str, int] = {
     "power": 4,
     # 5: the battery engine, the fleet view, the gate; the control side's inventory and facts
     "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5, "fact_cache": 5,
-    # 6: entry points
-    "commands": 6, "cli": 6, "__main__": 6,
+    # 6: entry points: the command line, and the pytest front end of the battery
+    "commands": 6, "cli": 6, "__main__": 6, "testing": 6,
 }
 
 Graph = dict[str, set[str]]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery import outputs
+from nodegate.report import outputs
 from nodegate.report.history import recent_reports
 from nodegate.report.model import load
 from nodegate.results import Verdict

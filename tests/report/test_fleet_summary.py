@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from nodegate.battery.outputs import prune, write_outputs
 from nodegate.cluster.cli import node_reports
 from nodegate.errors import ConfigError
 from nodegate.report import NodeReport, build, fleet_summary
 from nodegate.report.model import dumps
+from nodegate.report.outputs import prune, write_outputs
 from nodegate.results import CheckResult, Severity, Verdict
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery.outputs import write_outputs
 from nodegate.report import NodeReport
+from nodegate.report.outputs import write_outputs
 
 
 def test_every_file_and_every_rename_is_persisted(

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nodegate.battery import outputs
-from nodegate.battery.outputs import SEQUENCE_FILE, next_sequence, write_outputs
-from nodegate.report import NodeReport, build
+from nodegate.report import NodeReport, build, outputs
 from nodegate.report.model import load
+from nodegate.report.outputs import SEQUENCE_FILE, next_sequence, write_outputs
 from nodegate.results import CheckResult, Severity, Verdict
 
 FUTURE = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)

@@ -65,7 +65,7 @@ def _health(report_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str
 
 # --- 1. the report folder's own files bypass nodegate.fileio (class 4 / item 4) --------------
 #
-# battery.outputs reads the sequence counter with open() and the sibling reports with
+# report.outputs reads the sequence counter with open() and the sibling reports with
 # Path.read_bytes(): a FIFO there blocks for ever (holding the battery lock), /dev/zero reads
 # until memory runs out.
 
@@ -101,7 +101,7 @@ def test_prune_skips_a_sibling_that_is_not_a_file(tmp_path: Path) -> None:
     script = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from nodegate.battery.outputs import prune\n"
+        "from nodegate.report.outputs import prune\n"
         "d = Path(sys.argv[1])\n"
         "os.mkfifo(d / 'quick-20991231T000000.000Z.json')\n"
         "for i in (1, 2):\n"

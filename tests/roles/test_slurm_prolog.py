@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nodegate.battery.lock import BatteryLock
+from nodegate.battery_lock import BatteryLock
 from roles.slurm_node import EPILOG, PROLOG, slurm_node
 from tests.conftest import run_cli
 from tests.roles.harness import run

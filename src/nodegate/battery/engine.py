@@ -98,8 +98,8 @@ def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
     read: list[list[dict[str, Any]]] = []
 
     def history() -> list[dict[str, Any]]:  # read once, and only when asked
-        from nodegate.battery.outputs import default_report_dir
         from nodegate.report.history import recent_reports
+        from nodegate.report.outputs import default_report_dir
 
         if not read:
             read.append(recent_reports(options.report_dir or default_report_dir(),
@@ -123,11 +123,11 @@ def _judge_growth(results: list[CheckResult], profile: Profile,
     of this boot (``nodegate.judge.counters``)."""
     import time
 
-    from nodegate.battery.outputs import default_report_dir
     from nodegate.judge.counters import COUNTER_HISTORY, judge_growth, previous_of_boot
     from nodegate.probes.kernel_log import read_boot_id
     from nodegate.report.history import recent_reports
     from nodegate.report.order import read_boottime
+    from nodegate.report.outputs import default_report_dir
 
     reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
     return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
@@ -139,7 +139,7 @@ def _judge_network(profile: Profile, options: QuickOptions, board: BoardSnapshot
     """The RDMA rails from sysfs against the profile, their counters by growth; the rail map
     is left beside the reports (``nodegate.battery.network``)."""
     from nodegate.battery.network import run_network
-    from nodegate.battery.outputs import default_report_dir
+    from nodegate.report.outputs import default_report_dir
 
     return _judge_growth(run_network(profile, board, sysfs_root=options.sysfs_root,
                                      report_dir=options.report_dir or default_report_dir(),

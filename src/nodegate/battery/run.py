@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.battery.engine import QuickOptions, run_quick
-from nodegate.battery.lock import BatteryLock
 from nodegate.battery.registry import level_of, require_thresholds
+from nodegate.battery_lock import BatteryLock
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S
 from nodegate.profiles import Profile
 from nodegate.progress import Progress

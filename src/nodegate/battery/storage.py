@@ -46,8 +46,8 @@ def run_nvme_health(profile: Profile, *, report_dir: Path | None = None,
         return judge_unreadable(str(exc), checks=ALL_CHECKS)
     if not devices:
         return judge_unreadable("nvme list shows no NVMe device", checks=ALL_CHECKS)
-    from nodegate.battery.outputs import default_report_dir
     from nodegate.report.history import recent_reports
+    from nodegate.report.outputs import default_report_dir
 
     history = recent_reports(report_dir or default_report_dir(), HISTORY_REPORTS)
     return judge_devices(devices, profile, previous_unsafe_shutdowns(history))

@@ -77,7 +77,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nodegate.battery.engine import parse_duration
-    from nodegate.battery.outputs import default_report_dir
     from nodegate.cluster.gate import (
         HealthPolicy,
         JoinPolicy,
@@ -91,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
     from nodegate.errors import ConfigError
     from nodegate.report.order import Clock
+    from nodegate.report.outputs import default_report_dir
     from nodegate.vocabulary import Level
 
     if args.healthcheck:
@@ -250,7 +250,7 @@ def newest_health_passes(reports: list[NodeReport]) -> bool:
 def join_profile(value: str | None, report_profile: str) -> dict[str, Any]:
     """The resolved profile data a join judges completeness against: the node's own (as
     ``nodegate health`` picks it), else the one the report names; unknown is a ConfigError."""
-    from nodegate.battery.session import NODE_PROFILE_FILE, select_profile
+    from nodegate.profiles.installed import NODE_PROFILE_FILE, select_profile
 
     if value is None and not os.environ.get("NODEGATE_PROFILE") and \
             not NODE_PROFILE_FILE.is_file():

@@ -17,9 +17,9 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    from nodegate.battery.lock import MAX_LOCK_WAIT_S
-    from nodegate.battery.session import add_common_arguments
+    from nodegate.battery_lock import MAX_LOCK_WAIT_S
     from nodegate.bounds import arg_number
+    from nodegate.commands.session import add_common_arguments
 
     parser = subparsers.add_parser(
         "health", help="quick node health check (NVML, kernel log, host state)",
@@ -61,11 +61,12 @@ def _run(args: argparse.Namespace) -> int:
         parse_duration,
         parse_groups,
     )
-    from nodegate.battery.evidence import run_record
-    from nodegate.battery.lock import BatteryLock
-    from nodegate.battery.session import check_outputs, emit, node_name, select_profile
+    from nodegate.battery_lock import BatteryLock
+    from nodegate.commands.session import check_outputs, emit, node_name
     from nodegate.flock import LockHeldError
+    from nodegate.profiles.installed import select_profile
     from nodegate.report import build
+    from nodegate.report.run_record import run_record
     from nodegate.vocabulary import QUICK_GROUPS
 
     groups = parse_groups(args.checks, QUICK_GROUPS)

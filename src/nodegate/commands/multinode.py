@@ -80,11 +80,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nodegate import __version__
-    from nodegate.battery.session import node_name, select_profile
+    from nodegate.commands.session import node_name
     from nodegate.errors import CannotRunError, ConfigError
     from nodegate.judge import load as verdicts
     from nodegate.judge import network_load
     from nodegate.load import devices, multinode, rail_bw
+    from nodegate.profiles.installed import select_profile
     from nodegate.report import build
 
     endpoint = _endpoint(args.endpoint)
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
                    labels={"suite": SUITE, "peer": args.peer_name, "role": args.role,
                            "endpoint": endpoint, "nnodes": str(args.nnodes)})
     if args.role == "join":
-        from nodegate.battery.session import emit
+        from nodegate.commands.session import emit
 
         args.report_dir = Path(args.report_dir) if args.report_dir else None
         args.no_textfile = True  # its series would collide with the standard run's

@@ -65,13 +65,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nodegate import __version__
-    from nodegate.battery.session import emit, node_name, select_profile
+    from nodegate.commands.session import emit, node_name
     from nodegate.errors import CannotRunError
     from nodegate.judge import network_load
     from nodegate.judge.common import make
     from nodegate.judge.load import thresholds_of
     from nodegate.load import rail_bw
     from nodegate.probes import perftest
+    from nodegate.profiles.installed import select_profile
     from nodegate.report import build
     from nodegate.results import Severity, Verdict
 

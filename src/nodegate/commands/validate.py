@@ -15,7 +15,7 @@ from nodegate.vocabulary import LEVELS
 
 
 def register(subparsers: Any) -> None:
-    from nodegate.battery.session import add_common_arguments
+    from nodegate.commands.session import add_common_arguments
 
     parser = subparsers.add_parser(
         "validate", help="full validation: quick checks, then GEMM/bandwidth/burn-in load",
@@ -35,12 +35,13 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from nodegate import __version__
     from nodegate.battery.engine import parse_deadline, parse_duration, parse_groups
-    from nodegate.battery.evidence import run_record
     from nodegate.battery.run import run_battery
-    from nodegate.battery.session import check_outputs, emit, node_name, select_profile
+    from nodegate.commands.session import check_outputs, emit, node_name
     from nodegate.errors import ConfigError
+    from nodegate.profiles.installed import select_profile
     from nodegate.progress import for_stream
     from nodegate.report import build
+    from nodegate.report.run_record import run_record
     from nodegate.vocabulary import ALL_GROUPS
 
     if args.duration_scale <= 0:

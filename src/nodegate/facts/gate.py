@@ -2,7 +2,7 @@
 --dry-run --json``) and the recorded result of a gate command an operation ran there.
 
 The commands that change something (the battery, the all-reduce, the drain or resume) are
-yielded by the operations in ``roles/_ops.py``; they record their JSON and exit code in
+yielded by the operations in ``roles/ops/gate.py``; they record their JSON and exit code in
 ``<stem>.json`` and ``<stem>.exit`` on the node, which ``RecordedRun`` reads (or the operation
 fetches). A fact is cached and assumed pure by pyinfra, so none of them acts.
 """

@@ -131,6 +131,32 @@ def _kill(pid: int) -> bool:
 
 
 def _reap(pid: int, wait_s: float) -> bool:
+    """Wait up to ``wait_s`` for the child to end and reap it; False when it did not end.
+
+    Where the kernel offers a pidfd, the wait ends the moment the child does: the child
+    answers just before it exits, so a fixed poll slept ~5 ms of every cron run here."""
+    if _reaped(pid):
+        return True
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Python or kernel without pidfds: poll
+        return _poll_reap(pid, wait_s)
+    try:
+        select.select([fd], [], [], wait_s)  # readable once the child has exited
+    finally:
+        os.close(fd)
+    return _reaped(pid)
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return bool(done)
+
+
+def _poll_reap(pid: int, wait_s: float) -> bool:
     end = time.monotonic() + wait_s
     while True:
         try:

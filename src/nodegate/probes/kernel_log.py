@@ -13,6 +13,7 @@ as an unparsed event (``xid`` None), never a crash.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -52,8 +53,19 @@ class LineFormat:
     name: str
     producer: str
     example: str
-    pattern: re.Pattern[str]
+    regex: str
     clock: str  # "monotonic" (seconds since boot) or "wall" (an instant)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return compiled(self.regex)
+
+
+@functools.cache
+def compiled(regex: str, flags: int = 0) -> re.Pattern[str]:
+    """``regex`` compiled on first use: a healthy log has no Xid line, and compiling every
+    pattern here at import was ~5 ms of each cron health check."""
+    return re.compile(regex, flags)
 
 
 #: The formats the parser accepts, tried in this order at the start of each line. A line in
@@ -61,41 +73,41 @@ class LineFormat:
 LINE_FORMATS: tuple[LineFormat, ...] = (
     LineFormat("monotonic", "dmesg; journalctl -o short-monotonic",
                "[ 8123.456789] NVRM: Xid (PCI:0000:18:00): 79, ...",
-               re.compile(_DECODE + r"\[\s{0,12}(?P<sec>[0-9]{1,10})\.(?P<frac>[0-9]{1,9})\]"),
+               _DECODE + r"\[\s{0,12}(?P<sec>[0-9]{1,10})\.(?P<frac>[0-9]{1,9})\]",
                "monotonic"),
     LineFormat("ctime", "dmesg --ctime / -T (local time)",
                "[Fri Aug 30 11:43:14 2024] NVRM: Xid ...",
-               re.compile(_DECODE + r"\[(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON
-                          + r" (?P<d>[ 0-9][0-9]) " + _HMS + r" (?P<y>[0-9]{4}))\]"), "wall"),
+               _DECODE + r"\[(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON
+               + r" (?P<d>[ 0-9][0-9]) " + _HMS + r" (?P<y>[0-9]{4}))\]", "wall"),
     LineFormat("iso", "dmesg --time-format=iso; rsyslog RFC 3339; journalctl -o short-iso, "
                "short-iso-precise (no zone: local time)",
                "2025-01-21T04:26:49,803751+00:00 NVRM: Xid ...",
-               re.compile(_DECODE + r"(?P<stamp>(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})T"
-                          + _HMS + _FRAC + r"(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?)(?=\s)"), "wall"),
+               _DECODE + r"(?P<stamp>(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})T"
+               + _HMS + _FRAC + r"(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?)(?=\s)", "wall"),
     LineFormat("syslog", "classic syslog (RFC 3164); journalctl -o short, short-precise "
                "(local time, no year: the latest such date not after now)",
                "Dec  6 05:20:53 host kernel: NVRM: Xid ...",
-               re.compile(_DECODE + r"(?P<stamp>" + _MON + r" (?P<d>[ 0-9][0-9]) " + _HMS + _FRAC
-                          + r")(?=\s)"),
+               _DECODE + r"(?P<stamp>" + _MON + r" (?P<d>[ 0-9][0-9]) " + _HMS + _FRAC
+               + r")(?=\s)",
                "wall"),
 )
 
 _BUS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
-_CODE = re.compile(rf"[0-9]{{1,{CODE_DIGITS}}}")
+_CODE = rf"[0-9]{{1,{CODE_DIGITS}}}"
 # NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 # NVRM: Xid (0000:3b:00): 13, Graphics SM Warp Exception on (GPC 0, TPC 1)
 # Anything after the marker is read strictly below; the marker alone makes it an event.
-XID_RE = re.compile(r"NVRM: Xid \((?P<bus>[^)]*)\):? ?(?P<code>[^,]*)"
-                    r"(?:,\s*(?P<rest>.*))?$")
-BUS_RE = re.compile(r"(?:PCI:)?(?P<bus>" + _BUS + ")")
+# (patterns as text, compiled on first use: ``compiled``)
+XID_RE = r"NVRM: Xid \((?P<bus>[^)]*)\):? ?(?P<code>[^,]*)(?:,\s*(?P<rest>.*))?$"
+BUS_RE = r"(?:PCI:)?(?P<bus>" + _BUS + ")"
 # nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error
 # nvidia-nvswitch0: SXid (PCI:0000:a9:00.0): 20034, Data {0x50610002, 0x10100030}
-SXID_RE = re.compile(r"nvidia-nvswitch(?P<switch>[^:\s]*): SXid \((?P<bus>[^)]*)\):? ?"
-                     r"(?P<code>[^,]*)(?:,\s*(?P<rest>.*))?$")
-SWITCH_RE = re.compile(r"[0-9]{1,4}")
-SEVERITY_RE = re.compile(r"^(?P<sev>Fatal|Non-fatal),\s*", re.IGNORECASE)
-PID_RE = re.compile(r"pid=(?P<pid>'?<?\w{1,32}>?'?)")
-NAME_RE = re.compile(r"name=(?P<name>[^,]{0,64})")
+SXID_RE = (r"nvidia-nvswitch(?P<switch>[^:\s]*): SXid \((?P<bus>[^)]*)\):? ?"
+           r"(?P<code>[^,]*)(?:,\s*(?P<rest>.*))?$")
+SWITCH_RE = r"[0-9]{1,4}"
+SEVERITY_RE = r"^(?P<sev>Fatal|Non-fatal),\s*"  # case-insensitive
+PID_RE = r"pid=(?P<pid>'?<?\w{1,32}>?'?)"
+NAME_RE = r"name=(?P<name>[^,]{0,64})"
 
 
 @dataclass(frozen=True)
@@ -266,11 +278,11 @@ def _zone(text: str | None) -> timezone | None:
 def _code(text: str | None) -> int | None:
     """An Xid/SXid code: ASCII digits only, at most ``CODE_DIGITS`` of them."""
     text = (text or "").strip()
-    return int(text) if _CODE.fullmatch(text) else None
+    return int(text) if compiled(_CODE).fullmatch(text) else None
 
 
 def _bus(text: str) -> str | None:
-    match = BUS_RE.fullmatch(text.strip())
+    match = compiled(BUS_RE).fullmatch(text.strip())
     return match.group("bus") if match else None
 
 
@@ -291,13 +303,13 @@ def parse_xids(lines: list[str], *, now_wall: float | None = None) -> list[XidEv
         if at < 0:
             continue
         body = line[at:at + LINE_MAX]
-        match = XID_RE.match(body)
+        match = compiled(XID_RE).match(body)
         when = line_time(line[:LINE_MAX], now_wall=now_wall)
         code = _code(match.group("code")) if match else None
         bus = _bus(match.group("bus")) if match else None
         rest = (match.group("rest") or "") if match else body
-        pid = PID_RE.search(rest)
-        name = NAME_RE.search(rest)
+        pid = compiled(PID_RE).search(rest)
+        name = compiled(NAME_RE).search(rest)
         message = rest
         if pid or name:
             # strip the "pid=..., name=..., " prefix the 470+ drivers add
@@ -325,18 +337,19 @@ def parse_sxids(lines: list[str], *, now_wall: float | None = None) -> list[SXid
     for line in lines:
         sxid_at = line.find(": SXid (")
         at = line.rfind("nvidia-nvswitch", max(0, sxid_at - 40), max(sxid_at, 0))
-        match = SXID_RE.match(line[at:at + LINE_MAX]) if sxid_at >= 0 and at >= 0 else None
+        match = (compiled(SXID_RE).match(line[at:at + LINE_MAX])
+                 if sxid_at >= 0 and at >= 0 else None)
         if match is None:
             continue
         when = line_time(line[:LINE_MAX], now_wall=now_wall)
         switch = match.group("switch")
-        number = int(switch) if SWITCH_RE.fullmatch(switch) else None
+        number = int(switch) if compiled(SWITCH_RE).fullmatch(switch) else None
         code = _code(match.group("code"))
         bus = _bus(match.group("bus"))
         unparsed = _unparsed(code, bus, "SXid") or (
             None if number is not None else "NVSwitch number is not 1-4 ASCII digits")
         rest = match.group("rest") or ""
-        sev = SEVERITY_RE.match(rest)
+        sev = compiled(SEVERITY_RE, re.IGNORECASE).match(rest)
         events.append(SXidEvent(
             switch=number,
             bus_id=bus or "unknown",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from nodegate.fileio import (
     STALE_TMP_S,
+    atomic_link,
     atomic_write_text,
     check_target,
     fsync_dir,
     preflight_file,
 )
 
-__all__ = ["STALE_TMP_S", "atomic_write_text", "check_target", "fsync_dir", "preflight_file"]
+__all__ = ["STALE_TMP_S", "atomic_link", "atomic_write_text", "check_target", "fsync_dir",
+           "preflight_file"]

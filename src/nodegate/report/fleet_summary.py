@@ -28,7 +28,7 @@ from typing import Any
 
 from nodegate.errors import ConfigError
 from nodegate.report import digest as report_digest
-from nodegate.report._atomic import atomic_write_text
+from nodegate.report._atomic import atomic_link, atomic_write_text
 from nodegate.report.model import SCHEMA_ID as REPORT_SCHEMA
 from nodegate.report.model import NodeReport, dumps, validate
 from nodegate.report.order import MACHINE_ID_RE
@@ -208,6 +208,21 @@ def write_files(path: str | os.PathLike[str], report_text: str,
     if summary_text is not None:
         atomic_write_text(path_for(written), summary_text, sync_dir=sync_dir)
     return written
+
+
+def link_files(source: Path, path: str | os.PathLike[str], report_text: str,
+               summary_text: str | None, *, sync_dir: bool = True) -> Path:
+    """``path`` (and its summary) as second names of ``source`` (and its summary), which
+    ``write_files`` wrote with the same texts: a report's latest copy costs a link, not a
+    second write and fsync of the whole report. Where the filesystem has no hard links, the
+    texts are written as ``write_files`` does."""
+    try:
+        linked = atomic_link(source, path, sync_dir=sync_dir)
+        if summary_text is not None:
+            atomic_link(path_for(source), path_for(linked), sync_dir=sync_dir)
+    except OSError:
+        return write_files(path, report_text, summary_text, sync_dir=sync_dir)
+    return linked
 
 
 def write_report(report: NodeReport, path: str | os.PathLike[str], *,

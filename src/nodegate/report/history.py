@@ -17,7 +17,7 @@ from nodegate.fileio import read_bytes
 from nodegate.report.model import decode
 from nodegate.report.order import dict_key
 
-# <level>-<stamp>.json as battery.outputs writes it: quick-20240501T120000.000Z.json
+# <level>-<stamp>.json as report.outputs writes it: quick-20240501T120000.000Z.json
 DATED_RE = re.compile(r"^[a-z][a-z0-9_]*-(?P<stamp>\d{8}T\d{6}(?:\.\d+)?Z)\.json$")
 LATEST_RE = re.compile(r"^[a-z][a-z0-9_]*-latest\.json$")
 
@@ -29,7 +29,8 @@ def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
     never by the stamp in a file name: after a clock step older files carry names from the
     future. Read are each level's ``<level>-latest.json`` (the newest of its level, whatever
     its name says) and the ``limit`` dated files whose names sort last; a report seen twice
-    (a latest copy beside its dated original) counts once.
+    (a latest copy beside its dated original) counts once, and is decoded once where the
+    copy is a second name of the same file (``report.outputs`` links it so).
     """
     try:
         with os.scandir(report_dir) as entries:
@@ -40,8 +41,13 @@ def recent_reports(report_dir: Path, limit: int) -> list[dict[str, Any]]:
                     if (m := DATED_RE.match(name))), reverse=True)[:limit]
     latest = sorted(name for name in names if LATEST_RE.match(name))
     found: dict[str, dict[str, Any]] = {}
+    seen: set[tuple[int, int]] = set()
     for name in [*latest, *(name for _, name in dated)]:
         try:
+            info = os.stat(report_dir / name, follow_symlinks=False)
+            if (info.st_dev, info.st_ino) in seen:
+                continue  # the same file under another name: decoded already
+            seen.add((info.st_dev, info.st_ino))
             data = decode(read_bytes(report_dir / name, kind="report"))
         except (OSError, ValueError, ConfigError):
             continue

@@ -210,7 +210,7 @@ def build(
     ``finished_at`` defaults to now; ``duration_s`` to finished - started (pass a monotonic
     measurement when you have one: wall clocks jump under NTP). ``gpus`` is the board's
     identity map (``BoardSnapshot.identities()``); empty or None writes no ``gpus`` key.
-    ``run`` is what ran (``RUN_FIELDS``; ``nodegate.battery.evidence.run_record``).
+    ``run`` is what ran (``RUN_FIELDS``; ``nodegate.report.run_record.run_record``).
     """
     start = _to_utc(started_at, "started_at")
     finish = _to_utc(finished_at, "finished_at") if finished_at is not None else _now()

@@ -2,7 +2,7 @@
 
 Wall clocks step: an RTC reset before NTP, a VM restored from a snapshot, a wrong BIOS clock.
 So a node's reports are ordered by what cannot step: the per-node ``sequence`` number the
-writer takes under a lock (``nodegate.battery.outputs.next_sequence``, persisted beside the
+writer takes under a lock (``nodegate.report.outputs.next_sequence``, persisted beside the
 reports, monotonic across boots), then the boot-relative ``boottime_s`` (CLOCK_BOOTTIME).
 Reports from a nodegate that wrote neither sort before every report that has them (an
 upgraded node writes only numbered reports from then on), and among themselves by their

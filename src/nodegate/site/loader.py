@@ -72,9 +72,9 @@ def _site_slurm_to_host(data: dict[str, Any], merged: dict[str, Any], *,
 
     Every GPU node gets it, with or without a ``slurm:`` section of its own: deploy.py and
     deploy/slurm.py run slurm_node on each host with a hardware profile, and one without the
-    section is still a Slurm node, named by its host name (roles/_ops.slurm_node_name, the
+    section is still a Slurm node, named by its host name (roles/ops/slurm.slurm_node_name, the
     controller's NodeName line), whose HealthCheckProgram gate takes the budget
-    (roles/_common.drain_budget_args). A host with neither a profile nor a section (the
+    (roles/ops/slurm.drain_budget_args). A host with neither a profile nor a section (the
     controller, a mirror) gets none: it runs no gate."""
     budget = (data.get("slurm") or {}).get("drain_budget")
     if budget is None:

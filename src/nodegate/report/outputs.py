@@ -118,8 +118,9 @@ def write_outputs(report: NodeReport, *, report_dir: Path, textfile_dir: Path | 
     # the renames in the report folder persisted by one folder fsync after the last of them
     dated = fleet_summary.write_files(report_dir / f"{level}-{stamp}.json", text, summary,
                                       sync_dir=False)
-    latest = fleet_summary.write_files(report_dir / f"{level}-latest.json", text, summary,
-                                       sync_dir=False)
+    # the latest copy is a second name of the dated file: one write and fsync of the report
+    latest = fleet_summary.link_files(dated, report_dir / f"{level}-latest.json", text,
+                                      summary, sync_dir=False)
     junit_path = (write_junit([report], report_dir / f"{level}-latest.xml", sync_dir=False)
                   if junit else None)
     fsync_dir(report_dir)

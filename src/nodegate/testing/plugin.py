@@ -114,8 +114,8 @@ def nodegate_battery(request: pytest.FixtureRequest) -> Any:
     to the real stderr: pytest's capture would hide a long run's progress)."""
     from nodegate.battery.engine import parse_duration
     from nodegate.battery.run import run_battery
-    from nodegate.battery.session import select_profile
     from nodegate.errors import NodegateError
+    from nodegate.profiles.installed import select_profile
     from nodegate.progress import for_stream
 
     config = request.config
@@ -139,8 +139,8 @@ def nodegate_battery(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def results(request: pytest.FixtureRequest, nodegate_battery: Any) -> list[Any]:
     """This test's check results; any ERROR makes the test a pytest error, none a skip."""
-    from nodegate.battery.asserts import CheckError, describe
     from nodegate.results import Verdict
+    from nodegate.testing.asserts import CheckError, describe
 
     names = set(_checks_of(request.node))
     found = [r for r in nodegate_battery.results if r.check in names]
@@ -170,8 +170,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if report_dir is None:
         return
     from nodegate import __version__
-    from nodegate.battery.evidence import run_record
     from nodegate.report import build, write
+    from nodegate.report.run_record import run_record
 
     level = config.getoption("--nodegate-level")
     report = build(ran.results, node=socket.gethostname(), profile=state["profile"].name,
