@@ -14,6 +14,7 @@ import io
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,6 +42,25 @@ RESERVED = ("all", "inventory", "override_data", "names_data", "others", "_group
 FOLDER = Path(tempfile.mkdtemp(prefix="nodegate-fuzz-inventory-"))
 SITE = FOLDER / "s.yaml"
 atexit.register(shutil.rmtree, FOLDER, ignore_errors=True)
+
+
+def _make_inventory_from_files() -> Any:
+    """pyinfra_cli's inventory loader, imported without the gevent monkey-patching its package
+    does on import (``pyinfra_cli/__init__.py``: ``monkey.patch_all()``). Loading an inventory
+    needs no green threads, and a patched ``threading`` in this process deadlocks a
+    pytest-xdist worker the next time it waits for work (gevent's LoopExit)."""
+    if "pyinfra_cli" not in sys.modules:
+        from gevent import monkey
+
+        patch_all = monkey.patch_all
+        monkey.patch_all = lambda *args, **kwargs: None
+        try:
+            import pyinfra_cli.inventory  # noqa: F401
+        finally:
+            monkey.patch_all = patch_all
+    from pyinfra_cli.inventory import make_inventory_from_files
+
+    return make_inventory_from_files
 
 
 @functools.cache
@@ -80,8 +100,7 @@ def _pyinfra() -> Iterator[None]:
 
 def _load(text: str) -> tuple[Any, int | None, str]:
     """(the pyinfra Inventory or None, the exit code or None, what was printed)."""
-    from pyinfra_cli.inventory import make_inventory_from_files
-
+    make_inventory_from_files = _make_inventory_from_files()
     SITE.write_text(text, encoding="utf-8", errors="surrogateescape")
     err = io.StringIO()
     started = time.monotonic()
