@@ -21,6 +21,9 @@ H, C, W, INFO = "hardware", "critical", "warning", "info"
 CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
     "gpu-missing@gpu2": {("gpu_count", "node", "FAIL", H)},
     "xid79@gpu6": {("gpu_reachable", "gpu6", "FAIL", H), ("xid_events", "gpu6", "FAIL", H)},
+    # the driver's lost-GPU message without an Xid line is judged like Xid 79
+    "fallen-off-bus@gpu5": {("gpu_reachable", "gpu5", "FAIL", H),
+                            ("xid_events", "gpu5", "FAIL", H)},
     "xid@gpu1:13": {("xid_events", "gpu1", "WARN", W)},
     # NVIDIA's catalogue: 94 (contained ECC error) is RESTART_APP, so WARN, not FAIL
     "xid@gpu1:94": {("xid_events", "gpu1", "WARN", W)},

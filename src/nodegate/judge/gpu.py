@@ -445,14 +445,25 @@ def _clock_events(gpu: GpuState) -> CheckResult:
 
 
 def _power_limit(gpu: GpuState, profile: Profile) -> CheckResult:
-    expected = float(profile.data["gpu"]["power_limit_w"])
+    """The enforced limit against the profile's: one figure for the model, or the figures of
+    the board SKU (``power_limits_by_sku``, keyed by PCI subsystem id) where one is listed."""
+    p_gpu = profile.data["gpu"]
+    sku = next((s for s in p_gpu.get("power_limits_by_sku") or []
+                if gpu.pci_subsystem_id is not None
+                and int(s["pci_subsystem_id"]) == gpu.pci_subsystem_id), None)
+    accepted = [float(w) for w in sku["power_limit_w"]] if sku else [
+        float(p_gpu["power_limit_w"])]
+    threshold: float | str = accepted[0] if len(accepted) == 1 else " or ".join(
+        f"{w:g}" for w in accepted)
+    extra = {"sku": f"0x{gpu.pci_subsystem_id:04X}", "sku_source": sku["source"]} if sku else {}
     if gpu.power_limit_w is None:
-        return make("power_limit", gpu.entity, Verdict.SKIP, threshold=expected, unit="W",
+        return make("power_limit", gpu.entity, Verdict.SKIP, threshold=threshold, unit="W",
                     reason="power limit not reported")
-    ok = abs(gpu.power_limit_w - expected) < 1.0
+    measured = gpu.power_limit_w
+    ok = any(abs(measured - w) < 1.0 for w in accepted)
     return make("power_limit", gpu.entity, Verdict.PASS if ok else Verdict.FAIL,
-                measured=gpu.power_limit_w, threshold=expected, unit="W", severity=CRIT,
-                default_limit_w=gpu.power_default_limit_w)
+                measured=measured, threshold=threshold, unit="W", severity=CRIT,
+                default_limit_w=gpu.power_default_limit_w, **extra)
 
 
 def _idle_temperature(gpu: GpuState, profile: Profile) -> CheckResult:

@@ -3,7 +3,10 @@
 The catalogue is data (``xid_catalog.yaml``, loaded once, only when the log holds an event):
 each code carries NVIDIA's resolution bucket, which maps to a recovery action, and the action
 decides the verdict (``ACTION_VERDICT``). A code the table lacks is WARN, never PASS. Xid 154
-names its action in the line itself. A profile may ``ignore`` or ``escalate`` single codes.
+names its action in the line itself. NVLink5 Xids (144-150) state in the line whether they
+are fatal: a bucket marked ``severity_in_line`` keeps its action for a fatal line (and for one
+that states nothing), while a non-fatal one is WARN, never a drain on its own: its count and
+rate stay in the evidence. A profile may ``ignore`` or ``escalate`` single codes.
 
 Events are collapsed per (GPU, Xid) with a count, first and last time and the boot id; a
 hardware event already seen on the same bus in an earlier boot (from the node's previous
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,7 @@ class XidInfo:
     immediate: str | None  # NVIDIA's resolution bucket (immediate action); None: not given
     investigatory: str | None
     action: str
+    severity_in_line: bool = False  # the line says Fatal / Nonfatal (NVLink5 Xids 144-150)
 
 
 @dataclass(frozen=True)
@@ -86,12 +90,15 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
         raise ConfigError("an Xid catalogue needs a 'xids' mapping", file=str(path))
     buckets = data.get("buckets") or {}
     actions: dict[str, str] = {}
+    stated: set[str] = set()
     for bucket, spec in buckets.items():
         action = spec.get("action") if isinstance(spec, dict) else None
         if action not in BUCKET_ACTIONS:
             raise ConfigError(f"unknown action {action!r}", file=str(path),
                               key=f"buckets.{bucket}.action")
         actions[str(bucket)] = str(action)
+        if spec.get("severity_in_line") is True:
+            stated.add(str(bucket))
     entries = {}
     for code, row in data["xids"].items():
         key = f"xids.{code}"
@@ -104,7 +111,8 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
                               key=f"{key}.immediate")
         entries[code] = XidInfo(code, str(row.get("mnemonic", "")), str(row.get("meaning", "")),
                                 immediate, row.get("investigatory"),
-                                actions[immediate] if immediate else "unspecified")
+                                actions[immediate] if immediate else "unspecified",
+                                immediate in stated)
     return Catalog(str(data.get("source", "")), str(data.get("catalogue_date", "")), entries)
 
 
@@ -163,6 +171,8 @@ class XidGroup:
     messages: list[str]
     first_time: str | None = None  # wall clock, where the log format carries it
     last_time: str | None = None
+    severities: list[str] = field(default_factory=list)  # as the lines state them
+    origins: list[str] = field(default_factory=list)  # ``fallen-off-bus``: no Xid line
 
 
 def collapse(events: list[XidEvent]) -> list[XidGroup]:
@@ -179,6 +189,10 @@ def collapse(events: list[XidEvent]) -> list[XidGroup]:
         group.last_s = event.seconds if event.seconds is not None else group.last_s
         if event.process and event.process not in group.processes:
             group.processes.append(event.process)
+        if event.severity and event.severity not in group.severities:
+            group.severities.append(event.severity)
+        if event.origin and event.origin not in group.origins:
+            group.origins.append(event.origin)
         group.messages.append(event.message)
     return list(groups.values())
 
@@ -278,15 +292,40 @@ def _xid_events(groups: list[XidGroup], overrides: Mapping[int, str]) -> list[di
         event = describe(group.xid, message)
         if group.xid is None:
             event["unparsed"] = True
+        if group.xid is not None:
+            event.update(_stated_severity(group))
         event.update(xid=group.xid, bus_id=group.bus_id, count=group.count,
                      first_s=group.first_s, last_s=group.last_s, first_time=group.first_time,
                      last_time=group.last_time, processes=group.processes,
-                     sample=group.sample)
+                     sample=group.sample, rate_per_h=_rate_per_h(group),
+                     origin=", ".join(group.origins) or None)
         how = overrides.get(group.xid) if group.xid is not None else None
         if how is not None:
             event["override"] = how
         out.append(_no_nones(event))
     return out
+
+
+def _stated_severity(group: XidGroup) -> dict[str, Any]:
+    """The severity NVLink5 lines state (fatal wins within a group). A code whose bucket is
+    ``severity_in_line`` and whose lines all say non-fatal is WARN (class ``non-fatal``): it
+    does not drain the node on its own. Fatal, or nothing stated, keeps the bucket's action."""
+    info = load_catalog().entries.get(group.xid) if group.xid is not None else None
+    if not group.severities:
+        return {}
+    severity = "fatal" if "fatal" in group.severities else "non-fatal"
+    if info is None or not info.severity_in_line or severity == "fatal":
+        return {"severity": severity}
+    return {"severity": severity, "action": "none", "class": "non-fatal"}
+
+
+def _rate_per_h(group: XidGroup) -> float | None:
+    """Events per hour over the span the group's own times cover (None: one event, or no
+    times): what a fleet watches for non-fatal NVLink5 events, whose trend matters."""
+    if group.count < 2 or group.first_s is None or group.last_s is None:
+        return None
+    span_h = (group.last_s - group.first_s) / 3600.0
+    return round(group.count / span_h, 3) if span_h > 0 else None
 
 
 def _no_nones(event: dict[str, Any]) -> dict[str, Any]:
@@ -298,7 +337,7 @@ def _verdict_of(event: dict[str, Any]) -> tuple[Verdict, Severity]:
         return Verdict.PASS, Severity.INFO
     if event.get("override") == "escalate" or event.get("recurrent"):
         return Verdict.FAIL, Severity.HARDWARE
-    if event.get("class") == "non-fatal":  # a non-fatal SXid
+    if event.get("class") == "non-fatal":  # a non-fatal SXid or NVLink5 Xid
         return Verdict.WARN, Severity.WARNING
     verdict, severity, _ = ACTION_VERDICT[event["action"]]
     return verdict, severity

@@ -1,5 +1,12 @@
 """Read the kernel log of the current boot and extract NVIDIA Xid and NVSwitch SXid events.
 
+A GPU that fell off the bus is also reported without any Xid line: the driver's probe prints
+``NVRM: The NVIDIA GPU 0000:b3:00.0`` / ``NVRM: (PCI ID: 10de:26b5) installed in this system
+has`` / ``NVRM: fallen off the bus and is not responding to commands.`` (one printk over three
+lines, open-gpu-kernel-modules ``kernel-open/nvidia/nv.c``; seen on 570 drivers,
+github.com/NVIDIA/NVSentinel/issues/155). ``parse_xids`` turns it into an Xid 79 event (``origin``
+``fallen-off-bus``) unless a real Xid 79 line names the same bus.
+
 Sources, first that applies: ``NODEGATE_KERNEL_LOG`` (a saved log or the simulator's, in any
 format of ``LINE_FORMATS``), ``journalctl -k -b 0 -o short-monotonic``, then ``dmesg``.
 
@@ -106,6 +113,14 @@ SXID_RE = (r"nvidia-nvswitch(?P<switch>[^:\s]*): SXid \((?P<bus>[^)]*)\):? ?"
            r"(?P<code>[^,]*)(?:,\s*(?P<rest>.*))?$")
 SWITCH_RE = r"[0-9]{1,4}"
 SEVERITY_RE = r"^(?P<sev>Fatal|Non-fatal),\s*"  # case-insensitive
+# NVLink5 Xids (144-150) state their severity after the unit that raised them:
+# "SAW_MVB Nonfatal XC0 i0 Link 00 (...)", "NETIR_LINK_EVT/NETIR_LINK_DOWN Fatal XC0 ..."
+STATED_SEVERITY_RE = r"^[A-Z0-9_/]{1,64} (?P<sev>Fatal|Non-?fatal)\b"
+# the driver's probe message for a lost GPU, printed without an Xid line (see module doc)
+FALLEN_GPU_RE = r"NVRM: The NVIDIA GPU (?P<bus>[0-9a-fA-F:.]{5,20})\b"
+FALLEN_TEXT = "fallen off the bus"
+#: Lines after ``NVRM: The NVIDIA GPU <bus>`` searched for the rest of that message.
+FALLEN_LOOKAHEAD = 3
 PID_RE = r"pid=(?P<pid>'?<?\w{1,32}>?'?)"
 NAME_RE = r"name=(?P<name>[^,]{0,64})"
 
@@ -126,6 +141,10 @@ class XidEvent:
     stamp: str | None = None  # wall-clock text where the log format carries it
     epoch: float | None = None
     unparsed: str | None = None
+    #: ``fatal`` / ``non-fatal`` where the line states it (NVLink5 Xids 144-150), else None
+    severity: str | None = None
+    #: ``fallen-off-bus``: built from the driver's lost-GPU message, not from an Xid line
+    origin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -315,6 +334,7 @@ def parse_xids(lines: list[str], *, now_wall: float | None = None) -> list[XidEv
             # strip the "pid=..., name=..., " prefix the 470+ drivers add
             message = re.sub(r"^(pid=[^,]*,\s*)?(name=[^,]*,\s*)?", "", rest)
         unparsed = _unparsed(code, bus, "Xid")
+        stated = compiled(STATED_SEVERITY_RE).match(message.strip())
         events.append(XidEvent(
             bus_id=bus or "unknown",
             xid=code if unparsed is None else None,
@@ -326,8 +346,58 @@ def parse_xids(lines: list[str], *, now_wall: float | None = None) -> list[XidEv
             stamp=when.stamp,
             epoch=when.epoch,
             unparsed=unparsed,
+            severity=_severity(stated.group("sev")) if stated else None,
         ))
-    return events
+    return events + _fallen_off_bus(lines, events, now_wall=now_wall)
+
+
+def _severity(text: str) -> str:
+    return "fatal" if text.lower() == "fatal" else "non-fatal"
+
+
+def _fallen_off_bus(lines: list[str], xids: list[XidEvent], *,
+                    now_wall: float | None) -> list[XidEvent]:
+    """The driver's lost-GPU message with no Xid line, as Xid 79 events: one per bus, and none
+    where an Xid 79 line already names that bus (the same loss, reported twice)."""
+    from nodegate.probes.nvml import normalize_bus_id  # ``0000:b3:00.0`` = ``0000:b3:00``
+
+    seen = {normalize_bus_id(e.bus_id) for e in xids if e.xid == 79}
+    out = []
+    for i, line in enumerate(lines):
+        at = line.find("NVRM: The NVIDIA GPU ")
+        if at < 0:
+            continue
+        match = compiled(FALLEN_GPU_RE).search(line[at:at + LINE_MAX])
+        bus = _bus(match.group("bus")) if match else None
+        if bus is None or normalize_bus_id(bus) in seen:
+            continue
+        used = _message_lines(line[at:at + LINE_MAX], lines[i + 1:i + 1 + FALLEN_LOOKAHEAD])
+        if used is None:
+            continue
+        seen.add(normalize_bus_id(bus))
+        when = line_time(line[:LINE_MAX], now_wall=now_wall)
+        sample = " / ".join(part[:LINE_MAX].strip() for part in lines[i:i + 1 + used])
+        out.append(XidEvent(
+            bus_id=bus, xid=79, seconds=when.seconds, pid=None, process=None,
+            message="GPU has fallen off the bus and is not responding to commands "
+                    "(driver message without an Xid line)",
+            line=sample[:500], stamp=when.stamp, epoch=when.epoch, origin="fallen-off-bus",
+        ))
+    return out
+
+
+def _message_lines(first: str, following: list[str]) -> int | None:
+    """How many lines after ``first`` the lost-GPU message runs on to its "fallen off the
+    bus"; None when it does not say so before another GPU's message starts."""
+    if FALLEN_TEXT in first:
+        return 0
+    for n, line in enumerate(following, start=1):
+        head = line[:LINE_MAX]
+        if "NVRM: The NVIDIA GPU " in head:
+            return None
+        if FALLEN_TEXT in head:
+            return n
+    return None
 
 
 def parse_sxids(lines: list[str], *, now_wall: float | None = None) -> list[SXidEvent]:

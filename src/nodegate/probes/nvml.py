@@ -67,6 +67,7 @@ class GpuState:
     serial: str | None = None
     bus_id: str | None = None
     pci_device_id: int | None = None  # the PCI device id alone (0x2330), vendor stripped
+    pci_subsystem_id: int | None = None  # the board SKU: subsystem device id alone (0x147F)
     vbios: str | None = None
     board_part_number: str | None = None
     inforom_image: str | None = None
@@ -344,6 +345,8 @@ def _read_identity(nvml: Any, r: _Reader, h: Any) -> None:
     if pci is not None:
         g.bus_id = _text(pci.busId)
         g.pci_device_id = pci_device_id(pci.pciDeviceId)
+        subsystem = getattr(pci, "pciSubSystemId", None)  # same layout: id << 16 | vendor
+        g.pci_subsystem_id = pci_device_id(subsystem) if subsystem is not None else None
     g.vbios = _read_text(r, "vbios", nvml.nvmlDeviceGetVbiosVersion, h)
     g.board_part_number = _read_text(r, "board_part_number",
                                      nvml.nvmlDeviceGetBoardPartNumber, h)

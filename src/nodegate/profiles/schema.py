@@ -88,6 +88,23 @@ _GPU_FEATURES = {
     "x-required": [*GPU_FEATURES, "nvlink_links", "nvlink_versions", "source"],
 }
 
+#: Power limits by board SKU (the PCI subsystem device id, the high 16 bits of NVML's
+#: ``pciSubSystemId``): one GPU model ships on boards with different power envelopes.
+_POWER_SKUS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "pci_subsystem_id": {"type": "integer", "minimum": 0, "maximum": 0xFFFF},
+            "power_limit_w": {"type": "array", "minItems": 1,
+                              "items": {"type": "number", "minimum": 1}},
+            "source": {"type": "string", "pattern": SOURCE_PATTERN},
+        },
+        "required": ["pci_subsystem_id", "power_limit_w", "source"],
+    },
+}
+
 #: Per-port data rates sysfs can show (``rate``: lanes x lane speed), in Gb/s. InfiniBand:
 #: 1X/2X/4X/8X/12X widths of SDR 2.5, DDR 5, QDR 10, FDR10 10, FDR 14, EDR 25, HDR 50, NDR
 #: 100, XDR 200 (the kernel's ib_rate/ib_width tables; IBTA). Ethernet (RoCE): the IEEE 802.3
@@ -138,6 +155,7 @@ SECTIONS: dict[str, dict[str, Any]] = {
             "persistence": _BOOL,
             "ecc": _BOOL,
             "power_limit_w": {"type": "number", "minimum": 1},
+            "power_limits_by_sku": _POWER_SKUS,
             "tdp_w": {"type": "number", "minimum": 1},
             "idle_temp_margin_c": {"type": "number", "minimum": 0},
             "vbios": _FIRMWARE_PIN,  # nvmlDeviceGetVbiosVersion

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodegate.errors import ConfigError
-from nodegate.sim.scenario import Board, Gpu
+from nodegate.sim.scenario import Board, Gpu, parse_bus_id
 from nodegate.sim.state import ARCHITECTURES
 
 Scope = Literal["node", "gpu", "link", "nic"]
@@ -78,6 +78,22 @@ def gpu_missing(board: Board, t: Target) -> None:
 def xid79(board: Board, t: Target) -> None:
     _gpu(board, t)["lost"] = True
     _xid(board, t, 79)
+
+
+def fallen_off_bus(board: Board, t: Target) -> None:
+    """The GPU is lost and the driver says so without an Xid line: the three-line probe
+    message of open-gpu-kernel-modules ``nv.c`` (seen on 570 drivers:
+    github.com/NVIDIA/NVSentinel/issues/155), continuation lines indented as ``dmesg`` prints
+    one multi-line record."""
+    gpu = _gpu(board, t)
+    gpu["lost"] = True
+    dom, bus, dev, fn = parse_bus_id(gpu["pci_bus_id"])
+    at = float(board["system"]["uptime_s"]) - 300.0
+    pad = " " * 15
+    board["kernel_log"].append(
+        f"[{at:12.6f}] NVRM: The NVIDIA GPU {dom:04x}:{bus:02x}:{dev:02x}.{fn:x}\n"
+        f"{pad}NVRM: (PCI ID: 10de:{gpu['pci_device_id']:04x}) installed in this system has\n"
+        f"{pad}NVRM: fallen off the bus and is not responding to commands.")
 
 
 def xid_code(board: Board, t: Target) -> None:
@@ -373,6 +389,8 @@ CATALOG: dict[str, Fault] = {
     for f in (
         Fault("gpu-missing", "gpu", "GPU absent from the bus: NVML counts one fewer", gpu_missing),
         Fault("xid79", "gpu", "GPU fell off the bus: calls return GPU_IS_LOST, Xid 79", xid79),
+        Fault("fallen-off-bus", "gpu", "GPU lost: the driver's fallen-off-the-bus message, "
+              "no Xid line", fallen_off_bus),
         Fault("xid", "gpu", "an arbitrary Xid line for this GPU in the kernel log", xid_code,
               arg="CODE"),
         Fault("nvml-hang", "gpu", "every per-device NVML call on this GPU blocks for ever",
