@@ -8,10 +8,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.nodegate-installed
-# The slow part on several pytest-xdist workers, each with its own lab instance; whole files
-# and lab groups stay on one worker (tests/parallel.py). TEST_WORKERS=0 runs it serially.
+# Both parts on pytest-xdist workers, whole test files per worker; the slow part's workers
+# each get their own lab instance and the files that share a lab stay together
+# (tests/parallel.py). FAST_WORKERS=0 / TEST_WORKERS=0 run a part serially.
+FAST_WORKERS ?= 2
 TEST_WORKERS ?= 3
-XDIST   = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+xdist   = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: setup host-setup test test-fast lint demo bench fuzz clean
 
@@ -33,12 +35,12 @@ host-setup:
 test: host-setup setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest tests -m "not slow" -q --durations=15
+	$(PY) -m pytest tests -m "not slow" -q --durations=15 $(call xdist,$(FAST_WORKERS))
 	# pytest exits 5 when no test is marked slow: that is not a failure
-	$(PY) -m pytest tests -m "slow" -q --durations=30 $(XDIST) || [ $$? -eq 5 ]
+	$(PY) -m pytest tests -m "slow" -q --durations=30 $(call xdist,$(TEST_WORKERS)) || [ $$? -eq 5 ]
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow" -q
+	$(PY) -m pytest tests -m "not slow" -q $(call xdist,$(FAST_WORKERS))
 
 lint: setup
 	$(PY) -m ruff check .
