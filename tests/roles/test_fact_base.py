@@ -43,7 +43,7 @@ def test_defaults_are_empty_and_fresh_each_time() -> None:
                  DnfModuleState):
         first = fact().default()
         assert first == {}
-        first["x"] = "y"  # type: ignore[index]
+        first["x"] = "y"
         assert fact().default() == {}
     for listing in (GpuPlacements, RocePorts):
         assert listing().default() == []
