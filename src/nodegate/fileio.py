@@ -22,6 +22,7 @@ import contextlib
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nodegate.errors import ConfigError
@@ -51,21 +52,16 @@ LIMITS: dict[str, int] = {
 STALE_TMP_S = 600.0
 
 
+#: File type test -> its name in the words an operator knows.
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
 def describe_mode(mode: int) -> str:
     """What a non-regular file is, in the words an operator knows."""
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
 def _size_words(limit: int) -> str:

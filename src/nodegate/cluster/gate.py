@@ -238,21 +238,26 @@ def _foreign(state: NodeState) -> Decision | None:
     """Someone else's drain or down: leave it, whatever the reports say."""
     if (state.drained or state.down) and not is_nodegate_reason(state.reason):
         owner = "an administrator or Slurm" if state.reason else "someone else"
-        return Decision(
-            state.node,
-            Action.NONE,
-            f"{state.describe()}: taken out by {owner}; nodegate does not touch it",
-        )
+        return _leave(state, f"{state.describe()}: taken out by {owner}; nodegate does not "
+                      "touch it")
     return None
 
 
 def _upgrading(state: NodeState) -> Decision | None:
     """Out for a driver upgrade: the periodic health leaves it to the upgrade's own join."""
     if state.drained and is_upgrade_hold(state.reason):
-        return Decision(state.node, Action.NONE,
-                        f"out for an upgrade ({state.reason}); its own validation and join "
-                        "decide")
+        return _leave(state, f"out for an upgrade ({state.reason}); its own validation and "
+                      "join decide")
     return None
+
+
+def _leave(state: NodeState, why: str, report: NodeReport | None = None) -> Decision:
+    """No change to the node, for ``why``, resting on ``report`` when there is one."""
+    return Decision(state.node, Action.NONE, why, report_id=report.report_id if report else None)
+
+
+def _resume(state: NodeState, why: str, report: NodeReport) -> Decision:
+    return Decision(state.node, Action.RESUME, why, report_id=report.report_id)
 
 
 def _drain(state: NodeState, reason: str, why: str, report: NodeReport | None) -> Decision:
@@ -349,16 +354,12 @@ def _suites_problem(state: NodeState, suites: Sequence[NodeReport], policy: Join
 def _join(state: NodeState, evidence: NodeReport) -> Decision:
     """With the evidence good: resume a node nodegate drained; leave any other as it is."""
     if state.available:
-        return Decision(state.node, Action.NONE,
-                        f"in service; {evidence.level.value} report PASSes",
-                        report_id=evidence.report_id)
+        return _leave(state, f"in service; {evidence.level.value} report PASSes", evidence)
     if not state.drained:
-        return Decision(state.node, Action.NONE,
-                        f"{state.describe()}: not drained by nodegate; left to Slurm",
-                        report_id=evidence.report_id)
-    return Decision(state.node, Action.RESUME,
-                    f"{evidence.level.value} report {evidence.verdict.value} and fresh",
-                    report_id=evidence.report_id)
+        return _leave(state, f"{state.describe()}: not drained by nodegate; left to Slurm",
+                      evidence)
+    return _resume(state, f"{evidence.level.value} report {evidence.verdict.value} and fresh",
+                   evidence)
 
 
 def _suite_problem(state: NodeState, suite: str, reports: Sequence[NodeReport],
@@ -401,43 +402,34 @@ def decide_health(
     if foreign is not None:
         return foreign
     if report is None:
-        return Decision(state.node, Action.NONE, "no report to judge")
+        return _leave(state, "no report to judge")
     problem, suspicious = freshness(report, now, policy.max_age_s, policy.clock_skew_s)
     if problem is not None and not (suspicious and not is_passing(report)):
         what = "time suspect" if suspicious else "stale"
-        return Decision(state.node, Action.NONE, f"latest report {what} ({problem}); "
-                        "no change", report_id=report.report_id)
+        return _leave(state, f"latest report {what} ({problem}); no change", report)
     held = hold_level(state.reason) if state.drained else None
     held_suite = suite_hold(state.reason) if state.drained else None
     if not is_passing(report):
         reason = drain_reason(report)
         new_hold = hold_level(reason)
         if held_suite is not None:
-            return Decision(state.node, Action.NONE,
-                            f"kept the {held_suite} hold ({state.reason}); also {reason}",
-                            report_id=report.report_id)
+            return _leave(state, f"kept the {held_suite} hold ({state.reason}); also {reason}",
+                          report)
         if held is not None and (new_hold is None or LEVEL_RANK[new_hold] < LEVEL_RANK[held]):
-            return Decision(state.node, Action.NONE,
-                            f"kept the stronger hold ({state.reason}); also {reason}",
-                            report_id=report.report_id)
+            return _leave(state, f"kept the stronger hold ({state.reason}); also {reason}",
+                          report)
         return _drain(state, reason, f"{report.level.value} report {report.verdict.value}",
                       report)
     if not state.drained:
-        return Decision(state.node, Action.NONE,
-                        f"{report.level.value} report {report.verdict.value}; "
-                        f"{'in service' if state.available else state.describe()}",
-                        report_id=report.report_id)
+        return _leave(state, f"{report.level.value} report {report.verdict.value}; "
+                      f"{'in service' if state.available else state.describe()}", report)
     if held is not None and LEVEL_RANK[report.level] < LEVEL_RANK[held]:
-        return Decision(state.node, Action.NONE,
-                        f"held until a passing {held.value} run ({state.reason})",
-                        report_id=report.report_id)
+        return _leave(state, f"held until a passing {held.value} run ({state.reason})", report)
     if held_suite is not None:
-        return Decision(state.node, Action.NONE,
-                        f"held until a passing {held_suite} check and join ({state.reason})",
-                        report_id=report.report_id)
-    return Decision(state.node, Action.RESUME,
-                    f"{report.level.value} report {report.verdict.value}; lifting {state.reason}",
-                    report_id=report.report_id)
+        return _leave(state, f"held until a passing {held_suite} check and join "
+                      f"({state.reason})", report)
+    return _resume(state, f"{report.level.value} report {report.verdict.value}; lifting "
+                   f"{state.reason}", report)
 
 
 def relevant_unreadable(unreadable: Sequence[tuple[str, str]], *, mode: str,

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from nodegate.bounds import arg_number
+from nodegate.commands.suites import add_suite_arguments, emit_suite
 
 SUITE = "multinode"
 
@@ -53,14 +54,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--join-timeout", type=arg_number(float, 0, 86400, low_open=True),
                         default=120.0,
                         help="seconds to wait for the other node (default %(default)s)")
-    parser.add_argument("--profile", help="profile name or resolved profile JSON "
-                        "(default: $NODEGATE_PROFILE, then /etc/nodegate/profile.json)")
-    parser.add_argument("--report-dir", help="where the join side's report goes "
-                        "(default $NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
-    parser.add_argument("--node-name", help="node name in the report (default: hostname)")
-    parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
-    parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    add_suite_arguments(parser)  # only the join side writes a report
     parser.set_defaults(func=run)
 
 
@@ -77,8 +71,6 @@ def _endpoint(value: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from nodegate import __version__
     from nodegate.commands.session import node_name
     from nodegate.errors import CannotRunError, ConfigError
@@ -135,11 +127,7 @@ def run(args: argparse.Namespace) -> int:
                    labels={"suite": SUITE, "peer": args.peer_name, "role": args.role,
                            "endpoint": endpoint, "nnodes": str(args.nnodes)})
     if args.role == "join":
-        from nodegate.commands.session import emit
-
-        args.report_dir = Path(args.report_dir) if args.report_dir else None
-        args.no_textfile = True  # its series would collide with the standard run's
-        return emit(report, args, SUITE, [], name=SUITE)
+        return emit_suite(report, args, SUITE)
     from nodegate.report import exit_code_for, render_summary, to_json
 
     if args.json:

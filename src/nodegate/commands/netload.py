@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from nodegate.bounds import arg_number
+from nodegate.commands.suites import add_suite_arguments, emit_suite
 
 SUITE = "netload"
 
@@ -29,18 +30,11 @@ def register(subparsers: Any) -> None:
                     "this node, host memory and with --use_cuda on GPU nodes; judged "
                     "against ib_write_bw_gbps_min / ib_write_bw_gdr_gbps_min. Exit 0 passed, "
                     "1 a check failed, 2 bad input, 3 could not run (perftest missing).")
-    parser.add_argument("--profile", help="profile name or resolved profile JSON "
-                        "(default: $NODEGATE_PROFILE, then /etc/nodegate/profile.json)")
     parser.add_argument("--gpudirect", choices=("auto", "on", "off"), default="auto",
                         help="also run with --use_cuda (auto: when NVML shows GPUs)")
     parser.add_argument("--timeout", type=arg_number(float, 0, 3600, low_open=True),
                         default=None, help="seconds per run (default: run time + 20)")
-    parser.add_argument("--report-dir", help="default $NODEGATE_REPORT_DIR or "
-                        "/var/lib/nodegate/reports")
-    parser.add_argument("--node-name", help="node name in the report (default: hostname)")
-    parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
-    parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    add_suite_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -62,10 +56,8 @@ def _gpu_of_rail() -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from nodegate import __version__
-    from nodegate.commands.session import emit, node_name
+    from nodegate.commands.session import node_name
     from nodegate.errors import CannotRunError
     from nodegate.judge import network_load
     from nodegate.judge.common import make
@@ -116,6 +108,4 @@ def run(args: argparse.Namespace) -> int:
     report = build(results, node=node_name(args), profile=profile.name, level="standard",
                    started_at=started, duration_s=time.time() - started, backend="perftest",
                    nodegate_version=__version__, labels={"suite": SUITE})
-    args.report_dir = Path(args.report_dir) if args.report_dir else None
-    args.no_textfile = True
-    return emit(report, args, SUITE, [], name=SUITE)
+    return emit_suite(report, args, SUITE)

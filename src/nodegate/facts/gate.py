@@ -10,7 +10,7 @@ fetches). A fact is cached and assumed pure by pyinfra, so none of them acts.
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.facts import FactBase
@@ -19,6 +19,8 @@ from typing_extensions import override
 from nodegate.bounds import digits
 
 _EXIT = "NODEGATE_EXIT="
+
+R = TypeVar("R")
 
 
 def _exit_and_json(output: list[str]) -> tuple[int, dict[str, Any] | None]:
@@ -44,14 +46,32 @@ class GateResult(TypedDict):
     report: dict[str, Any] | None
 
 
+class _ExitAndJson(FactBase[R]):
+    """A fact whose command prints a JSON document and then its exit code; exit 3 and no
+    document when it could not run."""
+
+    @staticmethod
+    def result(code: int, document: dict[str, Any] | None) -> R:
+        """The fact's value from the exit code and the document."""
+        raise NotImplementedError
+
+    @override
+    @classmethod
+    def default(cls) -> R:
+        return cls.result(3, None)
+
+    @override
+    def process(self, output: list[str]) -> R:
+        return self.result(*_exit_and_json(output))
+
+
 def parse_recorded(document: str, exit_text: str) -> GateResult:
     """A recorded run from its two files' text: the JSON report (None when it is not one) and
     the exit code (3 when the file is empty or not a number: the command did not finish)."""
-    code, report = _exit_and_json([*document.splitlines(), _EXIT + exit_text.strip()])
-    return {"exit": code, "report": report}
+    return RecordedRun().process([*document.splitlines(), _EXIT + exit_text.strip()])
 
 
-class RecordedRun(FactBase[GateResult]):
+class RecordedRun(_ExitAndJson[GateResult]):
     """Exit code and JSON document a gate command left in ``<stem>.exit`` and ``<stem>.json``
     (exit 3 and no document when it left none). Reads the files; runs nothing."""
 
@@ -64,13 +84,8 @@ class RecordedRun(FactBase[GateResult]):
 
     @override
     @staticmethod
-    def default() -> GateResult:
-        return {"exit": 3, "report": None}
-
-    @override
-    def process(self, output: list[str]) -> GateResult:
-        code, report = _exit_and_json(output)
-        return {"exit": code, "report": report}
+    def result(code: int, document: dict[str, Any] | None) -> GateResult:
+        return {"exit": code, "report": document}
 
 
 class JoinResult(TypedDict):
@@ -88,7 +103,7 @@ def join_argv(nodegate: str, level: str, node: str, report_dir: str,
             *(["--dry-run"] if plan else []), "--json"]
 
 
-class JoinPlan(FactBase[JoinResult]):
+class JoinPlan(_ExitAndJson[JoinResult]):
     """What ``nodegate gate --mode join`` would do now (``--dry-run``): ``action`` ``resume``
     or ``drain`` only when the node's Slurm state would change (the policy answers ``none``,
     "already drained", for a node already right), so a converged node needs no command."""
@@ -101,10 +116,5 @@ class JoinPlan(FactBase[JoinResult]):
 
     @override
     @staticmethod
-    def default() -> JoinResult:
-        return {"exit": 3, "decision": None}
-
-    @override
-    def process(self, output: list[str]) -> JoinResult:
-        code, decision = _exit_and_json(output)
-        return {"exit": code, "decision": decision}
+    def result(code: int, document: dict[str, Any] | None) -> JoinResult:
+        return {"exit": code, "decision": document}

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import TypedDict
+from typing import TypedDict, TypeVar
 
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.facts import FactBase
 from typing_extensions import override
+
+from nodegate.facts.base import ListFact
+
+T = TypeVar("T")
 
 #: Used where nvidia-smi is absent (the lab's simulated board has only libnvidia-ml): the same
 #: question asked through NVML with the agent's Python.
@@ -72,11 +76,6 @@ _EXIT_MARK = "nodegate-scontrol-exit="
 SCONTROL_FAILED = "SCONTROL_FAILED"
 
 
-def _show_node(node: str) -> StringCommand:
-    return StringCommand("scontrol", "show", "node", "-o", QuoteString(node), "2>&1;",
-                         "echo", f"{_EXIT_MARK}$?")
-
-
 def read_show_node(output: list[str]) -> tuple[str | None, str | None]:
     """``scontrol show node -o`` output -> (its ``NodeName=`` line, None), (None, None) when the
     cluster does not know the node, or (None, scontrol's message) when it could not answer.
@@ -102,11 +101,9 @@ def scontrol_failure(state: str | None) -> str | None:
     return None
 
 
-class SlurmNodeState(FactBase[str | None]):
-    """This node's Slurm state token (``IDLE``, ``DRAINED``, ``MIXED+DRAIN``...), None without
-    Slurm (no ``scontrol``, or the cluster does not know the node), ``SCONTROL_FAILED: ...``
-    when scontrol could not answer (``scontrol_failure``). Read the token with
-    ``nodegate.cluster.slurm.parse_state`` / ``is_drained``."""
+class _ShowNode(FactBase[T]):
+    """A fact read from ``scontrol show node -o <node>`` and the exit code echoed after it
+    (``read_show_node`` splits them)."""
 
     @override
     def requires_command(self, node: str) -> str:
@@ -114,7 +111,15 @@ class SlurmNodeState(FactBase[str | None]):
 
     @override
     def command(self, node: str) -> StringCommand:
-        return _show_node(node)
+        return StringCommand("scontrol", "show", "node", "-o", QuoteString(node), "2>&1;",
+                             "echo", f"{_EXIT_MARK}$?")
+
+
+class SlurmNodeState(_ShowNode[str | None]):
+    """This node's Slurm state token (``IDLE``, ``DRAINED``, ``MIXED+DRAIN``...), None without
+    Slurm (no ``scontrol``, or the cluster does not know the node), ``SCONTROL_FAILED: ...``
+    when scontrol could not answer (``scontrol_failure``). Read the token with
+    ``nodegate.cluster.slurm.parse_state`` / ``is_drained``."""
 
     @override
     def process(self, output: list[str]) -> str | None:
@@ -144,7 +149,7 @@ _PLACEMENT = (
 )
 
 
-class GpuPlacements(FactBase[list[GpuPlacement]]):
+class GpuPlacements(ListFact[GpuPlacement]):
     """Each GPU's device minor (``/proc/driver/nvidia/gpus/<bdf>/information``, the driver's
     own numbering of ``/dev/nvidiaN``) and the socket of its PCIe slot (the first CPU of the
     slot's ``local_cpulist``, then that CPU's ``physical_package_id``), with the socket's
@@ -155,11 +160,6 @@ class GpuPlacements(FactBase[list[GpuPlacement]]):
     @override
     def command(self) -> str:
         return _PLACEMENT
-
-    @override
-    @staticmethod
-    def default() -> list[GpuPlacement]:
-        return []
 
     @override
     def process(self, output: list[str]) -> list[GpuPlacement]:
@@ -224,18 +224,10 @@ class CpuTopology(FactBase[dict[str, int] | None]):
                 "cores_per_socket": per_socket, "threads_per_core": max(threads.values())}
 
 
-class SlurmNode(FactBase[dict[str, str | None] | None]):
+class SlurmNode(_ShowNode[dict[str, str | None] | None]):
     """This node's Slurm state token and drain reason (``scontrol show node -o``), None
     without Slurm or when the cluster does not know the node; ``{"error": ...}`` (no state)
     when scontrol could not answer. Read fresh: an upgrade drains, waits on and resumes by it."""
-
-    @override
-    def requires_command(self, node: str) -> str:
-        return "scontrol"
-
-    @override
-    def command(self, node: str) -> StringCommand:
-        return _show_node(node)
 
     @override
     def process(self, output: list[str]) -> dict[str, str | None] | None:

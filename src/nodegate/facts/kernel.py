@@ -8,6 +8,8 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.facts import FactBase
 from typing_extensions import override
 
+from nodegate.facts.base import DictFact, key_values
+
 
 class ModuleInfo(TypedDict):
     version: str | None
@@ -15,7 +17,7 @@ class ModuleInfo(TypedDict):
     filename: str | None
 
 
-class LoadedModuleVersions(FactBase[dict[str, str]]):
+class LoadedModuleVersions(DictFact[str, str]):
     """Loaded module -> version, from ``/sys/module/*/version`` (only modules that have one).
 
     pyinfra's KernelModules has no versions; the driver role needs the loaded nvidia version
@@ -30,18 +32,8 @@ class LoadedModuleVersions(FactBase[dict[str, str]]):
         )
 
     @override
-    @staticmethod
-    def default() -> dict[str, str]:
-        return {}
-
-    @override
     def process(self, output: list[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for line in output:
-            name, _, version = line.strip().partition(" ")
-            if name and version:
-                out[name] = version.strip()
-        return out
+        return key_values(output)
 
 
 class InstalledModule(FactBase[ModuleInfo | None]):

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 
-from pyinfra.api.facts import FactBase
 from pyinfra.facts.apt import AptSources
 from typing_extensions import override
+
+from nodegate.facts.base import DictFact, key_values
 
 # nvidia-driver-3:570.133.20-1.el9.*  ->  name, version (epoch dropped)
 _LOCK = re.compile(r"^(?P<name>.+?)-(?:\d+:)?(?P<version>[0-9][^-]*)-(?P<release>[^-]+)$")
 
 
-class HeldPackages(FactBase[dict[str, str | None]]):
+class HeldPackages(DictFact[str, str | None]):
     """Held (apt) or version-locked (dnf) packages: name -> locked upstream version or None.
 
     apt holds carry no version (the installed one is held); a dnf lock names its version.
@@ -24,11 +25,6 @@ class HeldPackages(FactBase[dict[str, str | None]]):
             "if command -v apt-mark >/dev/null 2>&1; then apt-mark showhold; "
             "elif command -v dnf >/dev/null 2>&1; then dnf -q versionlock list 2>/dev/null; fi"
         )
-
-    @override
-    @staticmethod
-    def default() -> dict[str, str | None]:
-        return {}
 
     @override
     def process(self, output: list[str]) -> dict[str, str | None]:
@@ -46,7 +42,7 @@ class HeldPackages(FactBase[dict[str, str | None]]):
         return held
 
 
-class VenvDistributions(FactBase[dict[str, list[str]]]):
+class VenvDistributions(DictFact[str, list[str]]):
     """Distributions in a virtual environment: normalised name -> [version].
 
     pyinfra's ``pip.PipPackages`` parses ``pip freeze`` with a pattern that drops versions with
@@ -65,11 +61,6 @@ class VenvDistributions(FactBase[dict[str, list[str]]]):
         return f"{quote(pip)} list --format=json --disable-pip-version-check 2>/dev/null"
 
     @override
-    @staticmethod
-    def default() -> dict[str, list[str]]:
-        return {}
-
-    @override
     def process(self, output: list[str]) -> dict[str, list[str]]:
         import json
 
@@ -85,7 +76,7 @@ class VenvDistributions(FactBase[dict[str, list[str]]]):
         return out
 
 
-class DnfModuleState(FactBase[dict[str, str]]):
+class DnfModuleState(DictFact[str, str]):
     """A DNF module's recorded state on EL8/9: ``/etc/dnf/modules.d/<module>.module``, the
     INI file dnf writes on ``module enable/reset`` (``stream=570-open``, ``state=enabled``).
     Empty when the module was never touched (or on a host without dnf modularity)."""
@@ -95,21 +86,11 @@ class DnfModuleState(FactBase[dict[str, str]]):
         return f"cat /etc/dnf/modules.d/{module}.module 2>/dev/null || true"
 
     @override
-    @staticmethod
-    def default() -> dict[str, str]:
-        return {}
-
-    @override
     def process(self, output: list[str]) -> dict[str, str]:
-        state: dict[str, str] = {}
-        for raw in output:
-            key, sep, value = raw.strip().partition("=")
-            if sep and key in ("name", "stream", "profiles", "state"):
-                state[key] = value.strip()
-        return state
+        return key_values(output, "=", keys=("name", "stream", "profiles", "state"))
 
 
-class AptSuiteComponents(FactBase[dict[str, list[str]]]):
+class AptSuiteComponents(DictFact[str, list[str]]):
     """suite -> the components the node's apt sources enable for binary packages (``deb``),
     read from every sources file but ``exclude`` (a role's own file, so what the role adds is
     computed from the rest and does not flap). One-line and deb822 files are parsed by
@@ -127,11 +108,6 @@ class AptSuiteComponents(FactBase[dict[str, list[str]]]):
                 "/etc/apt/sources.list.d/*.sources; do [ -e \"$f\" ] || continue; "
                 f"[ \"$f\" = {exclude} ] && continue; echo \"##PYINFRA_FILE $f\"; cat \"$f\"; "
                 "echo; done'")
-
-    @override
-    @staticmethod
-    def default() -> dict[str, list[str]]:
-        return {}
 
     @override
     def process(self, output: list[str]) -> dict[str, list[str]]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-from pyinfra.api.facts import FactBase
 from typing_extensions import override
+
+from nodegate.facts.base import DictFact
 
 _DEVICE = re.compile(r"^(?P<bdf>(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s")
 
 
-class AcsState(FactBase[dict[str, list[str]]]):
+class AcsState(DictFact[str, list[str]]):
     """Bridge BDF -> ACS controls that are enabled (``ACSCtl:`` flags with ``+``).
 
     An empty list means ACS is off on that bridge, which GPUDirect P2P through a PCIe switch
@@ -24,11 +25,6 @@ class AcsState(FactBase[dict[str, list[str]]]):
     @override
     def command(self) -> str:
         return "lspci -D -vvv 2>/dev/null | grep -E '^[0-9a-f]|ACSCtl:'"
-
-    @override
-    @staticmethod
-    def default() -> dict[str, list[str]]:
-        return {}
 
     @override
     def process(self, output: list[str]) -> dict[str, list[str]]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from pyinfra.api.facts import FactBase
 from typing_extensions import override
 
 from nodegate.bounds import digits
+from nodegate.facts.base import ListFact
 
 
 class RdmaPortInfo(TypedDict):
@@ -36,17 +36,12 @@ _SCRIPT = (
 )
 
 
-class RocePorts(FactBase[list[RdmaPortInfo]]):
+class RocePorts(ListFact[RdmaPortInfo]):
     """Every RDMA port, sorted as sysfs lists them; [] without RDMA devices."""
 
     @override
     def command(self) -> str:
         return _SCRIPT
-
-    @override
-    @staticmethod
-    def default() -> list[RdmaPortInfo]:
-        return []
 
     @override
     def process(self, output: list[str]) -> list[RdmaPortInfo]:

@@ -9,6 +9,8 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.facts import FactBase
 from typing_extensions import override
 
+from nodegate.facts.base import DictFact, key_values
+
 
 class MdArray(TypedDict):
     uuid: str
@@ -16,7 +18,7 @@ class MdArray(TypedDict):
     level: str | None
 
 
-class MdArrays(FactBase[dict[str, MdArray]]):
+class MdArrays(DictFact[str, MdArray]):
     """Assembled arrays, ``mdadm --detail --scan``: device -> uuid, name, level."""
 
     @override
@@ -26,11 +28,6 @@ class MdArrays(FactBase[dict[str, MdArray]]):
     @override
     def command(self) -> str:
         return "mdadm --detail --scan 2>/dev/null || true"
-
-    @override
-    @staticmethod
-    def default() -> dict[str, MdArray]:
-        return {}
 
     @override
     def process(self, output: list[str]) -> dict[str, MdArray]:
@@ -45,7 +42,7 @@ class MdArrays(FactBase[dict[str, MdArray]]):
         return arrays
 
 
-class MdSuperblocks(FactBase[dict[str, str]]):
+class MdSuperblocks(DictFact[str, str]):
     """Member device -> array UUID for every given device that carries an md superblock.
 
     Read with ``mdadm --examine`` so an array that is not assembled (fresh boot, missing
@@ -66,18 +63,8 @@ class MdSuperblocks(FactBase[dict[str, str]]):
         return StringCommand(*bits)
 
     @override
-    @staticmethod
-    def default() -> dict[str, str]:
-        return {}
-
-    @override
     def process(self, output: list[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for line in output:
-            device, _, uuid = line.strip().rpartition(" ")
-            if device and uuid:
-                found[device] = uuid
-        return found
+        return key_values(output, last=True)  # a device path may hold a space
 
 
 class BlockId(TypedDict, total=False):

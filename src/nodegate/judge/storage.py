@@ -24,7 +24,7 @@ check where only the drive's WCTEMP would have given its limit).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nodegate.judge.common import against, make, threshold_repr
@@ -101,36 +101,38 @@ def _smart(dev: NvmeDevice, profile: Profile, previous: Mapping[str, int],
                         threshold={"min": smart.spare_threshold,
                                    "source": "drive: SMART Available Spare Threshold"},
                         **ident))
-    out.append(_counter("nvme_media_errors", entity, smart.media_errors,
-                        profile.threshold(Key.NVME_MEDIA_ERRORS_MAX), ident))
-    out.append(_counter("nvme_wear", entity, smart.percentage_used,
-                        profile.threshold(Key.NVME_PERCENTAGE_USED_MAX), ident,
-                        fail=Verdict.WARN, severity=WARN))
-    out.append(_temperature(dev, profile.threshold(Key.NVME_TEMPERATURE_MAX_C), ident))
-    out.append(_unsafe(dev, profile.threshold(Key.NVME_UNSAFE_SHUTDOWNS_GROWTH_MAX),
-                       previous, ident))
+    media, wear, temperature, unsafe = (profile.threshold(key) for key in (
+        Key.NVME_MEDIA_ERRORS_MAX, Key.NVME_PERCENTAGE_USED_MAX, Key.NVME_TEMPERATURE_MAX_C,
+        Key.NVME_UNSAFE_SHUTDOWNS_GROWTH_MAX))
+    #: check, its value in the SMART log, what the log lacks when it is None, the judge
+    judged: list[tuple[str, int | None, str, Severity, Callable[[int], CheckResult]]] = [
+        ("nvme_media_errors", smart.media_errors, "field", CRIT,
+         lambda n: _counter("nvme_media_errors", entity, n, media, ident)),
+        ("nvme_wear", smart.percentage_used, "field", WARN,
+         lambda n: _counter("nvme_wear", entity, n, wear, ident, fail=Verdict.WARN,
+                            severity=WARN)),
+        ("nvme_temperature", smart.temperature_c, "temperature", WARN,
+         lambda c: _temperature(dev, c, temperature, ident)),
+        ("nvme_unsafe_shutdowns", smart.unsafe_shutdowns, "unsafe_shutdowns", WARN,
+         lambda n: _unsafe(dev, n, unsafe, previous, ident)),
+    ]
+    for check, value, what, severity, judge in judged:
+        out.append(judge(value) if value is not None else
+                   make(check, entity, Verdict.ERROR, severity=severity,
+                        reason=f"{what} missing from the SMART log", **ident))
     return out
 
 
-def _counter(check: str, entity: str, value: int | None, threshold: Threshold | None,
+def _counter(check: str, entity: str, value: int, threshold: Threshold | None,
              ident: dict[str, Any], *, fail: Verdict = Verdict.FAIL,
              severity: Severity = CRIT) -> CheckResult:
-    if value is None:
-        return make(check, entity, Verdict.ERROR, severity=severity,
-                    reason="field missing from the SMART log", **ident)
     return against(check, entity, value, threshold, fail=fail, severity=severity,
                    reason_missing=f"no threshold for {check} in the profile", **ident)
 
 
-def _temperature(dev: NvmeDevice, threshold: Threshold | None,
+def _temperature(dev: NvmeDevice, celsius: int, threshold: Threshold | None,
                  ident: dict[str, Any]) -> CheckResult:
-    smart = dev.smart
-    assert smart is not None
-    celsius = smart.temperature_c
-    if celsius is None:
-        return make("nvme_temperature", dev.controller, Verdict.ERROR, severity=WARN,
-                    reason="temperature missing from the SMART log", **ident)
-    raw: dict[str, Any] = {"temperature_k": smart.temperature_k}
+    raw: dict[str, Any] = {"temperature_k": celsius + KELVIN_OFFSET}  # as the log gave it
     if threshold is not None:
         return against("nvme_temperature", dev.controller, celsius, threshold, severity=WARN,
                        **raw, **ident)
@@ -150,14 +152,8 @@ def _temperature(dev: NvmeDevice, threshold: Threshold | None,
                            "composite temperature threshold)"}, severity=WARN, **raw, **ident)
 
 
-def _unsafe(dev: NvmeDevice, threshold: Threshold | None, previous: Mapping[str, int],
-            ident: dict[str, Any]) -> CheckResult:
-    smart = dev.smart
-    assert smart is not None
-    count = smart.unsafe_shutdowns
-    if count is None:
-        return make("nvme_unsafe_shutdowns", dev.controller, Verdict.ERROR, severity=WARN,
-                    reason="unsafe_shutdowns missing from the SMART log", **ident)
+def _unsafe(dev: NvmeDevice, count: int, threshold: Threshold | None,
+            previous: Mapping[str, int], ident: dict[str, Any]) -> CheckResult:
     before = previous.get(dev.serial) if dev.serial else None
     evidence: dict[str, Any] = {"unsafe_shutdowns": count, "previous": before, **ident}
     if before is None:

@@ -327,6 +327,37 @@ def p2p(ctx: WorkerContext, *, nbytes: int, iters: int) -> dict[str, Any]:
 JUDGED_ITERS = 5
 
 
+def _timed(ctx: WorkerContext, once: Callable[[], object], *, judged: bool,
+           seconds_per_size: float) -> tuple[float, int]:
+    """The slowest rank's seconds per call of the collective ``once`` and how many calls were
+    timed: a warm-up call (connections, algorithm selection), one call to fit the repetitions
+    to the time budget (agreed on by all ranks), then the timed ones. Called by every rank,
+    inside ``ctx.collective()``."""
+    import torch
+    import torch.distributed as dist
+
+    once()  # warm-up: connections, algorithm selection
+    ctx.sync()
+    dist.barrier()
+    t0 = time.perf_counter()
+    once()
+    ctx.sync()
+    probe = torch.tensor([time.perf_counter() - t0], device=ctx.device)
+    dist.all_reduce(probe, op=dist.ReduceOp.MAX)
+    # the judged (largest) size gets at least JUDGED_ITERS timed runs even when one takes
+    # longer than the budget (16 GiB on H100 is ~0.1 s a run): one run is one sample
+    least = JUDGED_ITERS if judged else 1
+    iters = max(least, min(50, int(seconds_per_size / max(float(probe.item()), 1e-6))))
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        once()
+    ctx.sync()
+    elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return float(elapsed.item()), iters
+
+
 def allreduce(ctx: WorkerContext, *, max_bytes: int, steps: int,
               seconds_per_size: float = 0.2) -> dict[str, Any]:
     """nccl-tests style sweep: float32 sum all-reduce at each size, the slowest rank's time."""
@@ -338,28 +369,8 @@ def allreduce(ctx: WorkerContext, *, max_bytes: int, steps: int,
     for i, size in enumerate(sizes):
         with ctx.collective():  # every line here waits on the other ranks
             buf = torch.ones(size // 4, dtype=torch.float32, device=ctx.device)
-            dist.all_reduce(buf)  # warm-up: connections, algorithm selection
-            ctx.sync()
-            # as many repetitions as fit the time budget, agreed on by all ranks
-            dist.barrier()
-            t0 = time.perf_counter()
-            dist.all_reduce(buf)
-            ctx.sync()
-            probe = torch.tensor([time.perf_counter() - t0], device=ctx.device)
-            dist.all_reduce(probe, op=dist.ReduceOp.MAX)
-            # the judged (largest) size gets at least JUDGED_ITERS timed runs even when one
-            # takes longer than the budget (16 GiB on H100 is ~0.1 s a run): one run is one
-            # sample
-            least = JUDGED_ITERS if size == sizes[-1] else 1
-            iters = max(least, min(50, int(seconds_per_size / max(float(probe.item()), 1e-6))))
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                dist.all_reduce(buf)
-            ctx.sync()
-            elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-            seconds = float(elapsed.item())
+            seconds, iters = _timed(ctx, functools.partial(dist.all_reduce, buf),
+                                    judged=size == sizes[-1], seconds_per_size=seconds_per_size)
             # nccl-tests -c: one more all-reduce of known values, untimed, checked on every rank
             copy_verify.allreduce_fill(buf, ctx.rank)
             dist.all_reduce(buf)
@@ -407,37 +418,14 @@ def collective(ctx: WorkerContext, *, name: str, max_bytes: int, steps: int,
                seconds_per_size: float = 0.2) -> dict[str, Any]:
     """nccl-tests style sweep of one collective: at each size, the slowest rank's time and
     nccl-tests' algbw/busbw (``formulas.collective_factor``)."""
-    import torch
-    import torch.distributed as dist
-
     rows = []
     sizes = sorted({formulas.collective_size(name, s, ctx.world)
                     for s in formulas.sweep_sizes(max_bytes, steps=steps)})
     for i, size in enumerate(sizes):
         with ctx.collective():  # every line here waits on the other ranks
             once = _collective_op(name, size, ctx.world, ctx.device)
-            once()  # warm-up: connections, algorithm selection
-            ctx.sync()
-            # as many repetitions as fit the time budget, agreed on by all ranks
-            dist.barrier()
-            t0 = time.perf_counter()
-            once()
-            ctx.sync()
-            probe = torch.tensor([time.perf_counter() - t0], device=ctx.device)
-            dist.all_reduce(probe, op=dist.ReduceOp.MAX)
-            # the judged (largest) size gets at least JUDGED_ITERS timed runs even when one
-            # takes longer than the budget (16 GiB on H100 is ~0.1 s a run): one run is one
-            # sample
-            least = JUDGED_ITERS if size == sizes[-1] else 1
-            iters = max(least, min(50, int(seconds_per_size / max(float(probe.item()), 1e-6))))
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                once()
-            ctx.sync()
-            elapsed = torch.tensor([(time.perf_counter() - t0) / iters], device=ctx.device)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-            seconds = float(elapsed.item())
+            seconds, iters = _timed(ctx, once, judged=size == sizes[-1],
+                                    seconds_per_size=seconds_per_size)
         del once  # buffers freed before the next size is allocated (16 + 4 GiB at once)
         alg, bus = formulas.collective_bandwidth(name, size, seconds, ctx.world)
         rows.append({"bytes": size, "seconds": seconds, "iters": iters,

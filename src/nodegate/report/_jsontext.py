@@ -113,19 +113,12 @@ def _write_dict(value: dict[Any, Any], newline: str, step: str,
 
 
 def _key(key: Any) -> str:
-    """A non-string key as ``json.dumps`` turns it into one."""
+    """A non-string key as ``json.dumps`` turns it into one: a number, bool or None spelled as
+    that value is (``_scalar``), anything else left to ``json.dumps``."""
     if isinstance(key, str):
         return key
-    if isinstance(key, float):
-        return _float(key)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return int.__repr__(key)
+    if key is None or isinstance(key, (int, float)):
+        return _scalar(key)
     raise _Unsupported
 
 

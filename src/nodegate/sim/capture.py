@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,18 @@ def _first(*values: Any) -> Any:
 def _put(d: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         d[key] = value
+
+
+#: How one field is read: its key, the reader (``_int``, ``_num``, ``_flag``...), its path.
+Field = tuple[str, Callable[[ET.Element | None, str], Any], str]
+
+
+def _read(node: ET.Element | None, fields: Iterable[Field]) -> dict[str, Any]:
+    """key -> value of each field ``node`` holds; absent ones are left out."""
+    out: dict[str, Any] = {}
+    for key, reader, path in fields:
+        _put(out, key, reader(node, path))
+    return out
 
 
 def _ecc_counts(errors: ET.Element | None, scope: str) -> tuple[int | None, int | None]:
@@ -336,14 +349,11 @@ def _memory(node: ET.Element) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def _temperature(t: ET.Element | None) -> dict[str, Any]:
-    temp: dict[str, Any] = {}
-    _put(temp, "idle_c", _num(t, "gpu_temp"))
-    _put(temp, "memory_idle_c", _num(t, "memory_temp"))
-    _put(temp, "shutdown_c", _int(t, "gpu_temp_max_threshold"))
-    _put(temp, "slowdown_c", _int(t, "gpu_temp_slow_threshold"))
-    _put(temp, "gpu_max_c", _int(t, "gpu_temp_max_gpu_threshold"))
-    _put(temp, "memory_max_c", _int(t, "gpu_temp_max_mem_threshold"))
-    return temp
+    return _read(t, (("idle_c", _num, "gpu_temp"), ("memory_idle_c", _num, "memory_temp"),
+                     ("shutdown_c", _int, "gpu_temp_max_threshold"),
+                     ("slowdown_c", _int, "gpu_temp_slow_threshold"),
+                     ("gpu_max_c", _int, "gpu_temp_max_gpu_threshold"),
+                     ("memory_max_c", _int, "gpu_temp_max_mem_threshold")))
 
 
 def _power(node: ET.Element) -> dict[str, Any]:
@@ -365,24 +375,23 @@ def _power(node: ET.Element) -> dict[str, Any]:
 def _clocks(node: ET.Element, errors: dict[str, str]) -> dict[str, Any]:
     """Max and application clocks; application clocks nvidia-smi prints as N/A or
     "deprecated" (newer drivers) stay that answer, never the max clocks."""
-    clocks: dict[str, Any] = {}
     for function, section in (("nvmlDeviceGetApplicationsClock", "applications_clocks"),
                               ("nvmlDeviceGetDefaultApplicationsClock",
                                "default_applications_clocks")):
         answer = _answer(node, f"{section}/graphics_clock", f"{section}/mem_clock")
         if answer is not None:
             errors[function] = answer
-    _put(clocks, "graphics_max_mhz", _int(node, "max_clocks/graphics_clock"))
-    _put(clocks, "sm_max_mhz", _int(node, "max_clocks/sm_clock"))
-    _put(clocks, "memory_max_mhz", _int(node, "max_clocks/mem_clock"))
-    _put(clocks, "video_max_mhz", _int(node, "max_clocks/video_clock"))
-    _put(clocks, "applications_graphics_mhz", _int(node, "applications_clocks/graphics_clock"))
-    _put(clocks, "applications_memory_mhz", _int(node, "applications_clocks/mem_clock"))
-    _put(clocks, "default_applications_graphics_mhz",
-         _int(node, "default_applications_clocks/graphics_clock"))
-    _put(clocks, "default_applications_memory_mhz",
-         _int(node, "default_applications_clocks/mem_clock"))
-    return clocks
+    return _read(node, (
+        ("graphics_max_mhz", _int, "max_clocks/graphics_clock"),
+        ("sm_max_mhz", _int, "max_clocks/sm_clock"),
+        ("memory_max_mhz", _int, "max_clocks/mem_clock"),
+        ("video_max_mhz", _int, "max_clocks/video_clock"),
+        ("applications_graphics_mhz", _int, "applications_clocks/graphics_clock"),
+        ("applications_memory_mhz", _int, "applications_clocks/mem_clock"),
+        ("default_applications_graphics_mhz", _int,
+         "default_applications_clocks/graphics_clock"),
+        ("default_applications_memory_mhz", _int, "default_applications_clocks/mem_clock"),
+    ))
 
 
 def _pcie(node: ET.Element, *, busy: bool) -> dict[str, Any]:
@@ -454,12 +463,10 @@ def _remapped_rows(node: ET.Element, errors: dict[str, str]) -> dict[str, Any]:
     if answer is not None:
         errors["nvmlDeviceGetRemappedRows"] = answer
         return {}
-    rows: dict[str, Any] = {}
-    _put(rows, "correctable", _int(node, "remapped_rows/remapped_row_corr"))
-    _put(rows, "uncorrectable", _int(node, "remapped_rows/remapped_row_unc"))
-    _put(rows, "pending", _flag(node, "remapped_rows/remapped_row_pending"))
-    _put(rows, "failure", _flag(node, "remapped_rows/remapped_row_failure"))
-    return rows
+    return _read(node, (("correctable", _int, "remapped_rows/remapped_row_corr"),
+                        ("uncorrectable", _int, "remapped_rows/remapped_row_unc"),
+                        ("pending", _flag, "remapped_rows/remapped_row_pending"),
+                        ("failure", _flag, "remapped_rows/remapped_row_failure")))
 
 
 def _retired_pages_answer(node: ET.Element, errors: dict[str, str]) -> None:
