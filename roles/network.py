@@ -10,6 +10,10 @@
   MTU; where the site declares them, the RoCE type of service (DSCP) for rdma_cm, PFC on one
   priority with DSCP trust, and ECN on it. One script applies them, at every boot through a
   oneshot unit and now when the node's MTU or ToS differs (or the script changed).
+- NVLink 5 boards (HGX B200/B300): the ConnectX bridge's NVSwitch management functions
+  (VPD ``SMDL=SW_MNG``, read by ``facts.rdma.RdmaRails``; sources in ``probes.rail_map``) are
+  RDMA devices too, Fabric Manager's and NVLSM's; they are never rails, so no RoCE setting
+  touches them, as ``NCCL_IB_HCA`` (the nccl role) never names them.
 - NCCL's IB settings: NCCL reads one file, /etc/nccl.conf, which the nccl role renders; this
   role hands its values (``NCCL_IB_TC`` from the DSCP) to that role through host data, so two
   roles never rewrite one file. It runs before nccl in deploy.py.
@@ -27,6 +31,7 @@ from pyinfra.context import host
 from pyinfra.facts.server import KernelVersion
 from pyinfra.operations import files, server, systemd
 
+from nodegate.facts.rdma import RdmaRails
 from nodegate.facts.roce import RdmaPortInfo, RocePorts
 from nodegate.profiles.gpudirect import MODES as GPUDIRECT_MODES
 from nodegate.profiles.gpudirect import gpudirect
@@ -66,9 +71,18 @@ def rails_spec() -> dict[str, Any]:
     return dict(rails) if isinstance(rails, dict) else {}
 
 
-def rail_ports(ports: list[RdmaPortInfo], globs: list[str]) -> list[RdmaPortInfo]:
-    """The RoCE rail ports: Ethernet link layer, a netdev, an HCA the profile names."""
+def nvswitch_management() -> list[str]:
+    """The node's NVSwitch management functions (VPD ``SMDL=SW_MNG``): NVLink 5 boards only."""
+    hcas = (host.get_fact(RdmaRails) or {}).get("hcas") or {}
+    return sorted(name for name, h in hcas.items() if h.get("sw_mng"))
+
+
+def rail_ports(ports: list[RdmaPortInfo], globs: list[str],
+               managing: list[str] | None = None) -> list[RdmaPortInfo]:
+    """The RoCE rail ports: Ethernet link layer, a netdev, an HCA the profile names, not an
+    NVSwitch management function (``managing``)."""
     out = [p for p in ports if p["link_layer"] == "Ethernet" and p["netdev"]
+           and p["device"] not in (managing or [])
            and (not globs or any(fnmatch(p["device"], g) for g in globs))]
     for p in out:
         if not _NAME.match(p["device"]) or not _NAME.match(str(p["netdev"])):
@@ -196,7 +210,10 @@ def _roce_settings(spec: dict[str, Any]) -> dict[str, Any] | None:
         raise DeployError(f"{host.name}: network_ecn needs network_pfc_priority (ECN is "
                           "enabled on the lossless priority)")
     globs = list(knob("network_devices", "network.rails.devices") or [])
-    rails = rail_ports(host.get_fact(RocePorts), globs)
+    managing = nvswitch_management()
+    if managing:
+        host.noop(f"NVSwitch management functions, not rails: {', '.join(managing)}")
+    rails = rail_ports(host.get_fact(RocePorts), globs, managing)
     if not rails:
         raise DeployError(f"{host.name}: the profile declares RoCE rails but the node has no "
                           "RDMA port over Ethernet" + (f" matching {globs}" if globs else "")

@@ -182,3 +182,22 @@ def test_the_site_network_section_reaches_the_role_and_is_validated(tmp_path: Pa
     with pytest.raises(ConfigError) as info:
         load_site(str(path))
     assert info.value.key == "hosts.n1.network.dscp"
+
+
+def test_nvswitch_management_functions_get_no_roce_setting() -> None:
+    """An NVLink 5 board's SW_MNG functions (facts.rdma.RdmaRails ``sw_mng``) are no rails,
+    whatever link layer they show: no MTU, ToS or PFC for them, the rails keep theirs. (Named
+    to match this profile's rail globs, so only the marker keeps it out.)"""
+    lpf = {**PORTS_1500[0], "device": "rxe8", "netdev": "eth8"}
+    hcas = {"rxe0": {"path": None, "ports": {"1": "Ethernet"}},
+            "rxe8": {"path": None, "ports": {"1": "Ethernet"}, "sw_mng": True}}
+    result = run(network, os="debian12", data=_roce(),
+                 facts={"roce.RocePorts": [*PORTS_1500, lpf],
+                        "rdma.RdmaRails": {"gpus": [], "hcas": hcas}})
+    assert result.error is None
+    script = result.uploads[SCRIPT]
+    assert "ip link set dev eth1 mtu 9000" in script and "eth8" not in script
+    assert any("not rails: rxe8" in n for n in result.noops)
+    control = run(network, os="debian12", data=_roce(),
+                  facts={"roce.RocePorts": [*PORTS_1500, lpf]})
+    assert "eth8" in control.uploads[SCRIPT]

@@ -21,6 +21,7 @@ from pyinfra.api.state import State
 from pyinfra.context import ctx_host, ctx_state
 
 from nodegate.errors import ConfigError
+from nodegate.profiles import resolve_profile
 from nodegate.site import load_site
 from roles.agent import agent
 from roles.base import base
@@ -91,6 +92,9 @@ def _fixture_cases() -> list[Path]:
 def test_fixture(path: Path) -> None:
     case = json.loads(path.read_text())
     data = host_data(case.get("profile", "xe9680-h100"), **case.get("data", {}))
+    if "profile_overrides" in case:  # a board no profile file describes yet, validated
+        data["nodegate_profile_data"] = resolve_profile(
+            data["nodegate_profile"], host_overrides=case["profile_overrides"]).data
     for key in case.get("remove", []):
         data.pop(key, None)
     result = run(ROLES[case["role"]], os=case["os"], data=data, facts=case.get("facts", {}),

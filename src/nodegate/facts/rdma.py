@@ -6,6 +6,8 @@ are bridges, 0x0680, and stay out) and of every ``class/infiniband`` device with
 link layers. ``rails()`` pairs them as the battery's rail map does (``probes.rail_map``: the
 HCAs meeting a GPU deepest, below a switch), so ``NCCL_IB_HCA`` names the same rails the
 ``network`` checks judge, in GPU (PCI bus) order, before nodegate itself is on the node.
+An HCA whose VPD carries ``SMDL=SW_MNG`` is an NVSwitch management function of an NVLink 5
+board (``probes.rail_map``: the sources), never a rail, so never in ``NCCL_IB_HCA``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ for h in "$r"/class/infiniband/*; do
   [ -e "$h/device" ] || continue
   n=${h##*/}
   echo "hca $n $(readlink -f "$h/device")"
+  grep -qaF 'SMDL=SW_MNG' "$h/device/vpd" 2>/dev/null && echo "swmng $n"
   for p in "$h"/ports/*; do
     [ -r "$p/link_layer" ] && echo "port $n ${p##*/} $(cat "$p/link_layer")"
   done
@@ -40,8 +43,9 @@ done"""
 
 class RdmaRails(FactBase[dict[str, Any]]):
     """``{"gpus": [pcie path], "hcas": {name: {"path": pcie path, "ports": {n: link layer}}}}``
-    with paths below ``<root>/devices`` (``pci0000:15/0000:15:01.0/.../0000:18:00.0``); empty
-    when the node has no sysfs tree to read."""
+    with paths below ``<root>/devices`` (``pci0000:15/0000:15:01.0/.../0000:18:00.0``), and
+    ``"sw_mng": True`` on an NVSwitch management function; empty when the node has no sysfs
+    tree to read."""
 
     @override
     def command(self) -> str:
@@ -66,6 +70,8 @@ class RdmaRails(FactBase[dict[str, Any]]):
                 name, _, path = rest.partition(" ")
                 out["hcas"][name] = {"path": path[len(root):] if path.startswith(root) else None,
                                      "ports": {}}
+            elif kind == "swmng" and rest in out["hcas"]:
+                out["hcas"][rest]["sw_mng"] = True
             elif kind == "port":
                 name, port, layer = [*rest.split(" ", 2), "", ""][:3]
                 if name in out["hcas"] and port.isdigit():
@@ -83,11 +89,11 @@ class Rails:
 def rails(fact: dict[str, Any], devices: list[str] | None = None) -> Rails:
     """The HCA ports behind each GPU's switch (GPUs in PCI bus order, NVML's and
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``'s), limited to the profile's ``network.rails.devices``
-    globs."""
+    globs; NVSwitch management functions (``sw_mng``) are no rail and left out."""
     globs = devices or ["*"]
     hcas = {name: (parse_pci_path(h.get("path")), h.get("ports") or {})
             for name, h in (fact.get("hcas") or {}).items()
-            if any(fnmatch.fnmatchcase(name, g) for g in globs)}
+            if not h.get("sw_mng") and any(fnmatch.fnmatchcase(name, g) for g in globs)}
     gpus = sorted((p for p in (parse_pci_path(g) for g in fact.get("gpus") or []) if p),
                   key=lambda p: p.bdf)
     ports: list[str] = []

@@ -3,6 +3,16 @@
 A GPU's rails are the RDMA devices below its closest PCIe switch: of the HCAs that meet the
 GPU below a switch (not only at the root port), those that meet it deepest. Ranks follow the
 GPUs' NVML order, which is PCI bus order (what ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` gives a job).
+
+On NVLink 5 HGX boards (B200/B300) the NVSwitches are reached through the baseboard's
+ConnectX bridge, whose limited functions appear as mlx5 InfiniBand devices beside the rails.
+They are NVSwitch management ports for Fabric Manager and NVLSM, never rails: the Fabric
+Manager guide tells them apart by a vendor-specific VPD field ``SMDL`` whose value is
+``SW_MNG`` (quoted in siderolabs/extensions' fabric manager wrapper). FM's start script, the
+GPU operator's NVLink 5 detection (NVIDIA/gpu-operator#2781: ``/sys/class/infiniband/*/
+device/vpd``) and Bottlerocket's ghostdog all match those bytes anywhere in the binary VPD,
+and so does this: which V-keyword carries the field is in no public capture found, so the
+keyword is not parsed. A VPD that cannot be read (it needs root) counts as not SW_MNG.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from nodegate.probes.rdma import RdmaDevice
 
 MAP_SCHEMA = "nodegate.rail-map/1"
 MAP_FILE = "rail-map.json"
+#: The VPD text that marks an NVSwitch management function (module docstring).
+SW_MNG = b"SMDL=SW_MNG"
 
 
 @dataclass
@@ -39,6 +51,7 @@ class RailMap:
     gpus: list[GpuRails]
     rails: list[RdmaDevice]
     cpulists: dict[int, str | None]
+    nvswitch_management: list[str] = field(default_factory=list)  # SW_MNG, left out
 
     def gpus_of(self, device: str) -> list[GpuRails]:
         return [g for g in self.gpus if device in g.nics]
@@ -72,11 +85,24 @@ class RailMap:
         return {"schema": MAP_SCHEMA, "node": node, "ranks": ranks,
                 # "=": an exact match, so mlx5_1 does not also select mlx5_10 (NCCL docs)
                 "nccl_ib_hca": "=" + ",".join(hca) if hca else "",
-                "unpaired_rails": [d.name for d in self.rails if not self.gpus_of(d.name)]}
+                "unpaired_rails": [d.name for d in self.rails if not self.gpus_of(d.name)],
+                "nvswitch_management": list(self.nvswitch_management)}
+
+
+def nvswitch_management(root: Path, device: str) -> bool:
+    """Whether RDMA ``device`` is an NVSwitch management function (VPD ``SMDL=SW_MNG``)."""
+    try:
+        vpd = (root / "class" / "infiniband" / device / "device" / "vpd").read_bytes()
+    except OSError:
+        return False
+    return SW_MNG in vpd
 
 
 def build(root: Path, gpu_bus_ids: list[tuple[str, str]], rails: list[RdmaDevice]) -> RailMap:
-    """``gpu_bus_ids``: (entity, sysfs BDF) in NVML order; ``rails``: the profile's rail HCAs."""
+    """``gpu_bus_ids``: (entity, sysfs BDF) in NVML order; ``rails``: the profile's rail HCAs,
+    less the NVSwitch management functions among them."""
+    managing = [d.name for d in rails if nvswitch_management(root, d.name)]
+    rails = [d for d in rails if d.name not in managing]
     gpus = []
     for entity, bdf in gpu_bus_ids:
         path = pci_path_of_bdf(root, bdf)
@@ -88,7 +114,7 @@ def build(root: Path, gpu_bus_ids: list[tuple[str, str]], rails: list[RdmaDevice
             gpu.nics = _closest(gpu.pci, rails)
         gpus.append(gpu)
     nodes = {g.numa_node for g in gpus if g.numa_node is not None and g.numa_node >= 0}
-    return RailMap(gpus, rails, {n: cpulist_of(root, n) for n in sorted(nodes)})
+    return RailMap(gpus, rails, {n: cpulist_of(root, n) for n in sorted(nodes)}, managing)
 
 
 def _closest(gpu: PciPath, rails: list[RdmaDevice]) -> list[str]:
