@@ -90,7 +90,8 @@ for i in range(n.nvmlDeviceGetCount()):
 """
 
 
-@pytest.mark.parametrize("name", ["h100-hgx", "a100-hgx", "h200-hgx", "h200-single", "b200-hgx"])
+@pytest.mark.parametrize("name", ["h100-hgx", "a100-hgx", "h200-hgx", "h200-single", "b200-hgx",
+                                  "b300-hgx"])
 def test_readback_matches_yaml(name: str, nvml: NvmlRun) -> None:
     board = runtime.resolve_spec(name)
     got = nvml(name, DUMP)
