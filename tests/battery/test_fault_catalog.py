@@ -36,6 +36,8 @@ CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
                                  ("nvlink_replay_errors", "gpu4.link7", "WARN", W)},
     "fabric-not-running": {("fabric_state", f"gpu{i}", "FAIL", C) for i in range(8)},
     "fabric-degraded@gpu3": {("fabric_state", "gpu3", "FAIL", C)},
+    # FM without NVLSM / ib_umad: every GPU stays In Progress (NVLSM named on nvlsm profiles)
+    "nvlsm-missing": {("fabric_state", f"gpu{i}", "FAIL", C) for i in range(8)},
     "ecc-dbe@gpu5": {("ecc_dbe_volatile", "gpu5", "FAIL", H), ("xid_events", "gpu5", "FAIL", H),
                      ("ecc_dbe_aggregate", "gpu5", "WARN", W)},
     # Xid 92 and 63 are IGNORE in NVIDIA's catalogue: the memory checks judge the counters
@@ -79,7 +81,8 @@ NOT_ON_AMPERE = "no page retirement on this GPU (Ampere and later remap rows ins
 
 HEALTHY = [("h100-hgx", "xe9680-h100"), ("h100-hgx", "xd670-h100"),
            ("h100-hgx", "sim-h100-hgx"), ("h200-hgx", "xd670-h200"),
-           ("a100-hgx", "hgx-a100-80gb"), ("h200-single", "h200-single")]
+           ("a100-hgx", "hgx-a100-80gb"), ("h200-single", "h200-single"),
+           ("b200-hgx", "xe9680l-b200")]
 
 
 def _health(spec: str, profile: str, tmp_path: Path,
@@ -149,3 +152,21 @@ def test_pre_ampere_fault_is_caught_on_a_turing_board(fault: str, tmp_path: Path
 def test_composed_faults(tmp_path: Path) -> None:
     _, report = _health("h100-hgx+nvlink-down@gpu3.link5+xid79@gpu6", "xe9680-h100", tmp_path)
     assert _flagged(report) == CATALOG["nvlink-down@gpu3.link5"] | CATALOG["xid79@gpu6"]
+
+
+def test_nvlsm_missing_names_nvlsm_where_the_profile_needs_it(tmp_path: Path) -> None:
+    """On an NVLink 5 board whose profile declares ``driver.nvlsm`` every GPU's fabric FAIL
+    names NVLSM as the likely cause; on an H100 profile (no NVLSM there) none does."""
+    blackwell, hopper = tmp_path / "b200", tmp_path / "h100"
+    blackwell.mkdir()
+    hopper.mkdir()
+    code, report = _health("b200-hgx+nvlsm-missing", "xe9680l-b200", blackwell)
+    assert code == 1
+    assert _flagged(report) == CATALOG["nvlsm-missing"]
+    fabric = [r for r in report["results"] if r["check"] == "fabric_state"]
+    assert len(fabric) == 8
+    assert all("NVLSM" in r["evidence"]["message"] and "ib_umad" in r["evidence"]["message"]
+               and r["measured"].startswith("in_progress") for r in fabric)
+    _, report = _health("h100-hgx+nvlsm-missing", "xe9680-h100", hopper)
+    assert not any("message" in r["evidence"] for r in report["results"]
+                   if r["check"] == "fabric_state")

@@ -13,7 +13,7 @@ from nodegate.profiles.threshold_keys import THRESHOLD_KEYS
 from tests.conftest import run_cli
 
 REQUIRED = {"xe9680-h100", "xd670-h100", "xd670-h200", "hgx-a100-80gb", "h200-single",
-            "sim-h100-hgx"}
+            "sim-h100-hgx", "xe9680l-b200"}
 
 
 def test_required_profiles_ship() -> None:
@@ -51,6 +51,33 @@ def test_reference_figures() -> None:
     assert single.data["gpu"]["count"] == 1
     assert single.data["nvlink"]["nvswitch"] is False
     assert single.data["driver"]["fabricmanager"] is False
+
+
+def test_blackwell_figures(tmp_path: Path) -> None:
+    """B200 on the XE9680L: NVLink 5 with NVLSM, and no performance floor left at an H100
+    figure; the B300 layer carries no FP64 floor (about 1.25 TFLOPS FP64)."""
+    b200 = resolve_profile("xe9680l-b200")
+    gpu, nvlink = b200.data["gpu"], b200.data["nvlink"]
+    assert (gpu["pci_device_id"], gpu["architecture"], gpu["power_limit_w"]) == (
+        0x2901, "blackwell", 1000)
+    assert gpu["features"]["nvlink_versions"] == ["5_0"]
+    assert nvlink["generation"] == 5 and nvlink["links_per_gpu"] * nvlink["link_gbps"] == 900
+    assert b200.data["driver"]["nvlsm"] is True
+    for key in ("gemm_bf16_tflops_min", "gemm_fp8_tflops_min", "hbm_bandwidth_gbps_min",
+                "p2p_unidir_gbps_min", "allreduce_busbw_gbps_min", "fsdp_tflops_min"):
+        assert b200.origins[f"thresholds.{key}.min"] == "gpu/b200-sxm-180gb", key
+    base = tmp_path / "profiles"
+    base.mkdir()
+    for layer in ("gpu", "platform"):
+        (base / layer).mkdir()
+        for path in (profiles_dir() / layer).glob("*.yaml"):
+            (base / layer / path.name).write_text(path.read_text())
+    body = (profiles_dir() / "xe9680l-b200.yaml").read_text()
+    (base / "b300.yaml").write_text(body.replace("gpu/b200-sxm-180gb", "gpu/b300-sxm6-288gb"))
+    b300 = resolve_profile("b300", base=base)
+    assert b300.data["gpu"]["pci_device_id"] == 0x3182
+    assert b300.threshold("gemm_fp64_tflops_min") is None
+    assert "fp64" not in b300.data["load"]["acceptance_dtypes"]
 
 
 def test_layer_order_gpu_platform_profile_site_host() -> None:

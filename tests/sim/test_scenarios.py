@@ -80,6 +80,9 @@ for i in range(n.nvmlDeviceGetCount()):
                           n.nvmlDeviceGetNvLinkRemoteDeviceType(h, link),
                           remote.busId, n.nvmlDeviceGetNvLinkCapability(h, link, 0)])
     g["links"] = links
+    if links:
+        speed = n.nvmlDeviceGetFieldValues(h, [n.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON])[0]
+        g["link_speed"] = speed.value.uiVal
     fi = n.c_nvmlGpuFabricInfo_v2_t()
     g["fabric_error"] = err(n.nvmlDeviceGetGpuFabricInfoV, h, n.byref(fi))
     g["fabric"] = [fi.state, fi.status] if g["fabric_error"] is None else None
@@ -87,7 +90,8 @@ for i in range(n.nvmlDeviceGetCount()):
 """
 
 
-@pytest.mark.parametrize("name", ["h100-hgx", "a100-hgx", "h200-hgx", "h200-single"])
+@pytest.mark.parametrize("name", ["h100-hgx", "a100-hgx", "h200-hgx", "h200-single", "b200-hgx",
+                                  "b300-hgx"])
 def test_readback_matches_yaml(name: str, nvml: NvmlRun) -> None:
     board = runtime.resolve_spec(name)
     got = nvml(name, DUMP)
@@ -115,7 +119,8 @@ def _check_identity(g: dict[str, Any], want: dict[str, Any], i: int) -> None:
     assert g["vbios"] == want["vbios_version"]
     assert g["inforom"] == want["inforom"]["image"]
     assert g["part"] == want["board_part_number"]
-    assert g["arch"] == {"hopper": 9, "ampere": 7}[want["architecture"]]
+    assert g["arch"] == {"blackwell": pynvml.NVML_DEVICE_ARCH_BLACKWELL, "hopper": 9,
+                         "ampere": 7}[want["architecture"]]
     assert g["cc"] == want["cuda_compute_capability"]
     assert g["numa"] == want["numa_node"]
 
@@ -156,9 +161,11 @@ def _check_nvlink_and_fabric(g: dict[str, Any], want: dict[str, Any],
         assert g["beyond_last_link"] == "NVMLError_InvalidArgument"
         # the scenario names a generation; NVML answers with nvml.h's nvmlNvlinkVersion_t
         enum = {3: pynvml.NVML_NVLINK_VERSION_3_0,
-                4: pynvml.NVML_NVLINK_VERSION_4_0}[want["nvlink"]["version"]]
+                4: pynvml.NVML_NVLINK_VERSION_4_0,
+                5: pynvml.NVML_NVLINK_VERSION_5_0}[want["nvlink"]["version"]]
         assert all(link[:3] == [1, enum, 2] for link in g["links"])
         assert all(link[4] == 1 for link in g["links"])
+        assert g["link_speed"] == want["nvlink"]["speed_mbps"]  # 53125 on NVLink 5, 26562 on 4
         switches = {link[3] for link in g["links"]}
         assert len(switches) == len(board["topology"]["nvswitch_bus_ids"])
     else:
@@ -184,6 +191,10 @@ def test_expected_profile_values() -> None:
         0x20B2, "92.00.45.00.05", 400)
     h200 = runtime.resolve_spec("h200-hgx")["gpus"][0]
     assert (h200["pci_device_id"], h200["memory"]["total_mib"]) == (0x2335, 143771)
+    b200 = runtime.resolve_spec("b200-hgx")["gpus"][0]
+    assert (b200["pci_device_id"], b200["memory"]["total_mib"], b200["power"]["limit_w"],
+            b200["nvlink"]["version"], b200["nvlink"]["speed_mbps"]) == (
+        0x2901, 183359, 1000, 5, 53125)
 
 
 def test_build_is_cached_and_exports(lib_dir: Path) -> None:

@@ -508,8 +508,24 @@ def _fabric(gpu: GpuState, profile: Profile) -> CheckResult:
                 measured=measured, threshold="completed/status=0/healthy", severity=CRIT,
                 health_mask=None if gpu.fabric_health_mask is None
                 else f"0x{gpu.fabric_health_mask:x}",
+                message=None if ok else _nvlsm_cause(name, profile),
                 hint=None if ok else "is nvidia-fabricmanager running at the driver's version? "
                                      "(CUDA error 802 otherwise)")
+
+
+def _nvlsm_cause(state: str, profile: Profile) -> str | None:
+    """Name NVLSM where it is the likely cause: on NVLink 5 boards (the profile's
+    ``driver.nvlsm``) Fabric Manager registers the GPUs only with the NVLink subnet manager
+    beside it and, from FM 570, ``ib_umad`` loaded; without them every GPU stays In Progress
+    (or Not Started) while everything else looks up. Elsewhere the hint about FM suffices."""
+    if not profile.data["driver"].get("nvlsm", False) or state not in ("in_progress",
+                                                                         "not_started"):
+        return None
+    what = "registration in progress" if state == "in_progress" else "not started"
+    # NVLSM first: the report's table cuts the note to its first few dozen characters
+    return (f"NVLSM/ib_umad missing? fabric {what}: on NVLink 5 boards Fabric Manager needs "
+            "NVLSM (nvlsm) running beside it and ib_umad loaded (CUDA error 802 until the "
+            "fabric completes)")
 
 
 def _nvlinks(gpu: GpuState, profile: Profile,

@@ -143,15 +143,31 @@ def nvlink_errors(board: Board, t: Target) -> None:
     )
 
 
-def fabric_not_running(board: Board, t: Target) -> None:
+def _with_fabric(board: Board, fault: str) -> list[Gpu]:
+    """The GPUs that report fabric info; a board without any cannot take a fabric fault."""
     with_fabric = [g for g in board["gpus"] if g["fabric"] is not None]
     if not with_fabric:
         raise ConfigError(
-            f"scenario {board['name']} has no GPU fabric (only NVSwitch Hopper boards do)",
-            key="fault fabric-not-running",
+            f"scenario {board['name']} has no GPU fabric (only NVSwitch Hopper and later "
+            "boards do)",
+            key=f"fault {fault}",
         )
-    for gpu in with_fabric:
+    return with_fabric
+
+
+def fabric_not_running(board: Board, t: Target) -> None:
+    for gpu in _with_fabric(board, "fabric-not-running"):
         gpu["fabric"].update(state="not_started", status="not_ready")
+
+
+def nvlsm_missing(board: Board, t: Target) -> None:
+    """Fabric Manager up but NVLSM (or, from FM 570, ib_umad) missing on an NVLink 5 board:
+    FM never completes the GPUs' registration, so each stays In Progress (nvml.h
+    NVML_GPU_FABRIC_STATE_IN_PROGRESS) and CUDA answers cudaErrorSystemNotReady while NVML,
+    the links and the rest look up. Applies to any board with fabric info; only a profile
+    that declares ``driver.nvlsm`` makes the judge name NVLSM."""
+    for gpu in _with_fabric(board, "nvlsm-missing"):
+        gpu["fabric"].update(state="in_progress", status="not_ready")
 
 
 def fabric_degraded(board: Board, t: Target) -> None:
@@ -402,6 +418,8 @@ CATALOG: dict[str, Fault] = {
               nvlink_errors),
         Fault("fabric-not-running", "node", "fabric manager down: fabric state not completed",
               fabric_not_running),
+        Fault("nvlsm-missing", "node", "NVLink 5 fabric without NVLSM / ib_umad: every GPU's "
+              "fabric stuck In Progress", nvlsm_missing),
         Fault("fabric-degraded", "gpu", "fabric completed but health reports degraded bandwidth",
               fabric_degraded),
         Fault("ecc-dbe", "gpu", "volatile double-bit ECC errors in HBM, Xid 48", ecc_dbe),
