@@ -10,7 +10,7 @@ an operator's ``pytest validation/`` can never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,29 +121,43 @@ def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
 
 
 def _judge_growth(results: list[CheckResult], profile: Profile, options: QuickOptions,
-                  reports: list[dict[str, Any]] | None = None) -> list[CheckResult]:
+                  previous: Previous | None = None) -> list[CheckResult]:
     """Counters (NVLink, PCIe replay, ECC SBE) rejudged by growth since the previous report
-    of this boot (``nodegate.judge.counters``); ``reports``: ``_counter_reports``, when
+    of this boot (``nodegate.judge.counters``); ``previous``: ``_counter_previous``, when
     already read."""
     import time
 
-    from nodegate.judge.counters import judge_growth, previous_of_boot
-    from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.judge.counters import judge_growth
     from nodegate.report.order import read_boottime
 
-    if reports is None:
-        reports = _counter_reports(options)
-    return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
-                        now=time.time(), boottime_s=read_boottime())
+    if previous is None:
+        previous = _counter_previous(options)
+    return judge_growth(results, previous.report, profile, now=time.time(),
+                        boottime_s=read_boottime())
 
 
-def _counter_reports(options: QuickOptions) -> list[dict[str, Any]]:
-    """The newest reports, decoded, that counter growth is judged against."""
-    from nodegate.judge.counters import COUNTER_HISTORY
-    from nodegate.report.history import recent_reports
+@dataclass(frozen=True)
+class Previous:
+    """The report counter growth is judged against (None: there is none)."""
+
+    report: Mapping[str, Any] | None
+
+
+def _counter_previous(options: QuickOptions) -> Previous:
+    """The newest earlier report of this boot that holds counters (``previous_of_boot``
+    over the newest ``COUNTER_HISTORY`` reports), decoding only the reports it takes."""
+    from nodegate.judge.counters import COUNTER_HISTORY, previous_of_boot
+    from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.report.history import newest_where
     from nodegate.report.outputs import default_report_dir
 
-    return recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
+    boot_id = read_boot_id()
+    if boot_id is None:
+        return Previous(None)
+    return Previous(newest_where(
+        options.report_dir or default_report_dir(), COUNTER_HISTORY,
+        lambda report: previous_of_boot([report], boot_id) is not None,
+        head=lambda fields: fields.get("boot_id") == boot_id))
 
 
 def _judge_network(profile: Profile, options: QuickOptions, board: BoardSnapshot | None,
@@ -202,7 +216,7 @@ _JUDGE_MODULES: dict[Group, tuple[str, ...]] = {
 def _meanwhile(q: _Quick) -> None:
     """What needs no board, done while the child reads it: the parent only waited there
     (~10 ms of the cron check, a second core idle). The judges' modules are imported and
-    the earlier reports the counters are judged against are decoded; neither depends on
+    the earlier report the counters are judged against is found and decoded; neither depends on
     the board, and the battery lock held keeps the report folder as it is."""
     import importlib
 
@@ -211,7 +225,7 @@ def _meanwhile(q: _Quick) -> None:
             for module in modules:
                 importlib.import_module(module)
     if Group.GPU in q.options.groups:
-        q.counter_reports = _counter_reports(q.options)
+        q.previous = _counter_previous(q.options)
 
 
 @dataclass
@@ -222,8 +236,8 @@ class _Quick:
     options: QuickOptions
     board: BoardSnapshot | None = None
     down: NvmlUnavailable | None = None
-    #: ``_counter_reports``, read while the board was (None: not read)
-    counter_reports: list[dict[str, Any]] | None = None
+    #: ``_counter_previous``, read while the board was (None: not read)
+    previous: Previous | None = None
 
     @property
     def bus_ids(self) -> dict[str, str]:
@@ -235,7 +249,7 @@ def _run_gpu(q: _Quick) -> list[CheckResult]:
 
     if q.board is not None:
         return _judge_growth(judge_board(q.board, q.profile), q.profile, q.options,
-                             q.counter_reports)
+                             q.previous)
     if q.down is not None:
         return judge_nvml_unavailable(q.down.reason, kind=q.down.kind, stage=q.down.stage,
                                       deadline_s=q.options.nvml_deadline_s)

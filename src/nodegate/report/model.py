@@ -29,7 +29,6 @@ from nodegate.fileio import read_text
 from nodegate.report import digest as _digest
 from nodegate.report._atomic import atomic_write_text
 from nodegate.results import CheckResult, Verdict, overall_verdict
-from nodegate.schema_check import first_problem
 from nodegate.vocabulary import VERDICT_ORDER, Level
 
 SCHEMA_ID = "nodegate.report/1"
@@ -370,6 +369,8 @@ def validate(data: Any, *, source: str = "<report>") -> None:
             file=source,
             key="$.schema",
         )
+    from nodegate.schema_check import first_problem  # not on the cron path, which skips this
+
     problem = first_problem(schema(), data)
     if problem is not None:
         more = f" (and {problem.count - 1} more)" if problem.count > 1 else ""
