@@ -37,6 +37,8 @@ class QuickOptions:
     report_dir: Path | None = None  # earlier reports, for recurring Xids (None: the default)
     nvml_deadline_s: float = DEFAULT_DEADLINE_S  # one whole board read, in a child process
     sysfs_root: Path | None = None  # None: $NODEGATE_SYSFS_ROOT or /sys (the network group)
+    #: modules the caller needs after the run (its report's), imported while the board is read
+    preload: tuple[str, ...] = ()
 
 
 @dataclass
@@ -215,8 +217,9 @@ _JUDGE_MODULES: dict[Group, tuple[str, ...]] = {
 
 def _meanwhile(q: _Quick) -> None:
     """What needs no board, done while the child reads it: the parent only waited there
-    (~10 ms of the cron check, a second core idle). The judges' modules are imported and
-    the earlier report the counters are judged against is found and decoded; neither depends on
+    (~10 ms of the cron check, a second core idle). The judges' modules are imported, the
+    earlier report the counters are judged against is found and decoded, and the caller's
+    ``preload`` modules imported; neither depends on
     the board, and the battery lock held keeps the report folder as it is."""
     import importlib
 
@@ -226,6 +229,8 @@ def _meanwhile(q: _Quick) -> None:
                 importlib.import_module(module)
     if Group.GPU in q.options.groups:
         q.previous = _counter_previous(q.options)
+    for module in q.options.preload:
+        importlib.import_module(module)
 
 
 @dataclass
