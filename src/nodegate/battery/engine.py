@@ -31,6 +31,8 @@ BOARD_GROUPS = frozenset({Group.GPU, Group.LOG, Group.HOST, Group.NETWORK})
 
 @dataclass
 class QuickOptions:
+    """What a quick run checks and where: groups, Xid window, roots, NVML deadline."""
+
     groups: tuple[str, ...] = QUICK_GROUPS
     xid_window_s: float | None = None  # None: since boot
     host_root: Path = Path("/")
@@ -43,6 +45,8 @@ class QuickOptions:
 
 @dataclass
 class QuickOutcome:
+    """A quick run's results, with the board read and what could not be read."""
+
     results: list[CheckResult]
     boot_id: str | None
     board: BoardSnapshot | None

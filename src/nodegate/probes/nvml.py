@@ -34,6 +34,8 @@ MAX_LINKS_PROBED = 18
 
 @dataclass
 class NvLinkState:
+    """One NVLink of a GPU as NVML reports it: state, version, remote end, error counters."""
+
     link: int
     active: bool
     #: nvmlNvlinkVersion_t as NVML returned it (NVML_NVLINK_VERSION_4_0 is 6), for evidence.
@@ -55,6 +57,8 @@ class NvLinkState:
 
 @dataclass
 class Process:
+    """A compute process NVML lists on a GPU (someone else's work makes it busy)."""
+
     pid: int
     name: str
     used_memory_mib: int | None
@@ -62,6 +66,8 @@ class Process:
 
 @dataclass
 class GpuState:
+    """Everything the quick checks read about one GPU, and which reads failed and how."""
+
     index: int
     lost: bool = False
     lost_error: str | None = None
@@ -134,6 +140,8 @@ class GpuState:
 
 @dataclass
 class BoardSnapshot:
+    """One read of the whole board: the driver's versions and every GPU's state."""
+
     driver_version: str | None
     nvml_version: str | None
     cuda_driver_version: int | None

@@ -23,6 +23,8 @@ DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
 
 @dataclass(frozen=True)
 class WrittenFiles:
+    """The files a report set was written to."""
+
     json: Path
     latest: Path
     junit: Path | None
