@@ -240,16 +240,18 @@ def _meanwhile(q: _Quick) -> None:
         importlib.import_module(module)
 
 
-@dataclass
 class _Quick:
-    """What every quick group's runner reads: the profile, the options, the one board read."""
+    """What every quick group's runner reads: the profile, the options, the one board read
+    (``board``, or why there is none: ``down``), and ``previous``: ``_counter_previous``,
+    read while the board was (None: not read). A plain class, as ``Previous`` is."""
 
-    profile: Profile
-    options: QuickOptions
-    board: BoardSnapshot | None = None
-    down: NvmlUnavailable | None = None
-    #: ``_counter_previous``, read while the board was (None: not read)
-    previous: Previous | None = None
+    __slots__ = ("board", "down", "options", "previous", "profile")
+
+    def __init__(self, profile: Profile, options: QuickOptions) -> None:
+        self.profile, self.options = profile, options
+        self.board: BoardSnapshot | None = None
+        self.down: NvmlUnavailable | None = None
+        self.previous: Previous | None = None
 
     @property
     def bus_ids(self) -> dict[str, str]:
