@@ -178,8 +178,8 @@ class NodeReport:
 def count_verdicts(results: Iterable[CheckResult]) -> dict[str, int]:
     """Results per verdict, every verdict present (zeros included) so consumers need no default."""
     counts = {verdict.value: 0 for verdict in VERDICT_ORDER}
-    for result in results:
-        counts[result.verdict.value] += 1
+    for result in results:  # _value_: the enum's value without its property (~800 a run)
+        counts[result.verdict._value_] += 1
     return counts
 
 
@@ -505,8 +505,8 @@ def _result_json(result: CheckResult) -> dict[str, Any]:
         "measured": _jsonable(result.measured),
         "threshold": _jsonable(result.threshold),
         "unit": _jsonable(result.unit),
-        "verdict": _jsonable(result.verdict.value),
-        "severity": _jsonable(result.severity.value),
+        "verdict": _jsonable(result.verdict._value_),  # .value without the enum property
+        "severity": _jsonable(result.severity._value_),
         "evidence": _jsonable(dict(result.evidence)),
     }
 
