@@ -13,14 +13,22 @@ reports it), ordering follows Debian's rules on the epoch and upstream part.
 
 from __future__ import annotations
 
+import re
 from functools import total_ordering
 
-from packaging.version import InvalidVersion
-from packaging.version import Version as Pep440
+#: Dotted numbers (``570.133.20``): valid Debian versions, each equal only to itself.
+_DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 
 
 def deb_compare(a: str, b: str) -> int:
-    """-1, 0 or 1 as dpkg orders two Debian versions (``dpkg --compare-versions``)."""
+    """-1, 0 or 1 as dpkg orders two Debian versions (``dpkg --compare-versions``).
+
+    The same dotted number is equal to itself without python-debian: the cron health
+    check's driver pin is normally met exactly, and importing python-debian (with packaging)
+    was ~3 ms of that check. Anything else, an invalid version included (python-debian's
+    ValueError), is python-debian's to decide."""
+    if a == b and _DOTTED.fullmatch(a):
+        return 0
     from debian.debian_support import version_compare
 
     return int(version_compare(a, b))
@@ -170,6 +178,9 @@ class Version:
         """Whether this installed Python package version satisfies ``==pin`` as pip decides
         (PEP 440): a pin with a local label wants exactly that build; one without
         (``0.1.0``) is met by any local build of that release."""
+        from packaging.version import InvalidVersion
+        from packaging.version import Version as Pep440
+
         try:
             have, want = Pep440(self.text), Pep440(str(pin))
         except InvalidVersion:

@@ -53,6 +53,40 @@ def test_health_path_never_imports_torch_or_the_control_side(tmp_path: Path) -> 
     assert "LOADED []" in result.stdout, result.stdout
 
 
+def test_the_report_modules_load_while_the_board_is_read_not_before(tmp_path: Path) -> None:
+    """The board's child process reads NVML while the parent imports what it will need:
+    the renderers are not imported before the read starts, and no report module is left
+    to import once it is done (``commands.health.REPORT_MODULES``)."""
+    code = (
+        "import sys\n"
+        "import nodegate.battery.engine as engine\n"
+        "import nodegate.probes.nvml as nvml\n"
+        "seen = {}\n"
+        "def report_modules():\n"
+        "    return sorted(m for m in sys.modules if m.startswith('nodegate.report'))\n"
+        "start, quick = nvml.start_board_read, engine.run_quick\n"
+        "def started(*a, **k):\n"
+        "    seen['fork'] = report_modules()\n"
+        "    return start(*a, **k)\n"
+        "def ran(*a, **k):\n"
+        "    out = quick(*a, **k)\n"
+        "    seen['read'] = report_modules()\n"
+        "    return out\n"
+        "nvml.start_board_read, engine.run_quick = started, ran\n"
+        "from nodegate.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "print('FORK', seen['fork'])\n"
+        "print('LATE', sorted(set(report_modules()) - set(seen['read'])))\n"
+    )
+    result = run_cli("sim", "run", "h100-hgx", "--", sys.executable, "-c", code,
+                     *_health_args(tmp_path, "--quiet", "--checks", "gpu,log"),
+                     env=_env(tmp_path))
+    assert "LATE []" in result.stdout, result.stdout + result.stderr
+    fork = next(line for line in result.stdout.splitlines() if line.startswith("FORK"))
+    for renderer in ("model", "junit", "prometheus", "summary"):
+        assert f"nodegate.report.{renderer}'" not in fork, fork
+
+
 def test_concurrent_run_exits_at_once(tmp_path: Path) -> None:
     with BatteryLock(tmp_path / "lock"):
         result = run_cli("sim", "run", "h100-hgx", "--", "nodegate", *_health_args(tmp_path),

@@ -16,7 +16,13 @@ import pytest
 from nodegate.battery_lock import BatteryLock
 from nodegate.cluster.gate import Action, decide_health, decide_join, latest
 from nodegate.cluster.scheduler import NodeState
-from nodegate.probes.deadline import ChildDied, DeadlineExceeded, call_with_deadline
+from nodegate.probes.deadline import (
+    LATE_READS,
+    ChildDied,
+    DeadlineExceeded,
+    call_with_deadline,
+    start_with_deadline,
+)
 from nodegate.report import Level, load
 from nodegate.results import Verdict
 from tests.cluster.helpers import report as synthetic
@@ -74,6 +80,50 @@ def test_the_probe_child_does_not_keep_the_battery_lock(tmp_path: Path) -> None:
             return True
 
         assert call_with_deadline(lock_fd_open, 10) is False
+
+
+def test_an_answer_that_waited_while_the_parent_worked_is_taken() -> None:
+    """The cron check works while the child reads the board: an answer already in the
+    pipe when the parent comes back after the deadline is an answer in time."""
+    pending = start_with_deadline(lambda progress: {"gpus": [1, 2]}, 0.2)
+    time.sleep(0.5)
+    assert pending.result() == {"gpus": [1, 2]}
+
+
+def test_a_child_still_working_at_the_deadline_is_abandoned_after_the_parents_work() -> None:
+    def slow(progress: object) -> None:
+        progress("gpu1")  # type: ignore[operator]
+        time.sleep(3600)
+
+    pending = start_with_deadline(slow, 0.2)
+    time.sleep(0.5)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded) as caught:
+        pending.result()
+    assert caught.value.last == "gpu1" and caught.value.reaped
+    assert time.monotonic() - started < 0.5  # no new wait once the deadline has passed
+
+
+def test_a_child_that_keeps_talking_past_the_deadline_cannot_hold_the_parent() -> None:
+    def chatty(progress: object) -> None:
+        while True:
+            progress("x" * 60000)  # type: ignore[operator]
+
+    pending = start_with_deadline(chatty, 0.2)
+    time.sleep(0.4)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        pending.result()
+    assert LATE_READS < 1000 and time.monotonic() - started < 5
+
+
+def test_a_probe_given_up_is_killed_and_reaped() -> None:
+    pending = start_with_deadline(lambda progress: time.sleep(3600), 30)
+    pid = pending._pid
+    pending.close()
+    pending.close()  # idempotent
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 # --------------------------------------------------------------------------- nodegate health

@@ -10,10 +10,10 @@ an operator's ``pytest validation/`` can never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodegate.battery.registry import groups_at, require_thresholds
 from nodegate.errors import ConfigError
@@ -22,22 +22,31 @@ from nodegate.profiles import Profile
 from nodegate.results import CheckResult
 from nodegate.vocabulary import ALL_GROUPS, QUICK_GROUPS, Group, Level
 
+if TYPE_CHECKING:
+    from nodegate.probes.nvml import PendingBoard
+
 #: The groups that read the board (the log and host groups for the GPUs' bus ids).
 BOARD_GROUPS = frozenset({Group.GPU, Group.LOG, Group.HOST, Group.NETWORK})
 
 
 @dataclass
 class QuickOptions:
+    """What a quick run checks and where: groups, Xid window, roots, NVML deadline."""
+
     groups: tuple[str, ...] = QUICK_GROUPS
     xid_window_s: float | None = None  # None: since boot
     host_root: Path = Path("/")
     report_dir: Path | None = None  # earlier reports, for recurring Xids (None: the default)
     nvml_deadline_s: float = DEFAULT_DEADLINE_S  # one whole board read, in a child process
     sysfs_root: Path | None = None  # None: $NODEGATE_SYSFS_ROOT or /sys (the network group)
+    #: modules the caller needs after the run (its report's), imported while the board is read
+    preload: tuple[str, ...] = ()
 
 
 @dataclass
 class QuickOutcome:
+    """A quick run's results, with the board read and what could not be read."""
+
     results: list[CheckResult]
     boot_id: str | None
     board: BoardSnapshot | None
@@ -117,21 +126,47 @@ def _judge_log(profile: Profile, options: QuickOptions, bus_ids: dict[str, str],
     ]
 
 
-def _judge_growth(results: list[CheckResult], profile: Profile,
-                  options: QuickOptions) -> list[CheckResult]:
+def _judge_growth(results: list[CheckResult], profile: Profile, options: QuickOptions,
+                  previous: Previous | None = None) -> list[CheckResult]:
     """Counters (NVLink, PCIe replay, ECC SBE) rejudged by growth since the previous report
-    of this boot (``nodegate.judge.counters``)."""
+    of this boot (``nodegate.judge.counters``); ``previous``: ``_counter_previous``, when
+    already read."""
     import time
 
-    from nodegate.judge.counters import COUNTER_HISTORY, judge_growth, previous_of_boot
-    from nodegate.probes.kernel_log import read_boot_id
-    from nodegate.report.history import recent_reports
+    from nodegate.judge.counters import judge_growth
     from nodegate.report.order import read_boottime
+
+    if previous is None:
+        previous = _counter_previous(options)
+    return judge_growth(results, previous.report, profile, now=time.time(),
+                        boottime_s=read_boottime())
+
+
+class Previous:
+    """The report counter growth is judged against (None: there is none). A plain class: a
+    dataclass costs the cron check's start-up ~0.3 ms to create."""
+
+    __slots__ = ("report",)
+
+    def __init__(self, report: Mapping[str, Any] | None) -> None:
+        self.report = report
+
+
+def _counter_previous(options: QuickOptions) -> Previous:
+    """The newest earlier report of this boot that holds counters (``previous_of_boot``
+    over the newest ``COUNTER_HISTORY`` reports), decoding only the reports it takes."""
+    from nodegate.judge.counters import COUNTER_HISTORY, previous_of_boot
+    from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.report.history import newest_where
     from nodegate.report.outputs import default_report_dir
 
-    reports = recent_reports(options.report_dir or default_report_dir(), COUNTER_HISTORY)
-    return judge_growth(results, previous_of_boot(reports, read_boot_id()), profile,
-                        now=time.time(), boottime_s=read_boottime())
+    boot_id = read_boot_id()
+    if boot_id is None:
+        return Previous(None)
+    return Previous(newest_where(
+        options.report_dir or default_report_dir(), COUNTER_HISTORY,
+        lambda report: previous_of_boot([report], boot_id) is not None,
+        head=lambda fields: fields.get("boot_id") == boot_id))
 
 
 def _judge_network(profile: Profile, options: QuickOptions, board: BoardSnapshot | None,
@@ -157,28 +192,66 @@ def parse_deadline(text: str | None) -> float:
     return value
 
 
-def _read_board(options: QuickOptions) -> tuple[BoardSnapshot | None, NvmlUnavailable | None]:
+def _start_board_read(options: QuickOptions) -> PendingBoard | None:
     """One board read for every group, in a child process with a deadline: a wedged driver
-    yields an ERROR in time instead of a run holding the battery lock for ever."""
-    from nodegate.probes.nvml import NvmlUnavailable, read_board_within
+    yields an ERROR in time instead of a run holding the battery lock for ever. None when no
+    group reads the board."""
+    from nodegate.probes.nvml import start_board_read
 
     if not BOARD_GROUPS & set(options.groups):
+        return None
+    return start_board_read(options.nvml_deadline_s,
+                            with_nvlink_counters="gpu" in options.groups)
+
+
+def _board_of(pending: PendingBoard | None) -> tuple[BoardSnapshot | None,
+                                                      NvmlUnavailable | None]:
+    """The board read's answer: the board, or why NVML gave none."""
+    if pending is None:
         return None, None
     try:
-        return read_board_within(options.nvml_deadline_s,
-                                 with_nvlink_counters="gpu" in options.groups), None
+        return pending.result(), None
     except NvmlUnavailable as exc:
         return None, exc
 
 
-@dataclass
-class _Quick:
-    """What every quick group's runner reads: the profile, the options, the one board read."""
+#: Modules the groups' judges import, loaded while the child reads the board.
+_JUDGE_MODULES: dict[Group, tuple[str, ...]] = {
+    Group.GPU: ("nodegate.judge.gpu", "nodegate.judge.counters"),
+    Group.LOG: ("nodegate.judge.xid", "nodegate.probes.kernel_log"),
+}
 
-    profile: Profile
-    options: QuickOptions
-    board: BoardSnapshot | None
-    down: NvmlUnavailable | None
+
+def _meanwhile(q: _Quick) -> None:
+    """What needs no board, done while the child reads it: the parent only waited there
+    (~10 ms of the cron check, a second core idle). The judges' modules are imported, the
+    earlier report the counters are judged against is found and decoded, and the caller's
+    ``preload`` modules imported; neither depends on
+    the board, and the battery lock held keeps the report folder as it is."""
+    import importlib
+
+    for group, modules in _JUDGE_MODULES.items():
+        if group in q.options.groups:
+            for module in modules:
+                importlib.import_module(module)
+    if Group.GPU in q.options.groups:
+        q.previous = _counter_previous(q.options)
+    for module in q.options.preload:
+        importlib.import_module(module)
+
+
+class _Quick:
+    """What every quick group's runner reads: the profile, the options, the one board read
+    (``board``, or why there is none: ``down``), and ``previous``: ``_counter_previous``,
+    read while the board was (None: not read). A plain class, as ``Previous`` is."""
+
+    __slots__ = ("board", "down", "options", "previous", "profile")
+
+    def __init__(self, profile: Profile, options: QuickOptions) -> None:
+        self.profile, self.options = profile, options
+        self.board: BoardSnapshot | None = None
+        self.down: NvmlUnavailable | None = None
+        self.previous: Previous | None = None
 
     @property
     def bus_ids(self) -> dict[str, str]:
@@ -189,7 +262,8 @@ def _run_gpu(q: _Quick) -> list[CheckResult]:
     from nodegate.judge.gpu import judge_board, judge_nvml_unavailable
 
     if q.board is not None:
-        return _judge_growth(judge_board(q.board, q.profile), q.profile, q.options)
+        return _judge_growth(judge_board(q.board, q.profile), q.profile, q.options,
+                             q.previous)
     if q.down is not None:
         return judge_nvml_unavailable(q.down.reason, kind=q.down.kind, stage=q.down.stage,
                                       deadline_s=q.options.nvml_deadline_s)
@@ -231,11 +305,16 @@ RUNNERS: dict[Group, Callable[[_Quick], list[CheckResult]]] = {
 
 
 def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
-    from nodegate.probes.kernel_log import read_boot_id
-
     require_thresholds(profile, Level.QUICK.value, options.groups)
-    board, down = _read_board(options)
-    quick = _Quick(profile, options, board, down)
+    quick = _Quick(profile, options)
+    pending = _start_board_read(options)
+    try:
+        _meanwhile(quick)
+        quick.board, quick.down = _board_of(pending)
+    finally:
+        if pending is not None:
+            pending.close()
+    board, down = quick.board, quick.down
     results: list[CheckResult] = []
     for group in groups_at(Level.QUICK):
         if group in options.groups:
@@ -243,5 +322,7 @@ def run_quick(profile: Profile, options: QuickOptions) -> QuickOutcome:
     notes = []
     if Group.GPU not in options.groups and down is not None:
         notes.append(f"no NVML for GPU bus ids: {down.reason}")
+    from nodegate.probes.kernel_log import read_boot_id
+
     return QuickOutcome(results=results, boot_id=read_boot_id(), board=board, notes=notes,
                         nvml_down=down.reason if down is not None else None)

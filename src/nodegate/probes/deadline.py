@@ -21,7 +21,7 @@ import signal
 import struct
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -88,39 +88,87 @@ def call_with_deadline(fn: Callable[[Progress], T], deadline_s: float) -> T:
     Raises DeadlineExceeded when no answer came within ``deadline_s`` (the child is killed),
     ChildDied when it ended without answering.
     """
+    return start_with_deadline(fn, deadline_s).result()
+
+
+def start_with_deadline(fn: Callable[[Progress], T], deadline_s: float) -> Pending[T]:
+    """``fn(progress)`` started in a forked child; ``result()`` waits for its answer.
+
+    The parent may work meanwhile (the cron check decodes earlier reports while the child
+    reads NVML): the deadline counts from now, not from ``result()``. Whoever starts one
+    must end it: ``result()``, or ``close()`` (idempotent) on the way out of an error.
+    """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
         _child(fn, read_fd, write_fd)
     os.close(write_fd)
-    last: str | None = None
-    buffer = b""
-    end = time.monotonic() + deadline_s
-    try:
-        while True:
-            while len(buffer) >= _HEADER.size:
-                (size,) = _HEADER.unpack_from(buffer)
-                if len(buffer) < _HEADER.size + size:
-                    break
-                kind, payload = pickle.loads(buffer[_HEADER.size:_HEADER.size + size])
-                buffer = buffer[_HEADER.size + size:]
-                if kind == "progress":
-                    last = str(payload)
-                    continue
-                _reap(pid, REAP_WAIT_S)
-                if kind == "raise":
-                    raise payload
-                return payload  # type: ignore[no-any-return]
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
-                raise DeadlineExceeded(deadline_s, last, reaped=_kill(pid))
-            chunk = os.read(read_fd, 1 << 16)
-            if not chunk:
-                _reap(pid, REAP_WAIT_S)
-                raise ChildDied(f"the probe process ended without an answer (last: {last})")
-            buffer += chunk
-    finally:
-        os.close(read_fd)
+    return Pending(pid, read_fd, deadline_s)
+
+
+#: Reads allowed once the deadline has passed: what the child wrote while the parent was
+#: busy is still taken (an answer waiting in the pipe is an answer in time), but a child
+#: that keeps writing after the deadline cannot keep the parent reading.
+LATE_READS = 64
+
+
+class Pending(Generic[T]):
+    """A probe running in a forked child (``start_with_deadline``)."""
+
+    def __init__(self, pid: int, read_fd: int, deadline_s: float) -> None:
+        self._pid, self._fd, self._deadline_s = pid, read_fd, deadline_s
+        self._end = time.monotonic() + deadline_s
+        self._open = True
+
+    def result(self) -> T:
+        """The child's value, or its exception re-raised; DeadlineExceeded or ChildDied
+        as ``call_with_deadline`` says. The child is reaped (or killed) either way."""
+        if not self._open:
+            raise RuntimeError("the probe's result was already taken")
+        pid = self._pid
+        last: str | None = None
+        buffer = b""
+        late = 0
+        try:
+            while True:
+                while len(buffer) >= _HEADER.size:
+                    (size,) = _HEADER.unpack_from(buffer)
+                    if len(buffer) < _HEADER.size + size:
+                        break
+                    kind, payload = pickle.loads(buffer[_HEADER.size:_HEADER.size + size])
+                    buffer = buffer[_HEADER.size + size:]
+                    if kind == "progress":
+                        last = str(payload)
+                        continue
+                    _reap(pid, REAP_WAIT_S)
+                    if kind == "raise":
+                        raise payload
+                    return payload  # type: ignore[no-any-return]
+                left = self._end - time.monotonic()
+                if left <= 0:
+                    late += 1
+                if late > LATE_READS or \
+                        not select.select([self._fd], [], [], max(left, 0.0))[0]:
+                    raise DeadlineExceeded(self._deadline_s, last, reaped=_kill(pid))
+                chunk = os.read(self._fd, 1 << 16)
+                if not chunk:
+                    _reap(pid, REAP_WAIT_S)
+                    raise ChildDied(f"the probe process ended without an answer (last: {last})")
+                buffer += chunk
+        finally:
+            self._close_fd()
+
+    def close(self) -> None:
+        """Give up on the answer: kill and reap the child, close the pipe (no-op once the
+        result was taken)."""
+        if self._open:
+            self._close_fd()
+            _kill(self._pid)
+
+    def _close_fd(self) -> None:
+        if self._open:
+            self._open = False
+            os.close(self._fd)
 
 
 def _kill(pid: int) -> bool:

@@ -166,6 +166,8 @@ class SXidEvent:
 
 @dataclass(frozen=True)
 class KernelLog:
+    """This boot's kernel log lines, from the first source that could be read."""
+
     source: str
     lines: list[str]
     boot_id: str | None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nodegate.errors import CannotRunError
 from nodegate.probes.nvml_codes import (
@@ -23,6 +23,9 @@ from nodegate.probes.nvml_codes import (
     watts,
 )
 
+if TYPE_CHECKING:
+    from nodegate.probes.deadline import Pending
+
 T = TypeVar("T")
 
 #: Links probed per GPU: NVML_NVLINK_MAX_LINKS on Hopper is 18; Blackwell has 18 too.
@@ -31,6 +34,8 @@ MAX_LINKS_PROBED = 18
 
 @dataclass
 class NvLinkState:
+    """One NVLink of a GPU as NVML reports it: state, version, remote end, error counters."""
+
     link: int
     active: bool
     #: nvmlNvlinkVersion_t as NVML returned it (NVML_NVLINK_VERSION_4_0 is 6), for evidence.
@@ -52,6 +57,8 @@ class NvLinkState:
 
 @dataclass
 class Process:
+    """A compute process NVML lists on a GPU (someone else's work makes it busy)."""
+
     pid: int
     name: str
     used_memory_mib: int | None
@@ -59,6 +66,8 @@ class Process:
 
 @dataclass
 class GpuState:
+    """Everything the quick checks read about one GPU, and which reads failed and how."""
+
     index: int
     lost: bool = False
     lost_error: str | None = None
@@ -132,6 +141,8 @@ class GpuState:
 
 @dataclass
 class BoardSnapshot:
+    """One read of the whole board: the driver's versions and every GPU's state."""
+
     driver_version: str | None
     nvml_version: str | None
     cuda_driver_version: int | None
@@ -252,7 +263,39 @@ def read_board_within(deadline_s: float, *, with_nvlink_counters: bool = True) -
     Raises NvmlUnavailable when NVML cannot initialise, the read does not finish in time
     (a wedged GPU or driver), or the child dies; the caller turns that into a result.
     """
-    from nodegate.probes.deadline import ChildDied, DeadlineExceeded, call_with_deadline
+    return start_board_read(deadline_s, with_nvlink_counters=with_nvlink_counters).result()
+
+
+class PendingBoard:
+    """A board read running in its child (``start_board_read``): ``result()`` is
+    ``read_board_within``'s answer, ``close()`` abandons it."""
+
+    def __init__(self, pending: Pending[BoardSnapshot], deadline_s: float) -> None:
+        self._pending, self._deadline_s = pending, deadline_s
+
+    def result(self) -> BoardSnapshot:
+        from nodegate.probes.deadline import ChildDied, DeadlineExceeded
+
+        try:
+            return self._pending.result()
+        except NvmlInitError as exc:
+            raise NvmlUnavailable(str(exc), kind="init", stage="nvmlInit") from None
+        except DeadlineExceeded as exc:
+            note = "" if exc.reaped else "; the probe process is stuck in the kernel"
+            where = f" (while reading {exc.last})" if exc.last else ""
+            raise NvmlUnavailable(f"NVML gave no answer within {self._deadline_s:g}s{where}"
+                                  f"{note}", kind="timeout", stage=exc.last) from None
+        except ChildDied as exc:
+            raise NvmlUnavailable(str(exc), kind="died") from None
+
+    def close(self) -> None:
+        self._pending.close()
+
+
+def start_board_read(deadline_s: float, *, with_nvlink_counters: bool = True) -> PendingBoard:
+    """``read_board_within`` started: the child reads while the caller does other work,
+    then ``result()`` (or ``close()``); the deadline counts from this call."""
+    from nodegate.probes.deadline import start_with_deadline
 
     nvml = _import_pynvml()  # a missing nvidia-ml-py stays an environment problem (exit 3)
 
@@ -270,17 +313,7 @@ def read_board_within(deadline_s: float, *, with_nvlink_counters: bool = True) -
             raise NvmlUnavailable(f"NVML error while reading {stage[0]}: {exc}",
                                   kind="error", stage=stage[0]) from None
 
-    try:
-        return call_with_deadline(probe, deadline_s)
-    except NvmlInitError as exc:
-        raise NvmlUnavailable(str(exc), kind="init", stage="nvmlInit") from None
-    except DeadlineExceeded as exc:
-        note = "" if exc.reaped else "; the probe process is stuck in the kernel"
-        where = f" (while reading {exc.last})" if exc.last else ""
-        raise NvmlUnavailable(f"NVML gave no answer within {deadline_s:g}s{where}{note}",
-                              kind="timeout", stage=exc.last) from None
-    except ChildDied as exc:
-        raise NvmlUnavailable(str(exc), kind="died") from None
+    return PendingBoard(start_with_deadline(probe, deadline_s), deadline_s)
 
 
 def _system(nvml: Any, fn_name: str) -> Any:

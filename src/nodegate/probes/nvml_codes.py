@@ -17,13 +17,15 @@ import re
 import pynvml
 
 _NVLINK_VERSION = re.compile(r"^NVML_NVLINK_VERSION_(\d+)_(\d+)$")
+#: pynvml's names, sorted (as ``dir`` lists them): listed once for every table below.
+_NAMES: list[str] = dir(pynvml)
 
 
 def _nvlink_versions() -> dict[int, tuple[int, int]]:
     """``nvmlNvlinkVersion_t`` value -> (major, minor), read from the constants' names."""
     table: dict[int, tuple[int, int]] = {}
-    for name in dir(pynvml):
-        match = _NVLINK_VERSION.match(name)
+    for name in _NAMES:
+        match = name.startswith("NVML_NVLINK_VERSION_") and _NVLINK_VERSION.match(name)
         if match:
             table[int(getattr(pynvml, name))] = (int(match.group(1)), int(match.group(2)))
     return table
@@ -59,7 +61,7 @@ def _clock_event_bits() -> dict[int, str]:
     skip = {"None", "All", "UserDefinedClocks"}
     bits: dict[int, str] = {}
     for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
-        for name in dir(pynvml):
+        for name in _NAMES:
             if not name.startswith(prefix) or name[len(prefix):] in skip:
                 continue
             value = int(getattr(pynvml, name))
@@ -185,7 +187,7 @@ FABRIC_CONFIG_OK: frozenset[int] = frozenset({
 def _config_names() -> dict[int, str]:
     prefix = f"{_HM}INCORRECT_CONFIGURATION_"
     names: dict[int, str] = {}
-    for name in sorted(dir(pynvml)):
+    for name in _NAMES:
         if name.startswith(prefix):
             names.setdefault(int(getattr(pynvml, name)), name[len(prefix):].lower())
     return names
@@ -212,7 +214,7 @@ def fabric_health_problems(mask: int) -> list[str]:
 def _error_names() -> dict[int, str]:
     """``nvmlReturn_t`` value -> its nvml.h name (``10`` -> ``NVML_ERROR_TIMEOUT``)."""
     names: dict[int, str] = {}
-    for name in sorted(dir(pynvml)):
+    for name in _NAMES:
         if name.startswith("NVML_ERROR_") and isinstance(getattr(pynvml, name), int):
             names.setdefault(int(getattr(pynvml, name)), name)
     return names

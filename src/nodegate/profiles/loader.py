@@ -25,9 +25,7 @@ from typing import Any
 
 from nodegate import paths
 from nodegate.errors import ConfigError
-from nodegate.profiles.schema import layer_schema, override_schema, resolved_schema
 from nodegate.profiles.threshold_keys import THRESHOLD_KEYS, Key, key_named
-from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
 from nodegate.yamlio import json_path, load_yaml, shorten
 
 
@@ -100,6 +98,10 @@ def profiles_dir() -> Path:
 
 
 def _validate(data: Any, schema: dict[str, Any], *, file: str, host: str | None = None) -> None:
+    # the schema modules are imported where a profile is resolved, not by every importer:
+    # the cron health check reads its profile from the cache (nodegate.profiles.cache)
+    from nodegate.schema_check import NON_FINITE, first_problem, non_finite_path
+
     bad = non_finite_path(data)
     if bad is not None:
         raise ConfigError(NON_FINITE, file=file, host=host, key=json_path(bad))
@@ -133,6 +135,8 @@ def _load_layer_cached(path: Path) -> dict[str, Any]:
     data = load_yaml(path, kind="profile")
     if not isinstance(data, dict):
         raise ConfigError("a profile must be a mapping", file=str(path))
+    from nodegate.profiles.schema import layer_schema
+
     _validate(data, layer_schema(), file=str(path))
     return data
 
@@ -234,6 +238,8 @@ def resolve_profile(
     merged["name"] = name
     if "description" in top:
         merged["description"] = top["description"]
+    from nodegate.profiles.schema import override_schema, resolved_schema
+
     for label, overrides in (("site", site_overrides), ("host", host_overrides)):
         if overrides:
             _validate(dict(overrides), override_schema(), file=site_file or "<overrides>",

@@ -24,15 +24,15 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodegate.errors import ConfigError
 from nodegate.report import digest as report_digest
 from nodegate.report._atomic import atomic_link, atomic_write_text
-from nodegate.report.model import SCHEMA_ID as REPORT_SCHEMA
-from nodegate.report.model import NodeReport, dumps, validate
-from nodegate.report.order import MACHINE_ID_RE
 from nodegate.vocabulary import FAILING, VERDICT_ORDER
+
+if TYPE_CHECKING:  # the model and the order load where used: see nodegate.report
+    from nodegate.report.model import NodeReport
 
 #: The verdicts, exactly as written (upper case): ``pass`` is no verdict.
 VERDICTS = tuple(v.value for v in VERDICT_ORDER)
@@ -92,6 +92,8 @@ def from_report(data: Mapping[str, Any], *, source: str = "<report>",
     ``digest``: the one the writer computed from these very results a moment ago
     (``NodeReport.to_dict``'s), taken as is instead of computed and checked again.
     """
+    from nodegate.report.model import SCHEMA_ID as REPORT_SCHEMA
+
     if data.get("schema") != REPORT_SCHEMA:
         raise ValueError(f"not a {REPORT_SCHEMA} report (schema {data.get('schema')!r})")
     missing = sorted(REPORT_KEYS - data.keys())
@@ -151,6 +153,8 @@ def _order_value_ok(key: str, value: Any) -> bool:
     if key == "boottime_s":
         return bool(0 <= value < float("inf"))
     if key == "machine_id":
+        from nodegate.report.order import MACHINE_ID_RE
+
         return MACHINE_ID_RE.match(value) is not None
     return True  # boot_id: any string (the kernel's is a UUID; the schema asks no more)
 
@@ -229,6 +233,8 @@ def write_report(report: NodeReport, path: str | os.PathLike[str], *,
                  summary: bool = True) -> Path:
     """``NodeReport.write`` (validated, atomic) plus the fleet summary beside it; ``summary``
     False writes the report alone, as a nodegate from before summaries did."""
+    from nodegate.report.model import dumps, validate
+
     data = report.to_dict()
     validate(data, source=str(path))
     text = dumps(data)

@@ -7,11 +7,15 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_bytes
-from nodegate.report import NodeReport, fleet_summary
-from nodegate.report.order import OrderKey
+from nodegate.report import fleet_summary
+
+if TYPE_CHECKING:  # the model loads where a report is written (see nodegate.report)
+    from nodegate.report import NodeReport
+    from nodegate.report.order import OrderKey
 
 DEFAULT_TEXTFILE_DIR = Path("/var/lib/node_exporter/textfile_collector")
 DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
@@ -19,6 +23,8 @@ DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
 
 @dataclass(frozen=True)
 class WrittenFiles:
+    """The files a report set was written to."""
+
     json: Path
     latest: Path
     junit: Path | None

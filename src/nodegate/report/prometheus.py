@@ -21,6 +21,7 @@ from typing import Any
 
 from nodegate.report._atomic import atomic_write_text
 from nodegate.report.model import NodeReport, coerce
+from nodegate.results import Severity, Verdict
 
 PREFIX = "nodegate_"
 _LABEL_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n"}
@@ -113,8 +114,8 @@ def _add_results(families: dict[str, dict[str, float]], report: NodeReport,
     escape = escape_label_value
     for result in report.results:
         base = f'{{check="{escape(result.check)}",entity="{escape(result.entity)}"'
-        status[f'{base},verdict="{escape(result.verdict.value)}",'
-               f'severity="{escape(result.severity.value)}"{level}'] = 1
+        status[f"{base}{_VERDICT_LABELS[result.verdict]}"
+               f"{_SEVERITY_LABELS[result.severity]}{level}"] = 1
         number = _number(result.measured)
         bounds = _threshold_bounds(result.threshold)
         if number is None and not bounds:
@@ -124,6 +125,11 @@ def _add_results(families: dict[str, dict[str, float]], report: NodeReport,
             measured[f"{unit}{level}"] = number
         for bound, value in bounds:
             thresholds[f'{unit},bound="{bound}"{level}'] = value
+
+
+#: Each verdict's and severity's label, rendered once (not escaped again for every result).
+_VERDICT_LABELS = {v: f',verdict="{escape_label_value(v.value)}"' for v in Verdict}
+_SEVERITY_LABELS = {s: f',severity="{escape_label_value(s.value)}"' for s in Severity}
 
 
 def render_gauges(families: Iterable[tuple[str, str, Iterable[tuple[Mapping[str, str], float]]]]
