@@ -42,9 +42,9 @@ LAB_GROUPS: dict[str, tuple[str, ...]] = {
 #: Groups in the order they are handed out: longest first (measured durations, in
 #: docs/benchmarks.md). Groups not named here follow, in collection order.
 GROUP_ORDER: tuple[str, ...] = (
-    "tests/roles/test_softroce_vm.py", "lab-session", "lab-upgrade", "tests/roles/test_md_vm.py",
-    "lab-multinode", "tests/storage/test_nvme_vm.py", "tests/test_readme_demo.py",
-    "tests/battery/test_front_ends.py",
+    "lab-upgrade", "tests/roles/test_md_vm.py", "tests/roles/test_softroce_vm.py",
+    "lab-multinode", "lab-session", "tests/battery/test_front_ends.py",
+    "tests/storage/test_nvme_vm.py", "tests/test_readme_demo.py",
 )
 
 
