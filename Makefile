@@ -12,7 +12,7 @@ STAMP   = $(VENV)/.nodegate-installed
 # each get their own lab instance and the files that share a lab stay together
 # (tests/parallel.py). FAST_WORKERS=0 / TEST_WORKERS=0 run a part serially.
 FAST_WORKERS ?= 2
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 xdist   = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: setup host-setup test test-fast lint demo bench fuzz clean
