@@ -101,3 +101,16 @@ def test_nccl_ib_hca_leaves_the_management_function_out(tmp_path: Path) -> None:
     assert got.hca_ports == [f"mlx5_{i}:1" for i in range(8)] and got.unpaired == []
     control = rails(_fact(tree(tmp_path / "b", NIC_VPD)), ["mlx5_*"])
     assert "mlx5_8:1" in control.hca_ports
+
+
+def test_a_fifo_where_the_vpd_belongs_is_refused_not_read(tmp_path: Path) -> None:
+    root = tree(tmp_path, vpd=None)
+    vpd = root / "class" / "infiniband" / "mlx5_8" / "device" / "vpd"
+    vpd.unlink()  # the copy of the rail NIC's
+    os.mkfifo(vpd)  # a plain read would block here for ever: no writer ever opens it
+    assert rail_map.nvswitch_management(root, "mlx5_8") is False
+    vpd.unlink()
+    vpd.write_bytes(BRIDGE_VPD)
+    assert rail_map.nvswitch_management(root, "mlx5_8") is True
+    vpd.write_bytes(BRIDGE_VPD + b"\0" * rail_map.VPD_MAX_BYTES)  # past PCI VPD's size
+    assert rail_map.nvswitch_management(root, "mlx5_8") is False

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodegate.errors import ConfigError
+from nodegate.fileio import read_bytes
 from nodegate.probes.pcie_tree import (
     PciPath,
     cpulist_of,
@@ -34,6 +36,8 @@ MAP_SCHEMA = "nodegate.rail-map/1"
 MAP_FILE = "rail-map.json"
 #: The VPD text that marks an NVSwitch management function (module docstring).
 SW_MNG = b"SMDL=SW_MNG"
+#: PCI VPD's largest size (its address field is 15 bits), the cap of one read.
+VPD_MAX_BYTES = 32 * 1024
 
 
 @dataclass
@@ -91,9 +95,10 @@ class RailMap:
 
 def nvswitch_management(root: Path, device: str) -> bool:
     """Whether RDMA ``device`` is an NVSwitch management function (VPD ``SMDL=SW_MNG``)."""
-    try:
-        vpd = (root / "class" / "infiniband" / device / "device" / "vpd").read_bytes()
-    except OSError:
+    try:  # PCI VPD is at most 32 KiB; the one reader refuses a FIFO or device planted there
+        vpd = read_bytes(root / "class" / "infiniband" / device / "device" / "vpd",
+                         kind="config", limit=VPD_MAX_BYTES)
+    except (OSError, ConfigError):
         return False
     return SW_MNG in vpd
 
