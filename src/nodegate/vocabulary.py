@@ -112,4 +112,4 @@ class Subject(Word):
     POWER = "power"
 
 #: GEMM dtypes a profile's ``load.dtypes`` may name.
-DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8", "fp64")
+DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8", "fp4", "fp64")

@@ -27,7 +27,7 @@ def _floor(value: float, unit: str) -> dict[str, Any]:
 
 
 def profile() -> dict[str, Any]:
-    load = {"dtypes": ["bf16"], "acceptance_dtypes": ["fp16", "tf32", "fp8"],
+    load = {"dtypes": ["bf16"], "acceptance_dtypes": ["fp16", "tf32", "fp8", "fp4"],
             "gemm_size": 48, "gemm_seconds": 0.2, "dtype_gemm_seconds": 0.2,
             "hbm_bytes": 1 << 18, "copy_bytes": 1 << 16, "p2p_bytes": 1 << 16,
             "allreduce_max_bytes": 1 << 16, "allreduce_steps": 2, "burnin_steps": 8,
@@ -37,7 +37,7 @@ def profile() -> dict[str, Any]:
             "fsdp_seconds": 0.3, "fsdp_checkpoint_dir": tempfile.gettempdir(),
             "hbm_test_cpu_bytes": 1 << 16, "hbm_test_chunk_bytes": 1 << 14}
     tiny = {f"gemm_{d}_tflops_min": _floor(1e-9, "TFLOPS") for d in ("bf16", "fp16", "tf32",
-                                                                      "fp8")}
+                                                                      "fp8", "fp4")}
     return {"gpu": {"count": 2}, "load": load, "thresholds": {
         **tiny, "hbm_pattern_gbps_min": _floor(1e-6, "GB/s")}}
 
@@ -54,6 +54,11 @@ def test_acceptance_emits_every_new_result_and_each_seam_fails_its_check_and_ent
     for check in not_run:  # the profile lists no fp64, and bf16 runs first as "gemm"
         assert got[check]["node"].verdict == Verdict.SKIP
         assert got[check]["node"].evidence["reason"], check
+    for check in ("gemm_tflops_fp4", "gemm_consistency_fp4"):  # listed, but no CPU kernel
+        assert got[check]["node"].verdict == Verdict.SKIP, check
+        assert "no fp4 GEMM kernel for cpu" in got[check]["node"].evidence["reason"], check
+    assert {r.verdict for r in got["gemm_fp4_completed"].values()} == {Verdict.PASS}
+    not_run |= {c for c in CHECKS if "fp4" in c and not c.endswith("_completed")}
     expected = set(CHECKS) - not_run
     for check in expected - {c for c in expected if c.endswith(("_completed", "_outlier"))}:
         for entity, r in got[check].items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,9 +11,10 @@ import pytest
 from nodegate.judge import load as verdicts
 from nodegate.load import config, plan, tasks
 from nodegate.profiles import resolve_profile
+from nodegate.profiles.loader import profiles_dir
 
 #: The shipped profiles of full nodes (every GPU of an HGX board).
-NODE_PROFILES = ["xe9680-h100", "xd670-h100", "xd670-h200", "hgx-a100-80gb"]
+NODE_PROFILES = ["xe9680-h100", "xd670-h100", "xd670-h200", "hgx-a100-80gb", "xe9680l-b200"]
 
 
 def _profile(name: str) -> dict[str, Any]:
@@ -79,6 +81,25 @@ def test_shipped_node_profiles_fit_the_level_budgets(name: str) -> None:
     acceptance = plan.total(config.from_profile(data, "acceptance"), world, th)
     assert 120 <= standard + 30 <= plan.BUDGET_S["standard"], standard
     assert acceptance + 30 <= plan.BUDGET_S["acceptance"], acceptance
+
+
+def test_an_8_gpu_b300_node_fits_the_acceptance_budget_with_fp4(tmp_path: Path) -> None:
+    """No B300 chassis profile ships yet (no sourced platform): the XE9680L's B200 profile with
+    its GPU layer swapped for the B300's stands in, as the profile tests do."""
+    base = tmp_path / "profiles"
+    for layer in ("gpu", "platform"):
+        (base / layer).mkdir(parents=True)
+        for path in (profiles_dir() / layer).glob("*.yaml"):
+            (base / layer / path.name).write_text(path.read_text())
+    body = (profiles_dir() / "xe9680l-b200.yaml").read_text()
+    (base / "b300.yaml").write_text(body.replace("gpu/b200-sxm-180gb", "gpu/b300-sxm6-288gb"))
+    data = dict(resolve_profile("b300", base=base).data)
+    th = verdicts.thresholds_of(data)
+    cfg = config.from_profile(data, "acceptance")
+    assert "fp4" in cfg.acceptance_dtypes and "fp64" not in cfg.acceptance_dtypes
+    phases = plan.phases(cfg, 8, th)
+    assert "gemm_fp4" in phases
+    assert sum(phases.values()) + 30 <= plan.BUDGET_S["acceptance"], phases
 
 
 def test_the_plan_line_names_level_time_and_phases() -> None:

@@ -136,7 +136,10 @@ def _gemm(run: _Run, dtype: str, seconds: float, name: str = "gemm") -> None:
     outcome = run.phase(name, tasks.gemm, seconds + 5, estimate_s=seconds, dtype=dtype,
                         n=run.cfg.gemm_size, seconds=seconds)
     if name != "soak":
-        checks = integrity.gemm_checks(dtype)
+        speed, consistency = integrity.gemm_checks(dtype)
+        # the outlier check too: a dtype with no kernel here (or a phase that ended early)
+        # says why for every check the phase would have emitted
+        checks = [speed, consistency, f"{speed}_outlier"]
         why_not = integrity.gemm_unsupported(outcome.values) if outcome.ok else None
         run.judged(outcome, checks, lambda: verdicts.skipped(checks, why_not) if why_not
                    else verdicts.gemm(outcome.values, run.th))

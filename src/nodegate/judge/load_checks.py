@@ -25,7 +25,7 @@ OUTLIER = Key.OUTLIER_MARGIN_PCT_MAX
 GEMM_TFLOPS_KEY: dict[str, Key] = {
     "bf16": Key.GEMM_BF16_TFLOPS_MIN, "fp16": Key.GEMM_FP16_TFLOPS_MIN,
     "tf32": Key.GEMM_TF32_TFLOPS_MIN, "fp8": Key.GEMM_FP8_TFLOPS_MIN,
-    "fp64": Key.GEMM_FP64_TFLOPS_MIN,
+    "fp4": Key.GEMM_FP4_TFLOPS_MIN, "fp64": Key.GEMM_FP64_TFLOPS_MIN,
 }
 #: Host copy direction -> its floor.
 HOST_COPY_KEY: dict[str, Key] = {"h2d": Key.H2D_GBPS_MIN, "d2h": Key.D2H_GBPS_MIN}
@@ -180,7 +180,7 @@ CHECKS: tuple[Check, ...] = (
     _load("gemm_bf16_completed", S.COMPUTE_DTYPES, STD,
           "every rank finished the bf16 GEMM phase (bf16 not listed first)", COMPLETED,
           dtype="bf16"),
-    *(c for dtype in ("fp16", "tf32", "fp8", "fp64") for c in _dtype(dtype)),
+    *(c for dtype in ("fp16", "tf32", "fp8", "fp4", "fp64") for c in _dtype(dtype)),
     # telemetry sampled under load
     _load("thermal_peak", S.SOAK, STD, "slowdown threshold minus peak temperature under load",
           LOAD + "telemetry", Key.THERMAL_MARGIN_C_MIN),

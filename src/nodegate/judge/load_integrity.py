@@ -19,7 +19,7 @@ from nodegate.vocabulary import Subject
 
 HW = Severity.HARDWARE
 #: Dtypes whose GEMM checks carry a suffix (bf16 keeps the original names).
-SUFFIXED_DTYPES = ("fp16", "tf32", "fp8", "fp64")
+SUFFIXED_DTYPES = ("fp16", "tf32", "fp8", "fp4", "fp64")
 
 #: Check name -> meaning: this judge's declarations, and the further GEMM dtypes' checks it
 #: names when their phase did not run (``nodegate.judge.load_checks``).

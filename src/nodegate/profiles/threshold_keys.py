@@ -55,6 +55,7 @@ class Key(Word):
     GEMM_FP16_TFLOPS_MIN = "gemm_fp16_tflops_min"
     GEMM_TF32_TFLOPS_MIN = "gemm_tf32_tflops_min"
     GEMM_FP8_TFLOPS_MIN = "gemm_fp8_tflops_min"
+    GEMM_FP4_TFLOPS_MIN = "gemm_fp4_tflops_min"
     GEMM_FP64_TFLOPS_MIN = "gemm_fp64_tflops_min"
     HBM_PATTERN_GBPS_MIN = "hbm_pattern_gbps_min"
     HBM_BANDWIDTH_GBPS_MIN = "hbm_bandwidth_gbps_min"
@@ -170,6 +171,8 @@ THRESHOLD_KEYS: dict[Key, ThresholdKey] = {
     Key.GEMM_FP16_TFLOPS_MIN: ThresholdKey("min", "TFLOPS", "dense fp16 GEMM per GPU"),
     Key.GEMM_TF32_TFLOPS_MIN: ThresholdKey("min", "TFLOPS", "dense tf32 GEMM per GPU"),
     Key.GEMM_FP8_TFLOPS_MIN: ThresholdKey("min", "TFLOPS", "dense fp8 (e4m3) GEMM per GPU"),
+    Key.GEMM_FP4_TFLOPS_MIN: ThresholdKey(
+        "min", "TFLOPS", "dense fp4 (NVFP4: e2m1, e4m3 scale per 16) GEMM per GPU"),
     Key.GEMM_FP64_TFLOPS_MIN: ThresholdKey("min", "TFLOPS", "dense fp64 GEMM per GPU"),
     Key.HBM_PATTERN_GBPS_MIN: ThresholdKey(
         "min", "GB/s", "HBM pattern test, bytes written + verified per s"),
