@@ -45,7 +45,7 @@ def test_validate_checks_gpu_is_refused_naming_the_missing_load_checks(tmp_path:
     assert decision.action is Action.DRAIN
     assert ("missing load checks: gemm_completed, gemm_tflops, gemm_consistency, "
             "gemm_tflops_outlier, memory_completed, hbm_bandwidth, hbm_bandwidth_outlier, "
-            "h2d_bandwidth (+43 more)") in decision.why
+            "h2d_bandwidth (+47 more)") in decision.why
     assert "missing log checks: xid_events" in decision.why
     assert "missing host checks: nouveau_absent" in decision.why
     assert decision.reason == ("nodegate: standard report incomplete (missing log checks: "
