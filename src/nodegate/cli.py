@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "sim": "nodegate.sim.cli",
     "power": "nodegate.power.cli",
     "gate": "nodegate.cluster.cli",
+    "sweep": "nodegate.cluster.sweep_cli",
     "report": "nodegate.fleet.cli",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())

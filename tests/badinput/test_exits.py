@@ -34,6 +34,8 @@ SIM_SICK = (*NODEGATE, "sim", "run", SICK, "--", *NODEGATE)
 PROFILE = "sim-h100-hgx"
 BAD_PROFILE = "schema: nodegate.profile/1\nlayer: profile\nextends: [no-such-layer]\n"
 SCONTROL = "#!/bin/sh\necho 'NodeName=vm Arch=x86_64 State=IDLE Partitions=gpu'\n"
+SINFO = "#!/bin/sh\necho 'vm|idle|Unknown|none'\n"
+SQUEUE = "#!/bin/sh\necho '7|training|RUNNING'\n"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ COMMANDS = [
             2),
     Command("gate", (*NODEGATE, "gate", "--report-dir", "{r}", "--node", "vm", "--dry-run",
                      "--json"), 0, {"bin/scontrol": SCONTROL}),
+    Command("sweep", (*NODEGATE, "sweep", "--partition", "gpu", "--ledger", "{d}/ledger.json",
+                      "--dry-run", "--json"), 0, {"bin/sinfo": SINFO, "bin/squeue": SQUEUE}),
     Command("report", (*NODEGATE, "report", "{r}", "--json", "--no-cache"), 1),
     Command("lab", (PY, "-m", "nodegate_lab.cli", "status"), 0),
 ]

@@ -186,6 +186,18 @@ class SlurmScheduler:
         after = self.state(node)
         return Change(node, "comment", True, before, after)
 
+    # --- jobs (the sweep) -------------------------------------------------------------------
+
+    def queue(self, fmt: str) -> str:
+        """``squeue -h -o FMT`` over every job the controller holds (retried: a read)."""
+        return self._run([self._bin("squeue"), "-h", "-o", fmt], what="list jobs")
+
+    def submit(self, options: Sequence[str], wrap: str) -> str:
+        """``sbatch OPTIONS --wrap WRAP``'s output, tried once: a retry after a lost answer
+        could queue the same job twice (callers find their jobs by name instead)."""
+        return self._run([self._bin("sbatch"), *options, f"--wrap={wrap}"], what="submit a job",
+                         attempts=1, unanswered="the job may or may not be queued")
+
     # --- plumbing ----------------------------------------------------------------------------
 
     def _update(self, node: str, *fields: str) -> None:
@@ -216,11 +228,13 @@ class SlurmScheduler:
     def _where(self) -> str:
         return f"slurmctld {self.controller()}"
 
-    def _run(self, argv: list[str], *, what: str, node: str | None = None) -> str:
+    def _run(self, argv: list[str], *, what: str, node: str | None = None,
+             attempts: int | None = None, unanswered: str = "no state was changed") -> str:
+        tries = self.retry.attempts if attempts is None else attempts
         delays = self.retry.delays()
         started = time.monotonic()
         last = ""
-        for attempt in range(self.retry.attempts):
+        for attempt in range(tries):
             try:
                 proc = self._runner(argv, self._env(), self.timeout_s)
             except FileNotFoundError:
@@ -243,12 +257,13 @@ class SlurmScheduler:
                             f"node {node!r} is not known to {self._where()}: {last}", host=node
                         )
                     raise CannotRunError(f"{what} failed at {self._where()}: {last}", host=node)
-            if attempt < len(delays):
+            if attempt < min(len(delays), tries - 1):
                 self._sleep(delays[attempt])
         elapsed = time.monotonic() - started
         raise CannotRunError(
-            f"{self._where()} unreachable: {what} failed {self.retry.attempts} times in "
-            f"{elapsed:.1f} s ({last}); no state was changed",
+            f"{self._where()} unreachable: {what} failed "
+            f"{'once' if tries == 1 else f'{tries} times'} in "
+            f"{elapsed:.1f} s ({last}); {unanswered}",
             host=node,
         )
 
