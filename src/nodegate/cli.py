@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "power": "nodegate.power.cli",
     "gate": "nodegate.cluster.cli",
     "report": "nodegate.fleet.cli",
+    "remediate": "nodegate.commands.remediate",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())
 #: Commands that moved out of the node package: a one-line pointer instead of argparse's
