@@ -69,6 +69,8 @@ COMMANDS = [
     Command("gate", (*NODEGATE, "gate", "--report-dir", "{r}", "--node", "vm", "--dry-run",
                      "--json"), 0, {"bin/scontrol": SCONTROL}),
     Command("report", (*NODEGATE, "report", "{r}", "--json", "--no-cache"), 1),
+    Command("remediate", (*NODEGATE, "remediate", "--report-dir", "{r}", "--state-dir",
+                          "{d}/s", "--profile", PROFILE, "--node", "vm"), 0),  # off
     Command("lab", (PY, "-m", "nodegate_lab.cli", "status"), 0),
 ]
 
