@@ -18,10 +18,13 @@ def _reports(tmp_path: Path) -> Path:
 def test_off_unless_enabled_touches_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state"
     proc = run_cli("remediate", "--report-dir", str(_reports(tmp_path)), "--state-dir",
-                   str(state), "--profile", "sim-h100-hgx", "--node", "gpu-node-01")
+                   str(state), "--profile", "sim-h100-hgx", "--node", "gpu-node-01",
+                   "--textfile-dir", str(tmp_path / "prom"))
     assert proc.returncode == 0, proc.stderr
     assert "remediation is off" in proc.stdout
     assert not (state / "remediation.json").exists()
+    prom = (tmp_path / "prom" / "nodegate_remediation.prom").read_text()
+    assert 'phase="in_service"} 1' in prom
 
 
 def test_an_unreadable_state_file_is_exit_2_naming_it(tmp_path: Path) -> None:

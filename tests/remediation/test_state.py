@@ -105,3 +105,18 @@ def test_one_node_runs_one_remediation_at_a_time(store: StateStore, tmp_path: Pa
         holder.join()
     with store.locked():  # free again once the holder is gone
         pass
+
+
+def test_an_unknown_action_in_the_file_is_refused_naming_it(store: StateStore) -> None:
+    state = NodeRemediation(NODE, phase=Phase.DRAINED)
+    store.record_intent(state, ActionRecord("reset_gpu", ["gpu1"], {}, NOW, "b"), NOW)
+    store.path.write_text(store.path.read_text().replace('"reset_gpu"', '"format_disks"'))
+    with pytest.raises(ConfigError, match="format_disks"):
+        store.load(NODE)
+
+
+def test_the_recorded_actions_are_the_remedies_that_act() -> None:
+    from nodegate.remediation.actions import Remedy
+    from nodegate.remediation.state import ACTIONS
+
+    assert set(ACTIONS) == {r.value for r in Remedy} - {"none", "rma"}

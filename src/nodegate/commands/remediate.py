@@ -41,6 +41,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bundle-dir", type=Path, help="where RMA bundles go (default: "
                         "the state dir's rma/)")
     parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients")
+    parser.add_argument("--textfile-dir", type=Path,
+                        help="write nodegate_remediation.prom (the phase as gauges) there")
     parser.add_argument("--dry-run", action="store_true",
                         help="say what would be done; change nothing (no state, no Slurm)")
     parser.set_defaults(func=run)
@@ -73,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
                   state_dir / "rma", dry_run=args.dry_run)
     outcome = step(ctx)
     print(f"nodegate remediate: {node}: {outcome.phase.value}: {outcome.message}")
+    if args.textfile_dir is not None and not args.dry_run:
+        from nodegate.remediation import metrics
+
+        metrics.write(ctx.store.load(node), args.textfile_dir)
     return int(outcome.code)
 
 

@@ -63,6 +63,8 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 
 #: An action's outcome: None while only the intent is recorded.
 OUTCOMES = ("done", "failed", "unknown")
+#: The actions a state file may record (``nodegate.remediation.actions.Remedy`` values).
+ACTIONS = ("reset_gpu", "reboot_node", "power_cycle")
 
 
 class InvalidTransition(CannotRunError):
@@ -100,6 +102,8 @@ class ActionRecord:
         if not isinstance(data, dict):
             raise ValueError("an action must be a mapping")
         outcome = data.get("outcome")
+        if data.get("action") not in ACTIONS:
+            raise ValueError(f"unknown action {data.get('action')!r}")
         if outcome is not None and outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}")
         targets, serials = data.get("targets"), data.get("serials")
@@ -146,6 +150,8 @@ class NodeRemediation:
             raise ValueError("history must be a list")
         since = data.get("since")
         action = data.get("action")
+        if data.get("escalate_from") not in (None, *ACTIONS):
+            raise ValueError(f"unknown escalate_from {data.get('escalate_from')!r}")
         return cls(node=str(data["node"]), phase=Phase(data["phase"]),
                    since=parse_timestamp(since) if since else None,
                    reason=data.get("reason"),
