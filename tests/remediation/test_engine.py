@@ -178,3 +178,35 @@ def test_a_failed_action_is_recorded_never_left_in_flight(store: StateStore,
     state = store.load("gpu-node-01")
     assert not state.in_flight and state.history[-1].outcome == "failed"
     assert state.escalate_from == "reset_gpu"
+
+
+def test_no_requalification_load_while_jobs_run(store: StateStore, tmp_path: Path) -> None:
+    """A node re-qualifying that Slurm gave a job meanwhile: wait, run nothing."""
+    state = NodeRemediation("gpu-node-01", phase=Phase.DRAINED)
+    store.record_intent(state, ActionRecord("reset_gpu", ["gpu3"], {"gpu3": serial(3)},
+                                            NOW, "boot-a"), NOW)
+    store.record_outcome(state, "done", NOW)
+    recorder = Recorder(board())
+    outcome = step(context(store, FakeScheduler("mixed", ("DRAIN",)), recorder, [RESET],
+                           tmp_path))
+    assert outcome.step == "wait" and outcome.phase is Phase.REQUALIFYING
+    assert recorder.done == []
+
+
+def test_an_administrators_drain_during_requalification_is_not_resumed(
+        store: StateStore, tmp_path: Path) -> None:
+    scheduler = FakeScheduler()
+    recorder = Recorder(board())
+    runners = recorder.runners()
+
+    def requalify_while_an_admin_drains() -> bool:
+        scheduler.current = FakeScheduler(reason="hands off: DIMM swap").current
+        return True
+
+    runners.requalify = requalify_while_an_admin_drains
+    ctx = context(store, scheduler, recorder, [RESET], tmp_path)
+    ctx.runners = runners
+    outcome = step(ctx)
+    assert outcome.step == "foreign" and ("resume", None) not in scheduler.calls
+    assert scheduler.current.reason == "hands off: DIMM swap"
+    assert store.load("gpu-node-01").phase is Phase.DRAINED

@@ -136,19 +136,23 @@ def _step(ctx: Context) -> Outcome:
 
 def _drained(ctx: Context, st: NodeRemediation, node: NodeState, policy: Policy,
              now: dt.datetime) -> Outcome:
-    """The node is drained by nodegate: settle, re-qualify, wait for jobs, or act."""
+    """The node is drained by nodegate: wait for jobs, settle, re-qualify, or act. Nothing
+    runs on a node whose jobs still run, the re-qualification's load included."""
+    if st.phase is Phase.IN_SERVICE:
+        _move(ctx, st, Phase.DRAINED, now, reason=node.reason)
+    if jobs_running(node):
+        if st.phase is Phase.DRAINED:
+            _move(ctx, st, Phase.WAITING_FOR_JOBS, now)
+        waiting = Phase.WAITING_FOR_JOBS if st.phase in (
+            Phase.IN_SERVICE, Phase.DRAINED, Phase.WAITING_FOR_JOBS) else st.phase
+        return Outcome(waiting, "wait", f"{node.describe()}: jobs still run; waiting for "
+                       "them to end, nothing is done meanwhile")
     if st.phase is Phase.REMEDIATING:
         outcome = _resume(ctx, st, now)
         if outcome is not None:
             return outcome
     if st.phase is Phase.REQUALIFYING:
         return _requalify(ctx, st, policy, now)
-    if st.phase is Phase.IN_SERVICE:
-        _move(ctx, st, Phase.DRAINED, now, reason=node.reason)
-    if jobs_running(node):
-        _move(ctx, st, Phase.WAITING_FOR_JOBS, now)
-        return Outcome(Phase.WAITING_FOR_JOBS, "wait", f"{node.describe()}: jobs still run; "
-                       "waiting for them to end, nothing is done meanwhile")
     if st.phase is Phase.WAITING_FOR_JOBS:
         _move(ctx, st, Phase.DRAINED, now)
     return _act(ctx, st, policy, now)
@@ -322,6 +326,13 @@ def _requalify(ctx: Context, st: NodeRemediation, policy: Policy, now: dt.dateti
                        "retried at the next run", ExitCode.CANNOT_RUN)
     last = st.action.action if st.action else None
     if verdict:
+        foreign = foreign_drain(ctx.scheduler.state(ctx.node))  # it took minutes: read again
+        if foreign is not None:
+            st.move(Phase.DRAINED, ctx.now())
+            st.action, st.escalate_from = None, None
+            ctx.store.save(st)
+            return Outcome(Phase.DRAINED, "foreign", f"{done}re-qualified at standard: PASS, "
+                           f"but meanwhile {foreign}; not resumed")
         ctx.scheduler.resume(ctx.node)
         st.move(Phase.IN_SERVICE, ctx.now())
         st.action, st.escalate_from, st.reason = None, None, None
