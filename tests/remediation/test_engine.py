@@ -210,3 +210,28 @@ def test_an_administrators_drain_during_requalification_is_not_resumed(
     assert outcome.step == "foreign" and ("resume", None) not in scheduler.calls
     assert scheduler.current.reason == "hands off: DIMM swap"
     assert store.load("gpu-node-01").phase is Phase.DRAINED
+
+
+def test_a_gpu_off_the_bus_without_a_bmc_runner_asks_a_person(store: StateStore,
+                                                               tmp_path: Path) -> None:
+    recorder = Recorder(board())
+    runners = recorder.runners()
+    runners.power_cycle = None
+    ctx = context(store, FakeScheduler(), recorder,
+                  [make_report(failed("gpu_reachable", "gpu6", "lost"))], tmp_path)
+    ctx.runners = runners
+    outcome = step(ctx)
+    assert outcome.step == "blocked" and outcome.code is ExitCode.FAILED
+    assert "by hand" in outcome.message and recorder.done == []
+    assert not store.load("gpu-node-01").in_flight
+
+
+def test_a_failed_reset_climbs_to_a_reboot_not_to_rma(store: StateStore,
+                                                      tmp_path: Path) -> None:
+    """A reset that could not run remediated nothing: it does not count against the card."""
+    scheduler = FakeScheduler()
+    failing = Recorder(board(), fail_with=RuntimeError("nvidia-smi -r exited 3"))
+    step(context(store, scheduler, failing, [RESET], tmp_path))
+    recorder = Recorder(board())
+    outcome = step(context(store, scheduler, recorder, [RESET], tmp_path))
+    assert recorder.done == [("reboot", ())] and outcome.phase is Phase.REMEDIATING

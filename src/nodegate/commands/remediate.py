@@ -91,7 +91,9 @@ def real_runners(report_dir: Path) -> Runners:
     from nodegate.remediation.engine import Runners
 
     return Runners(board=read_board_view, reset_gpus=nvidia_smi_reset, reboot=systemctl_reboot,
-                   power_cycle=bmc_power_cycle, requalify=lambda: requalify(report_dir),
+                   # not built on the node: the BMC's Redfish ComputerSystem.Reset needs its
+                   # address and credentials, which live on the control side
+                   power_cycle=None, requalify=lambda: requalify(report_dir),
                    boot_id=read_boot_id, kernel_log=kernel_log_text,
                    bug_report=default_bug_report, chassis=dmi_identity)
 
@@ -124,15 +126,6 @@ def systemctl_reboot() -> None:
     if proc.returncode != 0:
         raise CannotRunError(f"systemctl reboot exited {proc.returncode}: "
                              f"{proc.stderr.strip()[:200]}")
-
-
-def bmc_power_cycle() -> None:
-    """Not built yet: the BMC's Redfish ``ComputerSystem.Reset`` needs the node's BMC address
-    and credentials, which live on the control side (deploy/remediate.py, not built)."""
-    from nodegate.errors import CannotRunError
-
-    raise CannotRunError("a power cycle through the BMC (Redfish ComputerSystem.Reset) is "
-                         "not built on the node side yet; power-cycle the node by hand")
 
 
 def requalify(report_dir: Path) -> bool | None:

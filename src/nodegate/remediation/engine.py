@@ -63,7 +63,7 @@ class Runners:
     board: Callable[[], BoardView]
     reset_gpus: Callable[[Sequence[str]], None]  # GPU UUIDs (empty: every GPU); raises
     reboot: Callable[[], None]
-    power_cycle: Callable[[], None]
+    power_cycle: Callable[[], None] | None  # None: not available on this side (no BMC)
     requalify: Callable[[], bool | None]  # PASS True, FAIL False, could not run None
     boot_id: Callable[[], str | None]
     kernel_log: Callable[[], str | None] = lambda: None
@@ -263,6 +263,10 @@ def _run(ctx: Context, st: NodeRemediation, plan: Plan, *, remedy: Remedy,
          note: str = "",
          every_gpu: bool = False) -> Outcome:
     what = f"{remedy.value} {', '.join(targets) or 'node'}" + (f" ({note})" if note else "")
+    if remedy is Remedy.POWER_CYCLE and ctx.runners.power_cycle is None:
+        return Outcome(st.phase, "blocked", f"{what} is needed but no BMC power cycle is "
+                       "available here; power-cycle the node by hand (the next run "
+                       "re-checks)", ExitCode.FAILED, plan=plan)
     if ctx.dry_run:
         return Outcome(st.phase, "dry-run", f"would {what}: {plan.describe()}", plan=plan)
     serials = {t: _actions_key(t, idents) for t in targets}
@@ -274,7 +278,7 @@ def _run(ctx: Context, st: NodeRemediation, plan: Plan, *, remedy: Remedy,
             ctx.runners.reset_gpus([] if every_gpu else uuids)
         elif remedy is Remedy.REBOOT_NODE:
             ctx.runners.reboot()
-        else:
+        elif ctx.runners.power_cycle is not None:
             ctx.runners.power_cycle()
     except Exception as exc:  # the runner's failure is the action's outcome, never a crash
         ctx.store.record_outcome(st, "failed", ctx.now(), detail=str(exc)[:300])

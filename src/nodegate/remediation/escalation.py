@@ -49,10 +49,12 @@ def card_key(entity: str, identity: Mapping[str, str]) -> str:
 
 def count_recent(history: Sequence[ActionRecord], key: str, now: dt.datetime,
                  window_h: float) -> int:
-    """Finished actions on the card ``key`` (a serial) that started within the window."""
+    """Actions on the card ``key`` (a serial) that started within the window and ran (done,
+    or unknown after a killed run); one that failed to run remediated nothing: the ladder
+    goes on to the next rung instead."""
     start = now - dt.timedelta(hours=window_h)
     return sum(1 for action in history
-               if action.outcome is not None and action.started_at >= start
+               if action.outcome in ("done", "unknown") and action.started_at >= start
                and key in action.serials.values())
 
 
