@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "gate": "nodegate.cluster.cli",
     "sweep": "nodegate.cluster.sweep_cli",
     "report": "nodegate.fleet.cli",
+    "remediate": "nodegate.commands.remediate",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())
 #: Commands that moved out of the node package: a one-line pointer instead of argparse's

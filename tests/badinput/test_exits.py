@@ -73,6 +73,8 @@ COMMANDS = [
     Command("sweep", (*NODEGATE, "sweep", "--partition", "gpu", "--ledger", "{d}/ledger.json",
                       "--dry-run", "--json"), 0, {"bin/sinfo": SINFO, "bin/squeue": SQUEUE}),
     Command("report", (*NODEGATE, "report", "{r}", "--json", "--no-cache"), 1),
+    Command("remediate", (*NODEGATE, "remediate", "--report-dir", "{r}", "--state-dir",
+                          "{d}/s", "--profile", PROFILE, "--node", "vm"), 0),  # off
     Command("lab", (PY, "-m", "nodegate_lab.cli", "status"), 0),
 ]
 

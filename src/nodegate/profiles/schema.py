@@ -342,10 +342,21 @@ SECTIONS: dict[str, dict[str, Any]] = {
         },
         [],
     ),
+    # automatic remediation (nodegate.remediation, docs/remediation.md): off unless enabled
+    "remediation": _section(
+        {
+            "enabled": _BOOL,
+            "gpu_reset": _BOOL,  # false: never reset a GPU, reboot instead
+            "window_h": {"type": "number", "exclusiveMinimum": 0},
+            "max_per_gpu": {"type": "integer", "minimum": 0},
+            "source": {"type": "string", "pattern": SOURCE_PATTERN},
+        },
+        [],
+    ),
 }
 
 #: Sections a resolved profile may leave out (the judge has a default for them).
-OPTIONAL_SECTIONS = ("xid", "network", "dcgm")
+OPTIONAL_SECTIONS = ("xid", "network", "dcgm", "remediation")
 
 #: Keys allowed at the top of a profile file besides the sections.
 META = {

@@ -1,0 +1,185 @@
+"""``nodegate remediate``: one step of this node's remediation (``nodegate.remediation``).
+
+Run from the gate's timer once the site or profile enables it (``remediation.enabled``).
+Exit codes (docs/remediation.md, docs/exit-codes.md's meanings): 0 a step was taken or
+nothing was needed (off, in service, someone else's drain, waiting for jobs, a dry run);
+1 the node needs a person: RMA, an action or re-qualification failed; 2 bad input (a state
+file that cannot be read, no report, no profile); 3 could not run (the lock is held, Slurm
+unreachable, the re-qualification could not start). Module level imports: argparse only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodegate.remediation.engine import BoardView, Runners
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "remediate", help="take one step of this node's remediation (reset, reboot, RMA)",
+        description="Moves a node nodegate drained back to service or to RMA, one step per "
+                    "run: waits while jobs run, never touches a drain that is not nodegate's, "
+                    "re-qualifies at standard before a resume. Off unless the profile sets "
+                    "remediation.enabled. Exit 0 done or nothing to do, 1 needs a person "
+                    "(RMA, failed action or re-qualification), 2 bad input, 3 could not run.")
+    parser.add_argument("--node", help="Slurm node name (default $SLURMD_NODENAME, then the "
+                        "latest report's slurm_node label or node)")
+    parser.add_argument("--profile", help="profile (default $NODEGATE_PROFILE, then "
+                        "/etc/nodegate/profile.json)")
+    parser.add_argument("--report-dir", type=Path, help="the node's reports (default "
+                        "$NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
+    parser.add_argument("--state-dir", type=Path, help="remediation state (default "
+                        "$NODEGATE_REMEDIATION_DIR or /var/lib/nodegate/remediation)")
+    parser.add_argument("--bundle-dir", type=Path, help="where RMA bundles go (default: "
+                        "the state dir's rma/)")
+    parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients")
+    parser.add_argument("--textfile-dir", type=Path,
+                        help="write nodegate_remediation.prom (the phase as gauges) there")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="say what would be done; change nothing (no state, no Slurm)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nodegate.cluster.cli import read_node_reports, scheduler_name
+    from nodegate.cluster.gate import battery_reports, latest
+    from nodegate.cluster.slurm import SlurmScheduler
+    from nodegate.errors import ConfigError
+    from nodegate.profiles.installed import select_profile
+    from nodegate.remediation.engine import Context, step
+    from nodegate.remediation.state import StateStore, default_state_dir
+    from nodegate.report.outputs import default_report_dir
+
+    report_dir: Path = args.report_dir or default_report_dir()
+    hint = args.node or os.environ.get("SLURMD_NODENAME")
+    reports, unreadable = read_node_reports(report_dir, hint)
+    newest = latest(battery_reports(reports)) or latest(reports)
+    if newest is None:
+        raise ConfigError("no readable report to remediate from"
+                          + "".join(f"; unreadable: {p}: {why}" for p, why in unreadable[:3]),
+                          file=str(report_dir))
+    node = hint or scheduler_name(newest)
+    state_dir: Path = args.state_dir or default_state_dir()
+    ctx = Context(node=node, scheduler=SlurmScheduler(conf=args.slurm_conf),
+                  store=StateStore(state_dir), reports=lambda: reports,
+                  profile=select_profile(args.profile or None).data,
+                  runners=real_runners(report_dir), bundle_dir=args.bundle_dir or
+                  state_dir / "rma", dry_run=args.dry_run)
+    outcome = step(ctx)
+    print(f"nodegate remediate: {node}: {outcome.phase.value}: {outcome.message}")
+    if args.textfile_dir is not None and not args.dry_run:
+        from nodegate.remediation import metrics
+
+        metrics.write(ctx.store.load(node), args.textfile_dir)
+    return int(outcome.code)
+
+
+# --- the real runners -----------------------------------------------------------------------
+
+
+def real_runners(report_dir: Path) -> Runners:
+    from nodegate.probes.kernel_log import read_boot_id
+    from nodegate.remediation.bundle import default_bug_report
+    from nodegate.remediation.engine import Runners
+
+    return Runners(board=read_board_view, reset_gpus=nvidia_smi_reset, reboot=systemctl_reboot,
+                   # not built on the node: the BMC's Redfish ComputerSystem.Reset needs its
+                   # address and credentials, which live on the control side
+                   power_cycle=None, requalify=lambda: requalify(report_dir),
+                   boot_id=read_boot_id, kernel_log=kernel_log_text,
+                   bug_report=default_bug_report, chassis=dmi_identity)
+
+
+def _run(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    from nodegate.errors import CannotRunError
+
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CannotRunError(f"{argv[0]}: {exc}") from None
+
+
+def nvidia_smi_reset(uuids: Sequence[str]) -> None:
+    """``nvidia-smi -r`` (every GPU) or ``-r -i UUID,UUID``: nvidia-smi(1), -r/--gpu-reset."""
+    from nodegate.errors import CannotRunError
+
+    argv = ["nvidia-smi", "-r", *(["-i", ",".join(uuids)] if uuids else [])]
+    proc = _run(argv, 300.0)
+    if proc.returncode != 0:
+        raise CannotRunError(f"{' '.join(argv)} exited {proc.returncode}: "
+                             f"{(proc.stderr or proc.stdout).strip()[:200]}")
+
+
+def systemctl_reboot() -> None:
+    from nodegate.errors import CannotRunError
+
+    proc = _run(["systemctl", "reboot"], 60.0)
+    if proc.returncode != 0:
+        raise CannotRunError(f"systemctl reboot exited {proc.returncode}: "
+                             f"{proc.stderr.strip()[:200]}")
+
+
+def requalify(report_dir: Path) -> bool | None:
+    """``nodegate validate --level standard``: exit 0 PASS, 1 FAIL, anything else None."""
+    argv = [sys.executable, "-m", "nodegate.cli", "validate", "--level", "standard",
+            "--report-dir", str(report_dir)]
+    proc = subprocess.run(argv, check=False)
+    return {0: True, 1: False}.get(proc.returncode)
+
+
+def read_board_view() -> BoardView:
+    """The live board; the recovery action is read defensively (absent on older probes)."""
+    from nodegate.errors import CannotRunError
+    from nodegate.probes.nvml import read_board
+    from nodegate.remediation.engine import BoardView
+
+    board = read_board()
+    view = BoardView(driver_version=board.driver_version)
+    for gpu in board.gpus:
+        view.gpus[gpu.entity] = {**gpu.identity(), "inforom_image": gpu.inforom_image,
+                                 "inforom_ecc": gpu.inforom_ecc}
+        view.processes[gpu.entity] = [p.pid for p in gpu.processes]
+        view.recovery_actions[gpu.entity] = getattr(gpu, "recovery_action", None)
+    fm = _run(["systemctl", "is-active", "--quiet", "nvidia-fabricmanager"], 10.0)
+    view.fabricmanager_running = fm.returncode == 0
+    try:
+        version = _run(["nv-fabricmanager", "--version"], 10.0)
+        view.fabricmanager_version = version.stdout.strip().splitlines()[-1] \
+            if version.returncode == 0 and version.stdout.strip() else None
+    except CannotRunError:  # not installed: unknown, never a failure
+        view.fabricmanager_version = None
+    return view
+
+
+def kernel_log_text() -> str | None:
+    from nodegate.probes.kernel_log import read_kernel_log
+
+    log = read_kernel_log()
+    return "\n".join(log.lines) if log.problem is None else None
+
+
+def dmi_identity() -> dict[str, Any] | None:
+    """The chassis as the firmware names it (/sys/class/dmi/id); unreadable fields are left
+    out (product_serial is root-only)."""
+    from nodegate.errors import ConfigError
+    from nodegate.fileio import read_text
+
+    out: dict[str, Any] = {}
+    for name in ("sys_vendor", "product_name", "product_serial", "board_serial",
+                 "chassis_serial", "bios_version"):
+        try:
+            value = read_text(Path("/sys/class/dmi/id") / name, kind="config").strip()
+        except ConfigError:
+            continue
+        if value:
+            out[name] = value
+    return out or None

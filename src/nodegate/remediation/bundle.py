@@ -1,0 +1,165 @@
+"""The RMA evidence bundle: one ``.tar.gz`` a vendor can act on, with a manifest.
+
+``manifest.json`` (schema ``nodegate.rma/1``) holds the node, its chassis and BMC identity
+where known, each GPU's serial, UUID, part number, VBIOS and InfoROM versions, the driver and
+Fabric Manager versions, the failing results with their evidence, the remediation history and
+why the node went to RMA. Beside it: ``kernel.log``, the kernel log lines around each GPU
+event, and ``nvidia-bug-report.log.gz`` where ``nvidia-bug-report.sh`` is on PATH.
+
+Every text that enters the archive passes ``nodegate.redaction.redact`` (the project's one
+redaction place): URL userinfo and every credential this process read. The bug report is
+decompressed, redacted and compressed again for the same reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nodegate.errors import ConfigError
+from nodegate.fileio import check_target, fsync_dir, read_bytes
+from nodegate.redaction import redact
+from nodegate.report.model import format_timestamp
+
+SCHEMA = "nodegate.rma/1"
+MANIFEST = "manifest.json"
+KERNEL_LOG = "kernel.log"
+BUG_REPORT = "nvidia-bug-report.log.gz"
+BUG_REPORT_TOOL = "nvidia-bug-report.sh"
+#: Lines kept before and after each GPU event line of the kernel log.
+CONTEXT_LINES = 5
+#: A kernel log line nodegate reads as a GPU event (Xid, SXid, any NVRM line).
+EVENT_LINE = re.compile(r"NVRM: |\bS?Xid\b|nvidia-nvswitch|fallen off the bus")
+#: The GPU identity fields a manifest carries, in its order.
+GPU_FIELDS = ("entity", "serial", "uuid", "board_part_number", "pci_bus_id", "vbios",
+              "inforom_image", "inforom_ecc")
+
+#: Runs ``nvidia-bug-report.sh --output-file PATH`` (tests pass a fake).
+BugReportRunner = Callable[[Path], bool]
+
+
+def kernel_context(text: str, *, around: int = CONTEXT_LINES) -> list[str]:
+    """The lines within ``around`` lines of each GPU event line, in log order, each once."""
+    lines = text.splitlines()
+    keep: set[int] = set()
+    for index, line in enumerate(lines):
+        if EVENT_LINE.search(line):
+            keep.update(range(max(0, index - around), min(len(lines), index + around + 1)))
+    return [lines[i] for i in sorted(keep)]
+
+
+def default_bug_report(path: Path, timeout_s: float = 600.0) -> bool:
+    """Run NVIDIA's ``nvidia-bug-report.sh`` into ``path`` when the tool is on PATH."""
+    tool = shutil.which(BUG_REPORT_TOOL)
+    if tool is None:
+        return False
+    base = str(path)[: -len(".gz")] if str(path).endswith(".gz") else str(path)
+    try:
+        proc = subprocess.run([tool, "--output-file", base], capture_output=True,
+                              timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and path.is_file()
+
+
+def build_manifest(*, node: str, reason: str, now: dt.datetime,
+                   gpus: Sequence[Mapping[str, Any]], failing: Sequence[Mapping[str, Any]],
+                   history: Sequence[Mapping[str, Any]], chassis: Mapping[str, Any] | None,
+                   bmc: Mapping[str, Any] | None, driver_version: str | None,
+                   fabricmanager_version: str | None) -> dict[str, Any]:
+    """The manifest as a dict (what is not known is null, never invented)."""
+    return {
+        "schema": SCHEMA,
+        "node": node,
+        "created_at": format_timestamp(now),
+        "reason": reason,
+        "chassis": dict(chassis) if chassis else None,
+        "bmc": dict(bmc) if bmc else None,
+        "driver_version": driver_version,
+        "fabricmanager_version": fabricmanager_version,
+        "gpus": [{key: gpu.get(key) for key in GPU_FIELDS} for gpu in gpus],
+        "failing_results": [dict(r) for r in failing],
+        "remediation_history": [dict(h) for h in history],
+        "files": {},
+    }
+
+
+def write_bundle(path: Path, manifest: dict[str, Any], *, kernel_log: str | None = None,
+                 bug_report: BugReportRunner | None = default_bug_report) -> Path:
+    """Write the archive at ``path`` atomically (a temp file beside it, then a rename)."""
+    members: list[tuple[str, bytes]] = []
+    files: dict[str, str] = {}
+    if kernel_log is not None:
+        context = kernel_context(kernel_log)
+        members.append((KERNEL_LOG, redact("\n".join(context) + "\n").encode()))
+        files[KERNEL_LOG] = f"{len(context)} kernel log lines around the GPU events"
+    if bug_report is not None:
+        with tempfile.TemporaryDirectory(prefix="nodegate-rma-") as scratch:
+            out = Path(scratch) / BUG_REPORT
+            if bug_report(out) and out.is_file():
+                members.append((BUG_REPORT, _redacted_gzip(out)))
+                files[BUG_REPORT] = f"output of {BUG_REPORT_TOOL}, redacted"
+            else:
+                files[BUG_REPORT] = f"not included: {BUG_REPORT_TOOL} not on PATH or failed"
+    manifest = {**manifest, "files": files}
+    text = redact(json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
+    members.insert(0, (MANIFEST, text.encode()))
+    buffer = io.BytesIO()
+    stamp = int(dt.datetime.now(dt.timezone.utc).timestamp())
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o600, stamp
+            archive.addfile(info, io.BytesIO(data))
+    return _write_bytes(path, buffer.getvalue())
+
+
+def _redacted_gzip(path: Path) -> bytes:
+    """The gzip file's text with every secret masked, compressed again."""
+    raw = gzip.decompress(read_bytes(path, kind="capture"))
+    text = redact(raw.decode("utf-8", "surrogateescape"))
+    return gzip.compress(text.encode("utf-8", "surrogateescape"))
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    """``fileio.atomic_write_text`` for bytes: only a regular file is ever replaced."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = check_target(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        check_target(target, make_parents=False)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
+        raise
+    fsync_dir(target.parent)
+    return target
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of a bundle (tests, and an operator checking one)."""
+    with tarfile.open(path, mode="r:gz") as archive:
+        member = archive.extractfile(MANIFEST)
+        if member is None:
+            raise ConfigError("no manifest.json in the bundle", file=str(path))
+        data: dict[str, Any] = json.loads(member.read())
+        return data
