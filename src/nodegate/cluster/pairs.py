@@ -1,0 +1,153 @@
+"""Cluster acceptance by pairs: which 2-node jobs to run, and which node the failures name.
+
+A fabric fault shows as failing pairs, never as one failing node: a node with a bad NIC or
+cable fails every pair it is in, while a bad link between two otherwise good nodes fails that
+pair alone. So acceptance runs every pair (all-pairs, in rounds of disjoint pairs so a round's
+jobs can run at once) and reads the matrix:
+
+- a node with at least one failing pair and **no passing pair** is named: nothing it did
+  worked, while the others worked with someone;
+- a failing pair whose two nodes both pass with others names that **pair** (the path between
+  them: a cable, a switch port, a route), not a node;
+- when no pair passed at all, nothing is named: a fabric-wide fault, or too few nodes to tell
+  one from another, and the report says so rather than blame every node.
+
+A pair that could not be measured (ERROR: the job did not start, timed out) is never a pass;
+it counts as failing evidence and is marked as such in the matrix. Per-rail results are read
+one rail at a time, so a node with one bad rail is named on that rail only.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+#: The verdicts of one pair's job, worst last.
+PAIR_VERDICTS = ("PASS", "WARN", "FAIL", "ERROR")
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One pair's job: ``a`` hosted the rendezvous, ``b`` joined; ``rail`` the rail it tested
+    (None: the node's collectives over every rail); the bus bandwidth it reached."""
+
+    a: str
+    b: str
+    verdict: str
+    rail: str | None = None
+    busbw_gbps: float | None = None
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in ("PASS", "WARN")
+
+    def key(self) -> tuple[str, str]:
+        return (self.a, self.b) if self.a <= self.b else (self.b, self.a)
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """What the matrix names: nodes, pairs, or nothing with the reason."""
+
+    nodes: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]
+    why: dict[str, str] = field(default_factory=dict)
+    undetermined: str | None = None
+
+
+def rounds(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """Every pair of ``nodes`` once, in ``n - 1`` rounds (``n`` for an odd count, one node
+    resting each round) of disjoint pairs: the circle method, first node fixed."""
+    ring = list(dict.fromkeys(nodes))
+    if len(ring) < 2:
+        return []
+    if len(ring) % 2:
+        ring.append("")  # the rest: its partner sits the round out
+    half = len(ring) // 2
+    out: list[list[tuple[str, str]]] = []
+    for _ in range(len(ring) - 1):
+        pairs = [(ring[i], ring[-1 - i]) for i in range(half)]
+        out.append([(a, b) for a, b in pairs if a and b])
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return out
+
+
+def localise(results: Iterable[PairResult]) -> Localisation:
+    """Read one rail's (or the collectives') pair results as the module docstring says."""
+    results = list(results)
+    passes: dict[str, int] = {}
+    fails: dict[str, list[str]] = {}
+    for r in results:
+        for me, other in ((r.a, r.b), (r.b, r.a)):
+            passes.setdefault(me, 0)
+            fails.setdefault(me, [])
+            if r.passed:
+                passes[me] += 1
+            else:
+                fails[me].append(other)
+    failing = [r for r in results if not r.passed]
+    if not failing:
+        return Localisation((), ())
+    if not any(r.passed for r in results):
+        return Localisation((), (), undetermined=(
+            f"all {len(results)} pair(s) failed: a fabric-wide fault, or too few nodes to "
+            "tell which one"))
+    named = tuple(sorted(n for n in fails if fails[n] and passes[n] == 0))
+    why = {n: f"failed with {', '.join(sorted(fails[n]))}; passed with none" for n in named}
+    pairs = tuple(sorted({r.key() for r in failing if r.a not in named and r.b not in named}))
+    for a, b in pairs:
+        why[f"{a}-{b}"] = (f"{a} and {b} each pass with others but failed together: the path "
+                           "between them (cable, switch port, route) or a flaky run")
+    return Localisation(named, pairs, why)
+
+
+def by_rail(results: Iterable[PairResult]) -> dict[str | None, list[PairResult]]:
+    out: dict[str | None, list[PairResult]] = {}
+    for r in results:
+        out.setdefault(r.rail, []).append(r)
+    return out
+
+
+def reason_for(node: str, loc: Localisation, rail: str | None = None) -> str:
+    """The drain reason of a node the matrix named (it names the failing pairs)."""
+    where = f" on rail {rail}" if rail else ""
+    return f"nodegate: cluster-check{where}: {loc.why[node]}"
+
+
+def matrix_html(nodes: Sequence[str], results: Iterable[PairResult], loc: Localisation, *,
+                title: str = "pair matrix") -> str:
+    """A self-contained HTML heat map of the pair matrix: one cell per pair, coloured by its
+    verdict, with its bus bandwidth; the named nodes and pairs first, above it."""
+    cells = {r.key(): r for r in results}
+    colour = {"PASS": "#cfe8cf", "WARN": "#f7e7a6", "FAIL": "#f2a7a7", "ERROR": "#c9a7f2"}
+    esc = html.escape
+    head = "".join(f"<th>{esc(n)}</th>" for n in nodes)
+    rows = []
+    for a in nodes:
+        tds = []
+        for b in nodes:
+            r = cells.get((a, b) if a <= b else (b, a))
+            if a == b or r is None:
+                tds.append("<td class=none></td>")
+                continue
+            figure = f"<br>{r.busbw_gbps:.1f} GB/s" if r.busbw_gbps is not None else ""
+            tds.append(f'<td style="background:{colour.get(r.verdict, "#ddd")}" '
+                       f'title="{esc(r.detail)}">{esc(r.verdict)}{figure}</td>')
+        named = " class=named" if a in loc.nodes else ""
+        rows.append(f"<tr><th{named}>{esc(a)}</th>{''.join(tds)}</tr>")
+    if loc.undetermined:
+        verdict = f"<p class=undetermined>{esc(loc.undetermined)}</p>"
+    elif loc.nodes or loc.pairs:
+        items = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in loc.why.items())
+        verdict = f"<p>Named by the matrix:</p><ul>{items}</ul>"
+    else:
+        verdict = "<p>Every pair passed.</p>"
+    return ("<!doctype html><meta charset=utf-8>"
+            f"<title>{esc(title)}</title><style>body{{font-family:sans-serif}}"
+            "table{border-collapse:collapse}td,th{border:1px solid #999;padding:4px 8px;"
+            "text-align:center;font-size:13px}th.named{background:#f2a7a7}"
+            "td.none{background:#eee}</style>"
+            f"<h1>{esc(title)}</h1>{verdict}"
+            f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>")
