@@ -62,6 +62,7 @@ def _take_down() -> None:
         _OURS.discard(lab_config.INSTANCE)
         down = lab_command("down", timeout=600)
         assert down.returncode == 0, down.stdout + down.stderr
+        print(f"\n{down.stdout.strip()}")
 
 
 def _group_follows(request: pytest.FixtureRequest) -> bool:
