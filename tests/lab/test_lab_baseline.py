@@ -63,7 +63,9 @@ def test_the_shape_of_the_last_up_is_recorded_and_its_absence_is_loud(
     baseline.write_shape(shape)
     assert baseline.read_shape() == shape
     assert lab.baseline_shape() is None  # node1 has no baseline yet
+    baseline.write_shape(shape, baseline.BASELINE_SHAPE)
     baseline.take(node)
+    baseline.write_shape({**shape, "nodes": 2})  # a later `up` does not move the baseline
     assert lab.baseline_shape() == shape
 
 

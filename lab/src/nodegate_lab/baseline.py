@@ -13,7 +13,8 @@ that follows: the simulated board (its faults), /run. The node's disks are loop 
 the overlay and keep their contents (the roles never recreate a filesystem that holds data).
 
 ``shape.json`` in the lab dir records what the last ``up`` was asked for (nodes, faults,
-scenario, mirror), so a reset brings back the same lab with the faults it is given.
+scenario, mirror); ``snapshot`` copies it to ``baseline-shape.json``, so a reset brings back the
+baseline's lab with the faults it is given.
 """
 
 from __future__ import annotations
@@ -27,23 +28,22 @@ from nodegate_lab import config
 from nodegate_lab.config import Member
 
 LAYER = "baseline"
+#: What the last ``up`` made, and what the lab was when its baseline was taken (``reset``
+#: brings back the latter, even after an ``up`` changed the lab since).
+SHAPE, BASELINE_SHAPE = "shape.json", "baseline-shape.json"
 
 
-def _shape_path() -> Path:
-    return config.lab_dir() / "shape.json"
-
-
-def write_shape(shape: dict[str, object]) -> None:
-    """Record what ``up`` made (written after every successful bring-up)."""
-    path = _shape_path()
+def write_shape(shape: dict[str, object], name: str = SHAPE) -> None:
+    """Record the lab's shape (``up`` after every bring-up, ``snapshot`` for the baseline)."""
+    path = config.lab_dir() / name
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(shape, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
 
 
-def read_shape() -> dict[str, object]:
-    """What the last ``up`` made; fails loudly, naming the file, when it was not recorded."""
-    path = _shape_path()
+def read_shape(name: str = SHAPE) -> dict[str, object]:
+    """A recorded shape; fails loudly, naming the file, when it was not recorded."""
+    path = config.lab_dir() / name
     try:
         shape = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

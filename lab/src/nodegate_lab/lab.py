@@ -113,14 +113,14 @@ def up(count: int = 2, fault_tokens: list[str] | None = None,
 
 
 def baseline_shape() -> dict[str, object] | None:
-    """The shape of the last ``up`` (nodes, faults, scenario, mirror) when every host has a
-    baseline (``snapshot``); None otherwise. What ``reset`` needs to bring the lab back."""
+    """The lab's shape (nodes, faults, scenario, mirror) when its baseline was taken, when
+    every host has one (``snapshot``); None otherwise. What ``reset`` brings back."""
     from nodegate_lab import baseline
 
     members = existing_members()
     if not members or not all(baseline.has(m) for m in members):
         return None
-    return baseline.read_shape()
+    return baseline.read_shape(baseline.BASELINE_SHAPE)
 
 
 def snapshot() -> UpResult:
@@ -133,7 +133,6 @@ def snapshot() -> UpResult:
 
     with lock.exclusive("snapshot"):
         members = existing_members()
-        shape = baseline.read_shape()
         if not members:
             raise CannotRunError("lab snapshot: the lab is down (run `nodegate-lab up`)")
         taken = [m.name for m in members if baseline.has(m)]
@@ -141,6 +140,8 @@ def snapshot() -> UpResult:
             raise CannotRunError(f"lab snapshot: {', '.join(taken)} already ha"
                                  f"{'s' if len(taken) == 1 else 've'} a baseline; "
                                  "`nodegate-lab reset` goes back to it, `down` drops it")
+        shape = baseline.read_shape()
+        baseline.write_shape(shape, baseline.BASELINE_SHAPE)
         return _or_down("snapshot", lambda: _rebase(members, shape, baseline.take, t0))
 
 
@@ -161,7 +162,7 @@ def reset(fault_tokens: list[str] | None = None) -> UpResult:
                                  + (f" on {', '.join(missing)}" if members else
                                     " (the lab is down)")
                                  + "; run `nodegate-lab snapshot` on a lab that is up")
-        shape = baseline.read_shape()
+        shape = baseline.read_shape(baseline.BASELINE_SHAPE)
         count = int(str(shape["nodes"]))
         if sorted(m.name for m in members) != sorted(m.name for m in _members(count)):
             raise CannotRunError(f"lab reset: the hosts ({', '.join(m.name for m in members)})"
