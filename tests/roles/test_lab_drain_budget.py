@@ -9,9 +9,9 @@ nodes drained by nodegate and the third left in service, marked in its Comment, 
 and the alert metric on that node; node4 untouched. An administrator's drain of node4 then
 uses none of nodegate's budget: with node1 repaired and resumed, node3 drains at its next run.
 
-Runs on NODEGATE_LAB_INSTANCE (set it: the default lab is someone else's). Brings the lab up
-when it is down and takes it down afterwards; a lab already up with these faults is reused
-and left up (the site file's budget is put back as it was).
+Runs on NODEGATE_LAB_INSTANCE (set it: the default lab is someone else's), on the lab-upgrade
+group's one lab (tests/roles/lab_group.py), reset to its baseline with these faults or brought
+up when there is none (the site file's budget is put back as it was).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from tests.roles.lab_group import group_lab
 from tests.roles.test_lab_e2e import SITE, pyinfra
 from tests.roles.test_lab_slurm import _wait_sinfo
-from tests.roles.test_lab_upgrade import _lab, pytestmark, sh  # noqa: F401  (same skips)
+from tests.roles.test_lab_upgrade import pytestmark, sh  # noqa: F401  (same skips)
 
 NODES = ("node1", "node2", "node3", "node4")
 FAULTS = {"node1": "ecc-dbe@gpu2", "node2": "nvlink-down@gpu3.link5", "node3": "ecc-dbe@gpu5"}
@@ -37,34 +38,20 @@ MARK = "nodegate: over drain budget: "
 ADMIN = "bad fan, RMA 4711"
 
 
-def _ready() -> bool:
-    status = _lab("status", timeout=60).stdout
-    return all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M) for n in NODES) \
-        and all(f in status for f in FAULTS.values())
-
-
 @pytest.fixture(scope="module")
-def lab() -> Iterator[None]:
-    ours = not _ready()
-    original: str | None = None
-    try:
-        if ours:
-            up = _lab("up", "--nodes", "4",
-                      *(a for n, f in FAULTS.items() for a in ("--fault", f"{n}:{f}")),
-                      timeout=1800)
-            assert up.returncode == 0, up.stdout + up.stderr
+def lab(request: pytest.FixtureRequest) -> Iterator[None]:
+    with group_lab(request, FAULTS):
         original = SITE.read_text()
-        site = yaml.safe_load(original)
-        site["slurm"]["drain_budget"] = 0.5  # the operator's site file: 2 of 4 at most
-        SITE.write_text(yaml.safe_dump(site, sort_keys=False))
-        first = pyinfra("deploy.py", "--data", "gate_enabled=false", timeout=1200)
-        assert first.returncode == 0, first.stdout[-4000:]
-        yield
-    finally:
-        if original is not None and SITE.exists():
-            SITE.write_text(original)
-        if ours:
-            _lab("down", timeout=600)
+        try:
+            site = yaml.safe_load(original)
+            site["slurm"]["drain_budget"] = 0.5  # the operator's site file: 2 of 4 at most
+            SITE.write_text(yaml.safe_dump(site, sort_keys=False))
+            first = pyinfra("deploy.py", "--data", "gate_enabled=false", timeout=1200)
+            assert first.returncode == 0, first.stdout[-4000:]
+            yield
+        finally:
+            if SITE.exists():
+                SITE.write_text(original)
 
 
 def cron_run(node: str) -> str:

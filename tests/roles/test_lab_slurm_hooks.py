@@ -10,9 +10,10 @@ healthy node and a faulty one.
 - The HealthCheckProgram wrapper, run as slurmd runs it, drains the faulty node with nodegate's
   reason and leaves the healthy one in service (NHC semantics: the program drains by itself).
 
-Runs on NODEGATE_LAB_INSTANCE. Brings a 2-node lab up when it is not up with this fault, and
-takes it down afterwards; a lab already up with it is reused and left up (its site file put
-back as it was, its slurm.conf without the hooks again).
+Runs on NODEGATE_LAB_INSTANCE, on the lab-upgrade group's one lab (tests/roles/lab_group.py:
+4 nodes, node3 and node4 healthy and unused here), reset to its baseline with this fault or
+brought up when there is none. Its site file is put back as it was; a lab that stays up after
+this file gets its slurm.conf without the hooks again.
 """
 
 from __future__ import annotations
@@ -25,22 +26,14 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from tests.roles.lab_group import group_lab, stays_up
 from tests.roles.test_lab_e2e import SITE, pyinfra
 from tests.roles.test_lab_slurm import _wait_sinfo
-from tests.roles.test_lab_upgrade import _lab, pytestmark, sh, slurm  # noqa: F401  (same skips)
+from tests.roles.test_lab_upgrade import pytestmark, sh, slurm  # noqa: F401  (same skips)
 
 HEALTHY, FAULTY = "node1", "node2"
 FAULT = "ecc-dbe@gpu5"
 LOCK_WAIT_S = 5
-
-
-def _ready() -> bool:
-    """This lab exactly: node1 without a fault, node2 with it, no other node (another test's
-    lab with the same fault on node3 passed a looser check, and node2 was healthy there)."""
-    status = _lab("status", timeout=60).stdout
-    boards = dict(re.findall(r"^(node\d+)\s+node\s+\S+\s+running\s+\d+\s+(\S+)\s*$", status,
-                             re.M))
-    return boards == {HEALTHY: "h100-hgx", FAULTY: f"h100-hgx+{FAULT}"}
 
 
 def _hooks(site: dict[str, object], on: bool) -> None:
@@ -55,31 +48,23 @@ def _hooks(site: dict[str, object], on: bool) -> None:
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[None]:
-    ours = not _ready()
-    original: str | None = None
-    try:
-        if ours:
-            # another test's lab keeps its boards through an `up` (its node2 stays healthy)
-            _lab("down", timeout=600)
-            up = _lab("up", "--nodes", "2", "--fault", f"{FAULTY}:{FAULT}", timeout=1800)
-            assert up.returncode == 0, up.stdout + up.stderr
+def lab(request: pytest.FixtureRequest) -> Iterator[None]:
+    with group_lab(request, {FAULTY: FAULT}):  # node3 and node4 stay healthy and idle
         original = SITE.read_text()
-        site = yaml.safe_load(original)
-        _hooks(site, True)
-        SITE.write_text(yaml.safe_dump(site, sort_keys=False))
-        # the agent (nodegate on the node) and the hooks; the deploy's own gate off: Slurm's
-        # hooks are what is tested
-        first = pyinfra("deploy.py", "--data", "gate_enabled=false", timeout=1200)
-        assert first.returncode == 0, first.stdout[-4000:]
-        yield
-    finally:
-        if original is not None and SITE.exists():
-            SITE.write_text(original)
-            if not ours:
-                pyinfra("deploy/slurm.py", timeout=600)
-        if ours:
-            _lab("down", timeout=600)
+        try:
+            site = yaml.safe_load(original)
+            _hooks(site, True)
+            SITE.write_text(yaml.safe_dump(site, sort_keys=False))
+            # the agent (nodegate on the node) and the hooks; the deploy's own gate off:
+            # Slurm's hooks are what is tested
+            first = pyinfra("deploy.py", "--data", "gate_enabled=false", timeout=1200)
+            assert first.returncode == 0, first.stdout[-4000:]
+            yield
+        finally:
+            if SITE.exists():
+                SITE.write_text(original)
+                if stays_up(request):  # no reset follows: its slurm.conf without the hooks
+                    pyinfra("deploy/slurm.py", timeout=600)
 
 
 def _resume(*nodes: str) -> None:

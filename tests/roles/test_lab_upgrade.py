@@ -11,8 +11,9 @@ once at the lab's driver A = 570.133.20. The tests run in file order and build o
 4. a broken build (580.76.05: its kernel module fails to build) on node4: left drained with
    the upgrade reason and the version it left recorded.
 
-Runs on NODEGATE_LAB_INSTANCE (set it: the default lab is someone else's). Brings the lab up
-when it is down and takes it down afterwards; a lab already up is reused and left up.
+Runs on NODEGATE_LAB_INSTANCE (set it: the default lab is someone else's), on the lab-upgrade
+group's one lab (tests/roles/lab_group.py): reset to its baseline with this fault, or brought
+up when there is none (and taken down after the group's last file).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,10 +30,10 @@ import pytest
 
 from nodegate.cluster.slurm import parse_show_node
 from nodegate_lab import config as lab_config
+from tests.roles.lab_group import group_lab, lab_command
 from tests.roles.test_lab_e2e import pyinfra
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 NODES = ("node1", "node2", "node3", "node4")
 A, B, BROKEN = "570.133.20", "580.65.06", "580.76.05"
 REBOOT_TIMEOUT = "180"  # the lab's nodes boot in seconds; a hang must end the test, not CI
@@ -47,14 +46,8 @@ pytestmark = [
 ]
 
 
-def _lab(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    """``nodegate-lab ARGS`` (the lab harness's own command)."""
-    return subprocess.run([str(VENV_BIN / "nodegate-lab"), *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=timeout, check=False)
-
-
 def sh(node: str, command: str) -> str:
-    result = _lab("shell", node, "--", command, timeout=120)
+    result = lab_command("shell", node, "--", command, timeout=120)
     assert result.returncode == 0, (node, command, result.stdout, result.stderr)
     return result.stdout.strip()
 
@@ -114,20 +107,9 @@ def apt_transaction(node: str, package: str) -> tuple[float, int]:
     return (end - start).total_seconds(), changed
 
 
-def _ready() -> bool:
-    status = _lab("status", timeout=60).stdout
-    return all(re.search(rf"^{n}\s+node\s+\S+\s+running", status, re.M) for n in NODES) \
-        and "foreign-process@gpu0" in status
-
-
 @pytest.fixture(scope="module")
-def lab() -> Iterator[None]:
-    ours = not _ready()
-    try:
-        if ours:
-            up = _lab("up", "--nodes", "4", "--fault", "node2:foreign-process@gpu0",
-                           timeout=1800)
-            assert up.returncode == 0, up.stdout + up.stderr
+def lab(request: pytest.FixtureRequest) -> Iterator[None]:
+    with group_lab(request, {"node2": "foreign-process@gpu0"}):
         first = pyinfra("deploy.py", timeout=1200)
         assert first.returncode == 0, first.stdout[-4000:]
         for node in NODES:
@@ -140,9 +122,6 @@ def lab() -> Iterator[None]:
         print(f"\nnode1: the driver's apt install at {A}: {count} packages in {took:.0f}s "
               f"({len(driver_set('node1'))} of the pinned set installed)")
         yield
-    finally:
-        if ours:
-            _lab("down", timeout=600)
 
 
 def test_a_reboot_skips_the_busy_node_and_brings_the_drained_idle_node_back(lab: None) -> None:

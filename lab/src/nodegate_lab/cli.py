@@ -1,4 +1,5 @@
-"""``nodegate-lab``: bring the embedded lab up, show it, open a shell on a host, tear it down;
+"""``nodegate-lab``: bring the embedded lab up, show it, open a shell on a host, keep a
+baseline and reset to it, tear it down;
 ``nodegate-lab mdvm``: the md rehearsal VM.
 
 Module level imports argparse and the node CLI's runner only (one error handling and exit
@@ -36,6 +37,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_up.add_argument("--no-mirror", action="store_true",
                       help="skip the package mirror (no apt/pip source for the nodes)")
     p_up.set_defaults(func=cmd_up)
+
+    p_snap = sub.add_parser(
+        "snapshot", help="make the lab as it is now its baseline (hosts reboot)",
+        description="Power every host off, keep what it holds now as its baseline, boot it "
+        "again; `reset` goes back to it. Refused while a baseline exists (`down` drops it).")
+    p_snap.set_defaults(func=cmd_snapshot)
+
+    p_reset = sub.add_parser(
+        "reset", help="put the lab back to its baseline, with these faults",
+        description="Power every host off, drop what it wrote since the baseline (packages, "
+        "files, Slurm's node states), prepare each board afresh with the faults given (none: "
+        "healthy) and boot again. Node count and scenario are the baseline's. Fails without "
+        "a baseline; a reset that fails half way takes the lab down.")
+    p_reset.add_argument("--fault", action="append", default=[], metavar="NODE:FAULT",
+                         help="a simulator fault on one node (repeatable)")
+    p_reset.set_defaults(func=cmd_reset)
 
     p_status = sub.add_parser("status", help="list lab hosts and services")
     p_status.set_defaults(func=cmd_status)
@@ -99,6 +116,24 @@ def cmd_up(args: argparse.Namespace) -> int:
     site = "lab" if not config.INSTANCE else str(result.site_file)
     print(f"site file: {result.site_file} (NODEGATE_SITE={site}); "
           f"credentials: set -a; . {services.env_file()}")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from nodegate_lab import lab
+
+    result = lab.snapshot()
+    print(f"lab snapshot: baseline of {', '.join(m.name for m in result.members)} taken and "
+          f"booted again in {result.seconds:.1f} s")
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from nodegate_lab import lab
+
+    result = lab.reset(args.fault)
+    print(f"lab reset: {', '.join(m.name for m in result.members)} back to the baseline "
+          f"({', '.join(args.fault) or 'no faults'}) in {result.seconds:.1f} s")
     return 0
 
 

@@ -24,7 +24,8 @@ SIM_DIR_IN_NODE = "/var/lib/nodegate-sim/board"
 SIM_LIB_IN_NODE = "/opt/nodegate-sim/lib"
 
 
-def _mounted(path: Path) -> bool:
+def mounted(path: Path) -> bool:
+    """True when ``path`` is a mount point (a host's root while the host is mounted)."""
     return ok(["mountpoint", "-q", str(path)])
 
 
@@ -33,7 +34,7 @@ def mount_root(member: Member, lowers: list[Path]) -> Path:
     root, upper, work = member.dir / "root", member.dir / "upper", member.dir / "work"
     for d in (root, upper, work):
         d.mkdir(parents=True, exist_ok=True)
-    if not _mounted(root):
+    if not mounted(root):
         lowerdir = ":".join(str(p) for p in lowers)
         run(["mount", "-t", "overlay", "overlay", "-o",
              f"lowerdir={lowerdir},upperdir={upper},workdir={work}", str(root)])
@@ -213,5 +214,5 @@ def unmount(member: Member) -> None:
             mounts.append(target)
     for target in sorted(mounts, key=len, reverse=True):
         run(["umount", target], check=False)
-        if _mounted(Path(target)):
+        if mounted(Path(target)):
             run(["umount", "-l", target])

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,98 @@ def up(count: int = 2, fault_tokens: list[str] | None = None,
         return _up(count, faults, scenario, with_mirror, t0)
 
 
+def baseline_shape() -> dict[str, object] | None:
+    """The lab's shape (nodes, faults, scenario, mirror) when its baseline was taken, when
+    every host has one (``snapshot``); None otherwise. What ``reset`` brings back."""
+    from nodegate_lab import baseline
+
+    members = existing_members()
+    if not members or not all(baseline.has(m) for m in members):
+        return None
+    return baseline.read_shape(baseline.BASELINE_SHAPE)
+
+
+def snapshot() -> UpResult:
+    """Make the lab's state as it is now its baseline (``nodegate_lab.baseline``): every host
+    is powered off, its upper layer becomes a read-only layer under a fresh one, and it boots
+    again. Refused while any host already has a baseline."""
+    t0 = time.monotonic()
+    require_root()
+    from nodegate_lab import baseline, lock
+
+    with lock.exclusive("snapshot"):
+        members = existing_members()
+        if not members:
+            raise CannotRunError("lab snapshot: the lab is down (run `nodegate-lab up`)")
+        taken = [m.name for m in members if baseline.has(m)]
+        if taken:
+            raise CannotRunError(f"lab snapshot: {', '.join(taken)} already ha"
+                                 f"{'s' if len(taken) == 1 else 've'} a baseline; "
+                                 "`nodegate-lab reset` goes back to it, `down` drops it")
+        shape = baseline.read_shape()
+        baseline.write_shape(shape, baseline.BASELINE_SHAPE)
+        return _or_down("snapshot", lambda: _rebase(members, shape, baseline.take, t0))
+
+
+def reset(fault_tokens: list[str] | None = None) -> UpResult:
+    """Put the lab back to its baseline with these faults (none: every board healthy): every
+    host powered off, what it wrote since the baseline dropped, boards prepared afresh, booted
+    again. The node count and scenario are the baseline's. A lab without a baseline is
+    refused before anything is touched; a reset that fails half way takes the lab down."""
+    t0 = time.monotonic()
+    require_root()
+    from nodegate_lab import baseline, lock
+
+    with lock.exclusive("reset"):
+        members = existing_members()
+        missing = [m.name for m in members if not baseline.has(m)]
+        if not members or missing:
+            raise CannotRunError("lab reset: no baseline to go back to"
+                                 + (f" on {', '.join(missing)}" if members else
+                                    " (the lab is down)")
+                                 + "; run `nodegate-lab snapshot` on a lab that is up")
+        shape = baseline.read_shape(baseline.BASELINE_SHAPE)
+        count = int(str(shape["nodes"]))
+        if sorted(m.name for m in members) != sorted(m.name for m in _members(count)):
+            raise CannotRunError(f"lab reset: the hosts ({', '.join(m.name for m in members)})"
+                                 f" are not the baseline's {count} nodes and controller")
+        faults = parse_faults(fault_tokens or [], count)
+        shape = {**shape, "faults": faults}
+        return _or_down("reset", lambda: _rebase(members, shape, baseline.drop_changes, t0))
+
+
+def _rebase(members: list[Member], shape: dict[str, object],
+            layer_step: Callable[[Member], None], t0: float) -> UpResult:
+    """Power every host off, unmount it, apply ``layer_step`` to its layers, and bring the
+    lab up again in ``shape`` (Slurm's configuration is the baseline's: only waited for)."""
+    with ThreadPoolExecutor(max_workers=len(members)) as pool:
+        list(pool.map(hosts.stop, members))
+    for member in members:
+        if hosts.supervisor_pid(member) is not None:
+            raise CannotRunError("did not power off", host=member.name)
+        hosts.unmount(member)
+        layer_step(member)
+    faults = shape["faults"]
+    assert isinstance(faults, dict)
+    return _up(int(str(shape["nodes"])), faults, str(shape["scenario"]),
+               bool(shape["with_mirror"]), t0, converge_slurm=False)
+
+
+def _or_down(what: str, step: Callable[[], UpResult]) -> UpResult:
+    """Run ``step``; when it fails, take the lab down (never a half-restored lab) and say so."""
+    try:
+        return step()
+    except BaseException as exc:
+        _down()
+        from nodegate_lab import lock
+
+        if lock.owns_network():
+            net.teardown()
+            lock.release()
+        raise CannotRunError(f"lab {what} failed, so the lab was taken down "
+                             f"(`nodegate-lab up` builds it again): {exc}") from exc
+
+
 @dataclass
 class _Boot:
     """What ``lab up`` shares across its hosts, and what the per-host steps collect for the
@@ -131,8 +224,8 @@ class _Boot:
 
 
 def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bool,
-        t0: float) -> UpResult:
-    from nodegate_lab import base, mirror, services, sitefile
+        t0: float, *, converge_slurm: bool = True) -> UpResult:
+    from nodegate_lab import base, baseline, mirror, services, sitefile
 
     lower = base.extracted(base.build())
     pub = ensure_key()
@@ -163,19 +256,26 @@ def _up(count: int, faults: dict[str, list[str]], scenario: str, with_mirror: bo
         nodes, boot.specs, boot.disk_ids, key_path(), known_hosts_path(),
         with_pdu=pdu_started, with_mirror=with_mirror,
         nodegate_version=mirror.nodegate_version(mirror_dir) if mirror_dir else None))
-    if mirror_dir is not None:
+    baseline.write_shape({"nodes": count, "faults": faults, "scenario": scenario,
+                          "with_mirror": with_mirror})
+    if mirror_dir is not None and converge_slurm:
         _deploy_slurm(site, nodes)
+    elif mirror_dir is not None:  # the baseline's Slurm: its units must come back by themselves
+        _wait_unit(CONTROLLER, "slurmctld", 60)
+        for member in nodes:
+            _wait_unit(member, "slurmd", 60)
     return UpResult(site, members, boot.started, time.monotonic() - t0)
 
 
 def _bring_up(member: Member, boot: _Boot) -> None:
     """Mount the host's root, write what makes it this host, and boot it unless running."""
-    from nodegate_lab import controller, mirror
+    from nodegate_lab import baseline, controller, mirror
 
     netns = net.ensure_host(member)
     lowers = [boot.lower]
     if boot.mirror_dir is not None:  # Slurm packages: slurmctld or slurmd, munge, client
         lowers.insert(0, controller.ensure_layer(boot.lower, boot.mirror_dir, member.kind))
+    lowers[:0] = baseline.layers(member)  # the host's baseline (``snapshot``), when it has one
     root = hosts.mount_root(member, lowers)
     binds: list[str] = []
     binds_ro: list[str] = []
@@ -341,10 +441,15 @@ def down(*, purge: bool = False) -> list[str]:
 
 def _down() -> None:
     members = existing_members()
+    t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, len(members))) as pool:
         list(pool.map(hosts.stop, members))
+    t1 = time.monotonic()
     for member in members:
         _remove(member)
+    if members:  # where a slow down spends its time (a guest's poweroff, or the removal)
+        print(f"lab down: {len(members)} hosts powered off in {t1 - t0:.1f} s, removed in "
+              f"{time.monotonic() - t1:.1f} s", flush=True)
     from nodegate_lab import services, sitefile
 
     services.stop_all()
