@@ -157,3 +157,13 @@ def test_the_default_cache_only_for_a_fleet_of_its_size(
     assert [p.name for p in (home / "fleet").iterdir()] == [
         read.default_cache_file(fleet_dir).name]
     assert aggregate(fleet_dir, strict=True).full_reads == 13  # strict: no cache
+
+
+def test_no_cache_beyond_its_largest_fleet(fleet_dir: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long history (300,000 reports) is read without one: it would hold every report's
+    metrics in memory."""
+    monkeypatch.setattr(read, "CACHE_MAX_FILES", 11)
+    cache = tmp_path / "fleet.marshal"
+    assert aggregate(fleet_dir, cache=cache).n_reports == 12
+    assert not cache.exists()

@@ -323,13 +323,13 @@ class SummaryCache:
 
 
 def _cache_for(cache: Path | bool | None, root: Path, count: int) -> SummaryCache | None:
-    """``cache``: a file, True for the default one (fleets of ``CACHE_MIN_FILES`` to
-    ``CACHE_MAX_FILES`` reports), False/None for none."""
+    """``cache``: a file, True for the default one (fleets of ``CACHE_MIN_FILES`` reports or
+    more), False/None for none; none either way beyond ``CACHE_MAX_FILES``."""
+    if not cache or count > CACHE_MAX_FILES:
+        return None
     if isinstance(cache, Path):
         return SummaryCache(cache)
-    if cache and CACHE_MIN_FILES <= count <= CACHE_MAX_FILES:
-        return SummaryCache(default_cache_file(root))
-    return None
+    return SummaryCache(default_cache_file(root)) if count >= CACHE_MIN_FILES else None
 
 
 def _summary_stats(paths: Sequence[str]) -> list[os.stat_result | None]:
