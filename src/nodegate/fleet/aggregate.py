@@ -384,7 +384,7 @@ def _node_values(by_node: dict[str, list[Summary]], now: float | None = None,
     newest report names), every node's value taken from its newest report that measured the
     metric."""
     nodes = []
-    metrics: dict[tuple[str, str], MetricView] = {}
+    by_profile: dict[str, dict[str, MetricView]] = {}  # profile -> metric key -> view
     for name in sorted(by_node):
         history = by_node[name]
         if len(history) > 1:
@@ -392,23 +392,28 @@ def _node_values(by_node: dict[str, list[Summary]], now: float | None = None,
         nodes.append(NodeView(name, history, conflict=identity_conflict(name, history),
                               now=now))
         profile = history[-1]["profile"]
+        views = by_profile.get(profile)
+        if views is None:
+            views = by_profile[profile] = {}
         seen: set[str] = set()
         for summary in reversed(history):
             for key, (unit, sense, worst, entity, _median, _n) in summary["metrics"].items():
                 if key in seen:
                     continue
                 seen.add(key)
-                view = metrics.get((key, profile))
+                view = views.get(key)
                 if view is None:
-                    view = metrics[key, profile] = MetricView(key, profile, unit, sense)
+                    view = views[key] = MetricView(key, profile, unit, sense)
                 view.values.append((name, worst, entity))
+    metrics = {(key, profile): view for profile, views in by_profile.items()
+               for key, view in views.items()}
     return nodes, metrics
 
 
 def _score_metric(view: MetricView, margin: float) -> None:
     """Fill in the statistics of ``view``'s nodes (those of one profile) and its outliers
     (worst first)."""
-    ordered = sorted(value for _, value, _ in view.values)
+    ordered = sorted([value for _, value, _ in view.values])
     median = _percentile(ordered, 0.5)
     view.stats = {
         "n": float(len(ordered)), "min": ordered[0], "p5": _percentile(ordered, 0.05),
