@@ -196,7 +196,9 @@ def _read_summary(path: str) -> tuple[bytes, os.stat_result] | None:
     """A summary's bytes and the ``fstat`` of what was read (the cache's key must be that
     of these bytes, not of a later replacement); None when it cannot be read. As
     ``fileio.read_bytes``: opened non-blocking, refused unless a regular file (a FIFO never
-    blocks the reader), at most ``MAX_SUMMARY_BYTES``."""
+    blocks the reader), at most ``MAX_SUMMARY_BYTES``. Four system calls a file (open,
+    fstat, read, close; ``O_NONBLOCK`` does nothing to a regular file's reads): on a cold
+    page cache the kernel's share of 10,000 reads is a good part of the run."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
@@ -205,9 +207,8 @@ def _read_summary(path: str) -> tuple[bytes, os.stat_result] | None:
         info = os.fstat(fd)
         if not S_ISREG(info.st_mode) or info.st_size > MAX_SUMMARY_BYTES:
             return None
-        os.set_blocking(fd, True)
-        data = os.read(fd, info.st_size + 1)
-        while len(data) <= info.st_size:  # a short read (never on a local regular file)
+        data = os.read(fd, info.st_size + 1)  # fewer bytes: the end of the file
+        while len(data) > info.st_size and len(data) <= MAX_SUMMARY_BYTES:  # it grew
             more = os.read(fd, MAX_SUMMARY_BYTES + 1 - len(data))
             if not more:
                 break
