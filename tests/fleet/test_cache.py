@@ -4,6 +4,8 @@ could not be read is looked at again on every run."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 from nodegate.fleet import read
 from nodegate.fleet.aggregate import FleetView, aggregate
 from nodegate.report import fleet_summary
+from nodegate.report.fleet_summary import write_report
+from nodegate_lab.synthetic_fleet import synthetic_report
 
 HGX0 = "rack0/hgx0/standard-20240514T0300Z.json"
 
@@ -167,3 +171,22 @@ def test_no_cache_beyond_its_largest_fleet(fleet_dir: Path, tmp_path: Path,
     cache = tmp_path / "fleet.marshal"
     assert aggregate(fleet_dir, cache=cache).n_reports == 12
     assert not cache.exists()
+
+
+def test_a_cached_history_keeps_the_sequence_order(tmp_path: Path) -> None:
+    """Three reports of one boot whose wall dates run backwards (the clock was stepped):
+    ordered by sequence, from the summaries and from the cache alike."""
+    now = dt.datetime.now(dt.timezone.utc)
+    root = tmp_path / "reports"
+    for sequence in (1, 2, 3):
+        base = synthetic_report("n1", seed=sequence, started_at=now - dt.timedelta(
+            hours=sequence))
+        write_report(dataclasses.replace(base, boot_id="boot-a", sequence=sequence,
+                                         boottime_s=1000.0 * sequence),
+                     root / f"standard-{sequence}.json")
+    cache = tmp_path / "fleet.marshal"
+    for _ in range(2):  # from the summaries, then from the cache
+        (node,) = aggregate(root, cache=cache).nodes
+        assert [s["sequence"] for s in node.history] == [1, 2, 3]
+        assert node.latest["path"] == "standard-3.json" and node.conflict is None
+    assert cache.is_file()
