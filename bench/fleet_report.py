@@ -1,8 +1,8 @@
-"""Benchmark: aggregate 10,000 node reports into the fleet view (target: at most 2 s cold).
+"""Benchmark: aggregate 10,000 node reports into the fleet view (targets: 1 s cold, 0.5 s warm).
 
     .venv/bin/python bench/fleet_report.py [--reports 10000] [--dir DIR] [--jobs N]
                                            [--repeat N] [--without-summaries]
-                                           [--history 30]
+                                           [--history 30] [--no-cache]
 
 Reports are made with ``nodegate.report.build`` (through ``nodegate_lab.synthetic_fleet``): 8-GPU
 H100 standard runs, ~190 KB and ~400 results each, with telemetry series and the P2P matrix;
@@ -14,12 +14,15 @@ reports are built and each of the N files is one of them under its own node name
 id (same length as the template's, so report and summary stay byte-for-byte what the writer
 would have produced for that node, ``report_bytes`` included).
 
-Prints two figures per round: ``cold``, after asking the kernel to drop every report and
+Prints three figures per round: ``cold``, with no summary cache (``nodegate.fleet.read.
+SummaryCache``: its file is deleted) and after asking the kernel to drop every report and
 summary from the page cache (``posix_fadvise(DONTNEED)``, no root needed: what a first run on
-a freshly copied or remounted directory costs; directory entries and inodes stay cached), and
-``warm``, the same run again with the files in the page cache. A run whose view is not the
-expected one (reports missing or unreadable, or read the wrong way) prints no timing and
-exits 1. Exit 0 when every run was timed, whether or not within the target.
+a freshly copied or remounted directory costs; directory entries and inodes stay cached);
+``warm``, the same run again, with the cache the cold run wrote and the files in the page
+cache; ``changed``, after 1 % of the summaries were rewritten (same text, new mtime: each
+must be read again). ``--no-cache`` runs every round without the cache. A run whose view is
+not the expected one (reports missing or unreadable, or read the wrong way) prints no
+timing and exits 1. Exit 0 when every run was timed, whether or not within the target.
 
 ``--history N`` gives every node N reports (a day apart, as the node keeps them: dated
 ``standard-<stamp>.json`` with its summary beside it) and times the trends too
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import os
 import resource
@@ -61,6 +65,10 @@ GEMM_KEY = "gemm_tflops[gpu]"
 #: The stated bound for 10,000 nodes x 30 reports with trends, in CPU seconds of this process
 #: (docs/benchmarks.md): about the wall time on an otherwise idle core with a warm page cache.
 TARGET_HISTORY_CPU_S = 45.0
+#: 10,000 reports with summaries: the first run (no cache, files not in the page cache) and a
+#: re-run (the cache the first one wrote), wall seconds (docs/benchmarks.md).
+TARGET_COLD_S = 1.0
+TARGET_WARM_S = 0.5
 
 
 class BenchFailed(Exception):
@@ -197,15 +205,26 @@ def check(view: FleetView, count: int, summaries: bool, history: int = 1) -> Non
         raise BenchFailed(f"{view.full_reads} reports read in full, expected {expected}")
 
 
+def touch_some(root: Path, share: float = 0.01) -> int:
+    """Rewrite ``share`` of the summaries with their own text (a new mtime and ctime: the
+    cache must read each again); how many."""
+    every = sorted(root.glob("rack*/**/*.summary.json"))
+    chosen = every[:: max(1, round(1 / share))]
+    for path in chosen:
+        path.write_bytes(path.read_bytes())
+    return len(chosen)
+
+
 def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool, *,
-          history: int = 1) -> tuple[float, float]:
+          history: int = 1, cache: Path | None = None) -> tuple[float, float]:
     """Wall and CPU seconds (this process: user + system) of one ``aggregate`` (and, with a
     history, the trends). CPU time is the figure that other work on the machine does not
     inflate (with a parser pool it leaves out the workers). Raises BenchFailed, before
     printing anything, on a wrong view."""
+    gc.disable()  # as ``nodegate report`` runs (fleet/cli.py); the collection it defers:
     t0 = time.perf_counter()
     c0 = time.process_time()
-    view = aggregate(root, jobs=jobs)
+    view = aggregate(root, jobs=jobs, cache=cache or False)
     read_s = time.perf_counter() - t0
     trend_text = ""
     if history > 1:
@@ -220,14 +239,38 @@ def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool,
                       f"{len(found.metrics)} metrics)")
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - c0
+    t2 = time.perf_counter()
+    gc.enable()
+    gc.collect()  # what an in-process caller with the collector on pays later (not timed)
+    deferred = time.perf_counter() - t2
     check(view, count, summaries, history)
     outliers = sum(len(metric.outliers) for metric in view.metrics)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{label:6s} {elapsed:6.2f} s (cpu {cpu:4.2f} s; read {read_s:.2f} s{trend_text}) "
           f" {view.n_reports} reports, {len(view.nodes)} nodes, {view.full_reads} read in "
           f"full, {len(view.metrics)} metrics, {outliers} outliers, verdicts "
-          f"{view.verdicts()}, peak RSS {peak:.0f} MiB")
+          f"{view.verdicts()}, peak RSS {peak:.0f} MiB; a full collection after: "
+          f"{deferred:.2f} s")
     return elapsed, cpu
+
+
+def one_round(figures: dict[str, list[tuple[float, float]]], root: Path,
+              args: argparse.Namespace, cache: Path | None, *, summaries: bool,
+              history: int) -> None:
+    """cold (no cache, page cache evicted), warm, and (with a cache and summaries) 1 %
+    changed; raises BenchFailed on a wrong view."""
+    if cache is not None:
+        cache.unlink(missing_ok=True)
+    evict(root)
+    labels = ["cold", "warm"]
+    if cache is not None and summaries and history == 1:
+        labels.append("changed")
+    for label in labels:
+        if label == "changed":
+            touch_some(root)
+        figures.setdefault(label, []).append(
+            timed(label, root, args.jobs, args.reports, summaries, history=history,
+                  cache=cache))
 
 
 def main() -> int:
@@ -240,6 +283,8 @@ def main() -> int:
                         help="reports alone, as written before summaries: times the fallback")
     parser.add_argument("--history", type=int, default=1,
                         help="reports per node (a day apart; times the trends too)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="no summary cache in any round (every run reads every summary)")
     args = parser.parse_args()
     summaries = not args.without_summaries
     history = max(1, args.history)
@@ -258,13 +303,11 @@ def main() -> int:
           f"summaries beside {summary_share(root)} sampled reports; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
     figures: dict[str, list[tuple[float, float]]] = {}
+    cache = None if args.no_cache else Path(tempfile.mkdtemp(prefix="nodegate-bench-cache-")) \
+        / "fleet.marshal"
     try:
         for _ in range(max(1, args.repeat)):
-            evict(root)
-            figures.setdefault("cold", []).append(
-                timed("cold", root, args.jobs, args.reports, summaries, history=history))
-            figures.setdefault("warm", []).append(
-                timed("warm", root, args.jobs, args.reports, summaries, history=history))
+            one_round(figures, root, args, cache, summaries=summaries, history=history)
     except BenchFailed as exc:
         print(f"FAILED: {exc}; no timing reported", file=sys.stderr)
         return 1
@@ -275,9 +318,12 @@ def main() -> int:
               f"{min(cpus):.2f}-{max(cpus):.2f} s cpu over {len(runs)} run(s)")
     worst = max(wall for runs in figures.values() for wall, _ in runs)
     if history == 1:
-        verdict = "OK" if worst <= 2.0 else "OVER"
-        print(f"aggregate {args.reports} reports ({kind}): {worst:.2f} s worst (target 2 s: "
-              f"{verdict}); load average now {os.getloadavg()[0]:.2f}")
+        cold = max(wall for wall, _ in figures["cold"])
+        warm = max(wall for wall, _ in figures["warm"])
+        verdict = "OK" if cold <= TARGET_COLD_S and warm <= TARGET_WARM_S else "OVER"
+        print(f"aggregate {args.reports} reports ({kind}): cold {cold:.2f} s, warm {warm:.2f} s "
+              f"worst (targets {TARGET_COLD_S:g} s / {TARGET_WARM_S:g} s: {verdict}); load "
+              f"average now {os.getloadavg()[0]:.2f}")
         return 0
     # with a history the run is CPU-bound for tens of seconds, so on a shared machine its wall
     # time is mostly waiting for a core: judged by CPU, both printed

@@ -260,6 +260,6 @@ def test_same_length_edit_of_the_report_needs_strict(fleet_dir: Path) -> None:
 
 def test_cli_names_the_file_with_a_bad_digest(fleet_dir: Path) -> None:
     _rewrite(fleet_dir / HGX1, _foreign_report_id)
-    result = run_cli("report", str(fleet_dir), "--no-cache")  # still accepted, no effect
+    result = run_cli("report", str(fleet_dir), "--no-cache")  # no cache (none for 12 anyway)
     assert f"{fleet_dir / HGX1}: the embedded digest disagrees" in result.stderr
     assert "(key $.digest.report_id)" in result.stderr

@@ -43,9 +43,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the view as JSON")
     parser.add_argument("--strict", action="store_true",
                         help="validate every report against the full schema (slow)")
-    # the per-file summary cache is gone (reports have summaries beside them); the option
-    # stays accepted so existing scripts do not exit 2
-    parser.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read every summary, without the per-user summary cache "
+                             "(used for fleets of 500 reports or more)")
     parser.add_argument("--jobs", type=arg_number(int, 1, 64),
                         help="processes parsing reports without a usable summary "
                              "(default: up to 4)")
@@ -53,6 +53,22 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The command with the cyclic garbage collector paused, as ``nodegate health`` runs:
+    the view of 10,000 reports is ~250,000 containers, none in a cycle, that live until the
+    process exits, and each full pass over them costs ~0.2-0.4 s (docs/benchmarks.md). It
+    runs again afterwards (an in-process caller)."""
+    import gc
+
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     from nodegate.errors import ConfigError
     from nodegate.fleet import trends
     from nodegate.fleet.aggregate import aggregate
@@ -64,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         from nodegate.fleet.html import check_html_target
 
         check_html_target(args.html, args.dir)
-    view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict)
+    view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict,
+                     cache=not args.no_cache)
     if not view.nodes and not view.unreadable:
         raise ConfigError("no *.json reports found", file=str(args.dir))
     if not view.nodes:  # nothing judged: the same as no reports at all

@@ -4,6 +4,13 @@ No CDN, no external font or script: the file must open on an air-gapped bastion 
 attachable to a ticket. Plots are drawn server-side as SVG (tooltips via ``<title>``), so the
 page needs no JS to show them; the script only filters the node table.
 
+The page reads top-down in the order a person on call needs it: what failed (the failing
+nodes with their checks and the reasons their reports give, the checks failing across the
+fleet, files that could not be read, and the plots of the first failing nodes), then what
+moved (outliers, trends, the pair matrix of a cluster check), then the spread of the other
+metrics, then every node. A metric whose value is the same on every node of a profile has
+nothing to plot: it is left out, and the page says how many were and names them.
+
 Per-node plots (P2P heatmap, telemetry under load) need the full reports, so they are drawn
 for at most ``plots`` nodes: failing nodes first, then outliers, then the rest by name.
 """
@@ -25,6 +32,14 @@ from nodegate.fileio import read_bytes
 from nodegate.fleet.aggregate import MIN_NODES, FleetView, MetricView, NodeView
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
 from nodegate.report.model import decode
+from nodegate.vocabulary import FAILING, LEVELS
+
+#: Failing nodes whose plots are drawn in "What failed" (the rest under "Per-node plots").
+FAULT_PLOTS = 4
+#: Failing nodes listed one by one, and those of them with the reasons their reports give
+#: (each reason costs decoding the node's full report).
+FAILED_ROWS = 500
+REASON_NODES = 50
 
 VERDICT_COLORS = {"PASS": "#1a7f37", "WARN": "#bf8700", "FAIL": "#cf222e",
                   "ERROR": "#8250df", "SKIP": "#6e7781"}
@@ -298,16 +313,36 @@ def distribution_svg(metric: MetricView, margin_pct: float, width: int = 520,
 # --- the page -----------------------------------------------------------------------------------
 
 
-def _load_full(view: FleetView, node: NodeView, key: str) -> dict[str, Any] | None:
+class _Reports:
+    """Full reports decoded for the page, each at most once (the plots of a node and the
+    reasons of its failing checks come from the same files)."""
+
+    def __init__(self, view: FleetView) -> None:
+        self.root = view.root
+        self._decoded: dict[str, dict[str, Any] | None] = {}
+
+    def get(self, rel: str) -> dict[str, Any] | None:
+        if rel not in self._decoded:
+            try:
+                data = decode(read_bytes(self.root / rel, kind="report"))
+            except (OSError, ValueError, ConfigError):
+                data = None
+            self._decoded[rel] = data if isinstance(data, dict) else None
+        return self._decoded[rel]
+
+    def newest_with(self, node: NodeView, key: str) -> dict[str, Any] | None:
+        """The newest report of ``node`` with a non-empty ``key`` (series or matrices)."""
+        for summary in reversed(node.history):
+            data = self.get(summary["path"])
+            if data is not None and data.get(key):
+                return data
+        return None
+
+
+def _load_full(view: FleetView, node: NodeView, key: str,
+               reports: _Reports | None = None) -> dict[str, Any] | None:
     """The newest report of ``node`` with a non-empty ``key`` (series or matrices)."""
-    for summary in reversed(node.history):
-        try:
-            data = decode(read_bytes(view.root / summary["path"], kind="report"))
-        except (OSError, ValueError, ConfigError):
-            continue
-        if isinstance(data, dict) and data.get(key):
-            return data
-    return None
+    return (reports or _Reports(view)).newest_with(node, key)
 
 
 def _plot_order(view: FleetView, limit: int) -> list[NodeView]:
@@ -317,8 +352,9 @@ def _plot_order(view: FleetView, limit: int) -> list[NodeView]:
     return ranked[:limit]
 
 
-def _node_section(view: FleetView, node: NodeView) -> str:
-    cards = [*_matrix_cards(view, node), *_series_cards(view, node)]
+def _node_section(view: FleetView, node: NodeView, reports: _Reports | None = None) -> str:
+    reports = reports or _Reports(view)
+    cards = [*_matrix_cards(view, node, reports), *_series_cards(view, node, reports)]
     parts = [f'<h3 id="node-{escape(node.node)}">{escape(node.node)} '
              f'{_badge(node.verdict)}</h3><div class="plots">', *cards]
     if not cards:
@@ -327,9 +363,10 @@ def _node_section(view: FleetView, node: NodeView) -> str:
     return "".join(parts)
 
 
-def _matrix_cards(view: FleetView, node: NodeView) -> list[str]:
+def _matrix_cards(view: FleetView, node: NodeView, reports: _Reports | None = None
+                  ) -> list[str]:
     """A heatmap card per matrix (P2P bandwidth) of the node's newest report that has any."""
-    with_matrix = _load_full(view, node, "matrices")
+    with_matrix = _load_full(view, node, "matrices", reports)
     if not with_matrix:
         return []
     return ['<div class="card">' + heatmap_svg(
@@ -339,10 +376,11 @@ def _matrix_cards(view: FleetView, node: NodeView) -> list[str]:
             if isinstance(matrix, dict) and matrix.get("entities")]
 
 
-def _series_cards(view: FleetView, node: NodeView) -> list[str]:
+def _series_cards(view: FleetView, node: NodeView, reports: _Reports | None = None
+                  ) -> list[str]:
     """A line chart card per series set and metric of the node's newest report with series:
     the report stores entity -> metric -> points, a chart wants metric -> entity -> points."""
-    with_series = _load_full(view, node, "series")
+    with_series = _load_full(view, node, "series", reports)
     if not with_series:
         return []
     cards = []
@@ -367,15 +405,192 @@ def _unit_of(metric: str) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class PairMatrix:
+    """Results of node pairs (a cluster check's 2-node runs): ``values[i][j]`` is the figure
+    of the pair ``nodes[i]`` -> ``nodes[j]`` (None: not run), in ``unit``; ``named``: the
+    nodes (or rails) the localisation names, drawn out under the matrix."""
+
+    title: str
+    nodes: Sequence[str]
+    values: Sequence[Sequence[float | None]]
+    unit: str
+    named: Sequence[str] = ()
+
+
+def pair_matrix_section(matrix: PairMatrix | None) -> list[str]:
+    """The pair matrix under "What moved": nothing until a cluster check has produced one
+    (no placeholder data is ever drawn)."""
+    if matrix is None or not matrix.nodes:
+        return []
+    out = ["<h3 id=\"pairs\">Pair matrix</h3>"]
+    if matrix.named:
+        out.append(f"<p>Named by the localisation: "
+                   f"{escape(', '.join(matrix.named))}</p>")
+    out.append('<div class="card">' + heatmap_svg(matrix.title, list(matrix.nodes),
+                                                  [list(row) for row in matrix.values],
+                                                  matrix.unit) + "</div>")
+    return out
+
+
 def render_html(view: FleetView, *, plots: int = 50, history: int = 20,
-                extra: Sequence[str] = ()) -> str:
-    """The whole page as one string; ``extra``: sections placed after the distributions
-    (the trends, ``trends_html.section``)."""
-    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in ("FAIL", "ERROR"), n.node))
-    out = [*_page_head(view), *_nodes_table(ordered, history), *_cards_table(view, ordered),
-           *_distributions(view), *extra, *_plots(view, plots), *_unreadable(view),
+                extra: Sequence[str] = (), pairs: PairMatrix | None = None) -> str:
+    """The whole page as one string: what failed, what moved (outliers, then ``extra``: the
+    trends, ``trends_html.section``; then ``pairs``), the other metrics, every node, then
+    the per-node plots."""
+    ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
+    reports = _Reports(view)
+    chosen = _plot_order(view, plots)
+    early = [node for node in chosen if node.verdict in FAILING][:FAULT_PLOTS]
+    late = [node for node in chosen if node not in early]
+    out = [*_page_head(view), *_failed(view, ordered, reports, early),
+           *_moved(view, extra, pairs), *_other_metrics(view),
+           *_nodes_table(ordered, history), *_cards_table(view, ordered),
+           *_plots(view, late, reports, len(early)),
            f"<script>{SCRIPT}</script></body></html>\n"]
     return "".join(out)
+
+
+def _check_name(item: str) -> str:
+    """A failing item of ``NodeView.failing`` as the check it counts under:
+    ``standard: nvlink_state[gpu3.link5]`` -> ``nvlink_state``; an unreadable file or two
+    machines under one name as that."""
+    if item.startswith("unreadable report "):
+        return "unreadable report"
+    if item.startswith("two machines report as "):
+        return "two machines report as one node"
+    level, _, rest = item.partition(": ")
+    if rest and level in LEVELS:
+        item = rest
+    return item.split("[", 1)[0]
+
+
+def _reasons(node: NodeView, reports: _Reports) -> list[str]:
+    """What the node's current failing reports say of each failing result (message, or
+    measured against threshold), from the full reports; empty when none can be read."""
+    out: list[str] = []
+    for summary in node.current():
+        if summary["verdict"] not in FAILING:
+            continue
+        data = reports.get(summary["path"])
+        results = data.get("results") if data else None
+        if not isinstance(results, list):
+            continue
+        for result in results:
+            if not isinstance(result, dict) or result.get("verdict") not in FAILING:
+                continue
+            evidence = result.get("evidence")
+            message = evidence.get("message") if isinstance(evidence, dict) else None
+            if not isinstance(message, str) or not message:
+                message = (f"measured {result.get('measured')!s} {result.get('unit') or ''}, "
+                           f"threshold {result.get('threshold')!s}").replace(" ,", ",")
+            out.append(f"{result.get('check')}[{result.get('entity')}]: {message}")
+    return out
+
+
+def _failed(view: FleetView, ordered: Sequence[NodeView], reports: _Reports,
+            plotted: Sequence[NodeView]) -> list[str]:
+    """What failed: the checks failing across the fleet, each failing node with its checks,
+    the reasons its reports give and its failing cards, the files that could not be read,
+    and the plots of the first failing nodes."""
+    failing = [node for node in ordered if node.verdict in FAILING]
+    if not failing and not view.unreadable:
+        return ["<h2 id=\"failed\">What failed</h2><p>No node fails.</p>"]
+    out = [f"<h2 id=\"failed\">What failed</h2><p>{len(failing)} of {len(view.nodes)} "
+           "nodes FAIL or ERROR.</p>"]
+    out += _failing_checks(failing)
+    shown = {node.node for node in plotted}
+    out.append('<table id="failing"><thead><tr><th>node</th><th>verdict</th>'
+               "<th>failing checks and why</th><th>cards</th></tr></thead><tbody>")
+    for index, node in enumerate(failing[:FAILED_ROWS]):
+        reasons = _reasons(node, reports) if index < REASON_NODES else []
+        items, total = node.failing()
+        lines = reasons[:10] or items[:10]
+        more = max(len(reasons), total) - len(lines)
+        text = "<br>".join(escape(line) for line in lines) + (
+            f"<br><span class=\"muted\">+{more} more</span>" if more > 0 else "")
+        cards = "<br>".join(f"{escape(entity)}: {escape(card_text(ident))}"
+                            for entity, ident, _ in node.failing_cards())
+        name = escape(node.node)
+        link = f'<a href="#node-{name}">{name}</a>' if node.node in shown else name
+        out.append(f"<tr><td>{link}</td><td>{_badge(node.verdict)}</td><td>{text}</td>"
+                   f"<td>{cards}</td></tr>")
+    out.append("</tbody></table>")
+    if len(failing) > FAILED_ROWS:
+        out.append(f'<p class="muted">and {len(failing) - FAILED_ROWS} more failing nodes: '
+                   "see the node table.</p>")
+    out += _unreadable(view)
+    if plotted:
+        count = len(plotted)
+        out.append(f"<h3>Plots of {'the first ' if count < len(failing) else ''}{count} "
+                   f"failing node{'s' if count > 1 else ''}</h3>")
+        out += [_node_section(view, node, reports) for node in plotted]
+    return out
+
+
+def _failing_checks(failing: Sequence[NodeView]) -> list[str]:
+    """Each failing check with how many nodes fail it and the first of them, most first."""
+    by_check: dict[str, list[str]] = {}
+    for node in failing:
+        items, _ = node.failing()
+        for check in dict.fromkeys(_check_name(item) for item in items):
+            by_check.setdefault(check, []).append(node.node)
+    if not by_check:
+        return []
+    rows = sorted(by_check.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    out = ['<table id="checks"><thead><tr><th>failing check</th><th>nodes</th>'
+           "<th>first nodes</th></tr></thead><tbody>"]
+    for check, nodes in rows[:100]:
+        out.append(f"<tr><td>{escape(check)}</td><td>{len(nodes)}</td>"
+                   f"<td>{escape(', '.join(nodes[:8]))}</td></tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _flat(metric: MetricView) -> bool:
+    """Nothing to show: every node of the profile has the same value."""
+    return bool(metric.values) and metric.stats.get("min") == metric.stats.get("max")
+
+
+def _moved(view: FleetView, extra: Sequence[str], pairs: PairMatrix | None) -> list[str]:
+    """What moved: metrics with outliers (their spread, then the outlier table), the trends
+    (``extra``), the pair matrix."""
+    with_outliers = [metric for metric in view.metrics if metric.outliers]
+    out = [f"<h2 id=\"moved\">What moved</h2><p class=\"muted\">Outliers: nodes worse than "
+           f"the median of their profile's nodes by more than {view.margin_pct:g}% (each "
+           "node's worst entity per metric).</p>"]
+    out += [f'<p class="muted">{escape(note)}</p>' for note in view.notes]
+    if with_outliers:
+        out.append('<div class="plots">')
+        out += [f'<div class="card">{svg}</div>' for svg in
+                (distribution_svg(metric, view.margin_pct) for metric in with_outliers) if svg]
+        out.append("</div>")
+    else:
+        out.append("<p>No outliers.</p>")
+    return out + _outliers_table(view) + list(extra) + pair_matrix_section(pairs)
+
+
+def _other_metrics(view: FleetView) -> list[str]:
+    """The spread of every other metric with something to show; how many were left out
+    (the same value on every node) and which."""
+    rest = [metric for metric in view.metrics if not metric.outliers]
+    shown = [metric for metric in rest if not _flat(metric)]
+    flat = [metric for metric in rest if _flat(metric)]
+    if not rest:
+        return []
+    out = ["<h2 id=\"metrics\">Other metrics</h2>"]
+    if flat:
+        names = ", ".join(f"{m.key} = {_num(m.stats['min'])} {m.unit}".rstrip()
+                          + (f" ({m.profile})" if len({x.profile for x in flat}) > 1 else "")
+                          for m in flat)
+        out.append(f'<p class="muted" id="left-out">{len(flat)} of {len(view.metrics)} '
+                   f"metrics left out: the same value on every node ({escape(names)}).</p>")
+    if shown:
+        out.append('<div class="plots">')
+        out += [f'<div class="card">{svg}</div>' for svg in
+                (distribution_svg(metric, view.margin_pct) for metric in shown) if svg]
+        out.append("</div>")
+    return out
 
 
 def _page_head(view: FleetView) -> list[str]:
@@ -433,24 +648,6 @@ def _cards_table(view: FleetView, ordered: Sequence[NodeView]) -> list[str]:
     return out
 
 
-def _distributions(view: FleetView) -> list[str]:
-    """Histograms per metric and profile, the notes on profiles too few for outliers, and the
-    outlier table."""
-    if not view.metrics:
-        return []
-    out = [f"<h2>Fleet distributions</h2><p class=\"muted\">Each node's worst entity "
-           f"per metric, one histogram per metric and profile; outliers are worse than the "
-           f"median of their profile's nodes by more than {view.margin_pct:g}%.</p>"]
-    out += [f'<p class="muted">{escape(note)}</p>' for note in view.notes]
-    out.append('<div class="plots">')
-    for metric in view.metrics:
-        svg = distribution_svg(metric, view.margin_pct)
-        if svg:
-            out.append(f'<div class="card">{svg}</div>')
-    out.append("</div>")
-    return out + _outliers_table(view)
-
-
 def _outliers_table(view: FleetView) -> list[str]:
     """The first 500 outliers with their deviation from the median; nothing when none."""
     rows = [(m, o) for m in view.metrics for o in m.outliers]
@@ -469,22 +666,25 @@ def _outliers_table(view: FleetView) -> list[str]:
     return out
 
 
-def _plots(view: FleetView, plots: int) -> list[str]:
-    """Per-node plot sections for up to ``plots`` nodes, failing and outlier nodes first."""
-    chosen = _plot_order(view, plots)
+def _plots(view: FleetView, chosen: Sequence[NodeView], reports: _Reports,
+           earlier: int = 0) -> list[str]:
+    """Per-node plot sections of ``chosen`` (failing and outlier nodes first; ``earlier``:
+    how many failing nodes' plots "What failed" drew already)."""
     if not chosen:
         return []
+    above = f", {earlier} more under What failed" if earlier else ""
     return [f"<h2>Per-node plots</h2><p class=\"muted\">P2P matrix and telemetry "
             f"under load for {len(chosen)} of {len(view.nodes)} nodes (failing and "
-            f"outlier nodes first).</p>",
-            *(_node_section(view, node) for node in chosen)]
+            f"outlier nodes first{above}).</p>",
+            *(_node_section(view, node, reports) for node in chosen)]
 
 
 def _unreadable(view: FleetView) -> list[str]:
     """Reports that could not be read, with the reason; nothing when all were read."""
     if not view.unreadable:
         return []
-    return ["<h2>Unreadable reports</h2><ul>",
+    return ["<h3>Unreadable reports</h3><p>Each is ERROR evidence: it may be a node's "
+            "newest report.</p><ul>",
             *(f"<li>{escape(path)}: {escape(error)}</li>" for path, error in view.unreadable),
             "</ul>"]
 

@@ -49,12 +49,27 @@ def section(view: TrendView) -> list[str]:
         out.append("</tbody></table>")
     else:
         out.append("<p>none</p>")
-    cards = [svg for svg in map(trend_svg, _plotted(view)) if svg]
+    plotted = _plotted(view)
+    flat = [metric for metric in plotted if _flat(metric)]
+    cards = [svg for svg in map(trend_svg, (m for m in plotted if not _flat(m))) if svg]
+    if flat:
+        names = ", ".join(f"{m.key}, {m.profile}" for m in flat)
+        out.append(f'<p class="muted" id="trends-left-out">{len(flat)} of {len(plotted)} '
+                   f"trend plots left out: one value throughout ({escape(names)}).</p>")
     if cards:
         out.append('<div class="plots">')
         out += [f'<div class="card">{svg}</div>' for svg in cards]
         out.append("</div>")
     return out
+
+
+def _flat(metric: MetricTrend) -> bool:
+    """Nothing to plot: every point of the median line and of the listed nodes is one value
+    (no node listed: a degrading node always moved)."""
+    values = {value for _, value in metric.fleet_line}
+    for points in metric.nodes.values():
+        values.update(value for _, value in points)
+    return len(values) <= 1 and not metric.nodes
 
 
 def _plotted(view: TrendView) -> list[MetricTrend]:
