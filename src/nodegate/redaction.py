@@ -28,8 +28,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 if TYPE_CHECKING:  # logging, html, json and urllib load when first needed: the cron path
     import logging  # redacts a few lines with no secret and no URL in them
@@ -55,8 +54,7 @@ class _Registry:
 _REGISTRY = _Registry()
 
 
-@dataclass(frozen=True)
-class Userinfo:
+class Userinfo(NamedTuple):
     """The userinfo of one URL: ``raw`` as written, ``user`` and ``password`` decoded
     (``password`` None when there is no ``:``); ``start``/``end`` index ``raw`` in the URL."""
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodegate import paths
 from nodegate.errors import ConfigError
@@ -29,8 +29,7 @@ from nodegate.profiles.threshold_keys import THRESHOLD_KEYS, Key, key_named
 from nodegate.yamlio import json_path, load_yaml, shorten
 
 
-@dataclass(frozen=True)
-class Threshold:
+class Threshold(NamedTuple):
     """One bound with its unit and provenance."""
 
     name: str

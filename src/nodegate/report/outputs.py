@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_bytes
@@ -21,8 +20,7 @@ DEFAULT_TEXTFILE_DIR = Path("/var/lib/node_exporter/textfile_collector")
 DEFAULT_REPORT_DIR = Path("/var/lib/nodegate/reports")
 
 
-@dataclass(frozen=True)
-class WrittenFiles:
+class WrittenFiles(NamedTuple):
     """The files a report set was written to."""
 
     json: Path
