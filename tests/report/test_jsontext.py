@@ -115,7 +115,7 @@ def test_rows_of_subclasses_and_odd_keys() -> None:
     _rows_match({"level": _Level.QUICK, "count": _Count.TWO, "sub": _Dict(a=_List([1, (2, 3)])),
                  "rows": [_Dict(x=1), _List([2]), "text", 3.5, None, True]})
     # a key JSON turns into a string: the same text as the indented writer
-    odd = {3: "int key", "rows": [1, 2]}
+    odd: dict[Any, Any] = {3: "int key", "rows": [1, 2]}
     assert dumps_rows(odd, 2) == _stdlib(odd)
     assert dumps_rows({}, 2) == "{}"
 

@@ -75,21 +75,21 @@ class Profile:
         """``sha256:<hex>`` of the resolved data (canonical JSON): a report records it, so
         which thresholds judged a run can be told apart without trusting the profile's name."""
         text = json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "sha256:" + sha256(text.encode("utf-8")).hexdigest()
+        return "sha256:" + sha256_hex(text.encode("utf-8"))
 
 
-def sha256(data: bytes = b"") -> Any:
-    """``hashlib.sha256(data)``, from the interpreter's built-in SHA-256 where it has one: the
-    cron health check hashes a few KB (the profile cache key, the profile digest), and
-    ``hashlib`` loads OpenSSL's libcrypto for that (~2-3 ms of its start-up). Same digests."""
+def sha256_hex(data: bytes) -> str:
+    """``hashlib.sha256(data).hexdigest()``, from the interpreter's built-in SHA-256 where it
+    has one: the cron health check hashes a few KB (the profile cache key, the profile
+    digest), and ``hashlib`` loads OpenSSL's libcrypto for that (~2-3 ms of its start-up)."""
     import importlib
 
     for name in ("_sha2", "_sha256"):  # CPython 3.12+, 3.11
         with contextlib.suppress(ImportError):
-            return importlib.import_module(name).sha256(data)
+            return str(importlib.import_module(name).sha256(data).hexdigest())
     import hashlib
 
-    return hashlib.sha256(data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def parse_threshold(name: str, raw: Mapping[str, Any]) -> Threshold:
