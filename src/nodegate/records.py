@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import MISSING, Field, field
+from dataclasses import MISSING, Field, FrozenInstanceError, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # typing's own from Python 3.11; what it does is only for type checkers
@@ -34,6 +34,8 @@ T = TypeVar("T")
 def record(cls: type[T]) -> type[T]:
     """``cls`` with a dataclass's ``__init__``, ``__eq__`` and ``__repr__`` (unhashable, as
     a mutable dataclass is), from its annotations in declaration order."""
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__}: a record runs no __post_init__ (make it a dataclass)")
     names = tuple(inspect.get_annotations(cls))
     defaults, factories = _defaults(cls, names)
     for method in (_init(cls, names, defaults, factories), _eq(names), _repr(names)):
@@ -41,6 +43,28 @@ def record(cls: type[T]) -> type[T]:
         setattr(cls, method.__name__, method)
     cls.__hash__ = None  # type: ignore[assignment]  # equal by value and mutable
     setattr(cls, "__match_args__", names)  # noqa: B010  (not a known attribute of a type)
+    return cls
+
+
+@dataclass_transform(field_specifiers=(field, Field), frozen_default=True)
+def frozen_record(cls: type[T]) -> type[T]:
+    """``record``, frozen as ``@dataclass(frozen=True)``: assigning or deleting a field raises
+    ``dataclasses.FrozenInstanceError``, and equal records hash alike."""
+    record(cls)
+    names: tuple[str, ...] = cls.__match_args__  # type: ignore[attr-defined]
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self: Any, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __hash__(self: Any) -> int:
+        return hash(tuple(self.__dict__[name] for name in names))
+
+    for method in (__setattr__, __delattr__, __hash__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        setattr(cls, method.__name__, method)
     return cls
 
 

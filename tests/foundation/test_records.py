@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from nodegate.battery.registry import CHECKS
 from nodegate.probes.nvml import BoardSnapshot, GpuState, NvLinkState
-from nodegate.records import record
+from nodegate.records import frozen_record, record
 
 
 @record
@@ -80,3 +81,38 @@ def test_the_board_records_compare_by_value_and_survive_the_child_s_pickle() -> 
     assert GpuState(index=0) != GpuState(index=1)
     assert repr(GpuState(index=0)).startswith("GpuState(index=0, lost=False, ")
     assert not dataclasses.is_dataclass(gpu)  # replace/asdict refuse it: none is used on it
+
+
+@frozen_record
+class Frozen:
+    code: int
+    tags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenDc:
+    code: int
+    tags: tuple[str, ...] = ()
+
+
+def test_a_frozen_record_is_frozen_and_hashed_as_the_frozen_dataclass() -> None:
+    mine, theirs = Frozen(1, ("a",)), FrozenDc(1, ("a",))
+    assert repr(mine) == repr(theirs).replace("FrozenDc(", "Frozen(")
+    assert hash(mine) == hash(Frozen(1, ("a",))) and len({mine, Frozen(1, ("a",))}) == 1
+    for record_ in (mine, theirs):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record_.code = 2  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del record_.code  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(mine)) == mine
+    assert len(set(CHECKS.values())) == len(CHECKS)  # the check declarations hash as before
+
+
+def test_a_record_refuses_a_post_init_it_would_not_run() -> None:
+    with pytest.raises(TypeError, match="__post_init__"):
+        @record
+        class Late:
+            a: int
+
+            def __post_init__(self) -> None:
+                pass

@@ -18,12 +18,12 @@ import contextlib
 import copy
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from nodegate import paths
+from nodegate import paths, records
 from nodegate.errors import ConfigError
 from nodegate.profiles.threshold_keys import THRESHOLD_KEYS, Key, key_named
 from nodegate.yamlio import json_path, load_yaml, shorten
@@ -43,7 +43,7 @@ class Threshold(NamedTuple):
         return f"{op} {self.value:g} {self.unit}"
 
 
-@dataclass
+@records.record
 class Profile:
     """A fully layered, validated profile: plain data plus where each leaf came from."""
 
