@@ -224,8 +224,8 @@ def atomic_link(source: str | os.PathLike[str], path: str | os.PathLike[str], *,
     """Make ``path`` a second name of the regular file ``source`` (written by
     ``atomic_write_text``), replacing ``path`` atomically as that writer does: a hard link under
     a temp name beside it, then a rename. The text is neither written nor redacted twice (a
-    report's latest copy is its dated file). OSError where the folder's filesystem has no hard
-    links; the caller writes a copy instead.
+    report's latest copy is its dated file), nor synced twice: ``source`` must be on disk.
+    OSError where the folder's filesystem has no hard links; the caller writes a copy instead.
     """
     target = check_target(path, make_parents=False)
     _remove_stale(target)
@@ -239,11 +239,9 @@ def atomic_link(source: str | os.PathLike[str], path: str | os.PathLike[str], *,
     else:
         raise FileExistsError(f"no free temporary name beside {target}")
     try:
-        fd = os.open(tmp_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:  # the data went to disk with the source; this syncs nothing new, cheaply
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # no fsync of the link: its data is the source's, on disk before the source's rename,
+        # and its name is persisted with the folder (``sync_dir``); an fsync here synced only
+        # the link count, a journal commit each (~0.3 ms idle, 5-13 ms on a busy disk)
         check_target(target, make_parents=False)  # nothing swapped in meanwhile
         os.replace(tmp_name, target)
     except BaseException:

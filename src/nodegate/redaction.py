@@ -28,8 +28,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 if TYPE_CHECKING:  # logging, html, json and urllib load when first needed: the cron path
     import logging  # redacts a few lines with no secret and no URL in them
@@ -38,10 +37,12 @@ MASK = "***"
 MIN_SECRET_LEN = 3
 
 #: ``scheme://``: RFC 3986 scheme characters.
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 #: Where a URL inside free text ends: whitespace, quotes and brackets a message puts around it.
-_NUMBER = re.compile(r"[+-]?[0-9._eE+-]+")
-_TEXT_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"<>`]+")
+_NUMBER = r"[+-]?[0-9._eE+-]+"
+_TEXT_URL = r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"<>`]+"
+# (patterns as text, compiled by ``re`` on first use: a cron run's output holds no URL and no
+# secret, and three compiles were ~0.4 ms of its start-up)
 
 
 class _Registry:
@@ -55,8 +56,7 @@ class _Registry:
 _REGISTRY = _Registry()
 
 
-@dataclass(frozen=True)
-class Userinfo:
+class Userinfo(NamedTuple):
     """The userinfo of one URL: ``raw`` as written, ``user`` and ``password`` decoded
     (``password`` None when there is no ``:``); ``start``/``end`` index ``raw`` in the URL."""
 
@@ -74,7 +74,7 @@ def find_userinfo(url: str) -> Userinfo | None:
     The userinfo runs to the last ``@``: a password may hold ``/ ? # : @`` unencoded or
     percent-encoded, and both are found (see the module docstring for the rule's trade-off).
     """
-    match = _SCHEME.match(url)
+    match = re.match(_SCHEME, url)
     if not match:
         return None
     start = match.end()
@@ -128,7 +128,7 @@ def remember_secret(value: str) -> None:
     Not registered: values shorter than ``MIN_SECRET_LEN``, and values that read as a number
     (``123456``): masking them would rewrite measurements in every report.
     """
-    if len(value) < MIN_SECRET_LEN or value in _REGISTRY.known or _NUMBER.fullmatch(value):
+    if len(value) < MIN_SECRET_LEN or value in _REGISTRY.known or re.fullmatch(_NUMBER, value):
         return
     _REGISTRY.known.add(value)
     _REGISTRY.pattern = None
@@ -167,7 +167,8 @@ def redact(text: str, *, keep_length: bool = False) -> str:
     (a report's ``digest.tail_bytes``, its summary's ``report_bytes``).
     """
     if "://" in text:
-        text = _TEXT_URL.sub(lambda m: mask_userinfo(m.group(0), keep_length=keep_length), text)
+        text = re.sub(_TEXT_URL, lambda m: mask_userinfo(m.group(0), keep_length=keep_length),
+                      text)
     pattern = _pattern()
     if pattern is None:
         return text

@@ -208,3 +208,12 @@ def test_cli_profiles_check_wrong_type_exits_2(tmp_path: Path) -> None:
     assert str(path) in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", bytes(range(256)) * 300])
+def test_profile_hashes_are_hashlibs_sha256(data: bytes) -> None:
+    import hashlib
+
+    from nodegate.profiles.loader import sha256_hex
+
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()

@@ -1,5 +1,6 @@
-"""A run's report files are each fsynced before their rename, and every rename into the
-report folder is persisted by a folder fsync after the last of them."""
+"""A run's report files are each fsynced before their rename (a latest name is a link to a
+dated file fsynced before its own rename), and every rename into the report folder is
+persisted by a folder fsync after the last of them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from nodegate.report.outputs import write_outputs
 def test_every_file_and_every_rename_is_persisted(
         report: NodeReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[tuple[str, str]] = []
+    inodes: dict[int, int] = {}  # rename event -> the inode renamed
     fsync, replace = os.fsync, os.replace
 
     def logged_fsync(fd: int) -> None:
@@ -24,6 +26,7 @@ def test_every_file_and_every_rename_is_persisted(
         fsync(fd)
 
     def logged_replace(src: str, dst: str | os.PathLike[str]) -> None:
+        inodes[len(events)] = os.stat(src).st_ino
         events.append(("rename", str(dst)))
         replace(src, dst)
 
@@ -35,8 +38,13 @@ def test_every_file_and_every_rename_is_persisted(
     renames = [(i, dst) for i, (what, dst) in enumerate(events) if what == "rename"]
     assert {Path(dst).name for _, dst in renames} >= {
         written.json.name, written.latest.name, "acceptance-latest.xml", "nodegate_acceptance.prom"}
+    synced: set[int] = set()  # inodes whose data was on disk before their first rename
     for index, dst in renames:
-        assert events[index - 1][0] == "fsync-file"  # the data is on disk before the rename
+        if events[index - 1][0] == "fsync-file":  # the data is on disk before the rename
+            synced.add(inodes[index])
+        else:  # or it is a second name of a file that was (a latest link)
+            assert inodes[index] in synced, dst
+            assert Path(dst).name.startswith("acceptance-latest"), dst
         folder = str(Path(dst).parent)
         assert ("fsync-dir", folder) in events[index + 1:], dst
     # the sequence counter (``.sequence``) is persisted, folder included, before the report

@@ -74,3 +74,9 @@ def test_real_h100_links_pass_and_wrong_generation_fails() -> None:
     assert by_entity["gpu0.link2"].verdict == Verdict.FAIL
     assert by_entity["gpu0.link5"].verdict == Verdict.ERROR
     assert by_entity["gpu0.link0"].verdict == Verdict.PASS
+
+
+@pytest.mark.parametrize("prefix", ["NVML_NVLINK_VERSION_", "nvmlClocksEventReason",
+                                    "nvmlClocksThrottleReason", "NVML_ERROR_", "NVML_", "zz"])
+def test_the_tables_read_every_name_with_their_prefix(prefix: str) -> None:
+    assert nvml_codes._named(prefix) == [name for name in dir(pynvml) if name.startswith(prefix)]

@@ -11,10 +11,11 @@ an operator's ``pytest validation/`` can never disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodegate import records
 from nodegate.battery.registry import groups_at, require_thresholds
 from nodegate.errors import ConfigError
 from nodegate.probes.nvml import DEFAULT_DEADLINE_S, BoardSnapshot, NvmlUnavailable
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 BOARD_GROUPS = frozenset({Group.GPU, Group.LOG, Group.HOST, Group.NETWORK})
 
 
-@dataclass
+@records.record
 class QuickOptions:
     """What a quick run checks and where: groups, Xid window, roots, NVML deadline."""
 
@@ -43,7 +44,7 @@ class QuickOptions:
     preload: tuple[str, ...] = ()
 
 
-@dataclass
+@records.record
 class QuickOutcome:
     """A quick run's results, with the board read and what could not be read."""
 

@@ -25,13 +25,15 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TextIO
+
+from nodegate import records
 
 _STD_FDS = (0, 1, 2)
 
 
-@dataclass
+@records.record
 class Lost:
     """Which standard streams lost output, and why (the first error of each)."""
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from nodegate import records
 from nodegate.profiles.threshold_keys import Feature, Key, has_feature
 from nodegate.vocabulary import LEVELS, Group, Level, Subject
 
 
-@dataclass(frozen=True)
+@records.frozen_record
 class Check:
     """A check: what it is called, what it examines, where and when it runs, what it means,
     which profile thresholds and features it needs, and the judge function that emits it.

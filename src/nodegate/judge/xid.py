@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from nodegate import records
 from nodegate.errors import ConfigError
 from nodegate.judge.common import make
 from nodegate.probes.kernel_log import SXidEvent, XidEvent
@@ -62,7 +63,7 @@ OVERRIDES = ("ignore", "escalate")
 HISTORY_REPORTS = 8
 
 
-@dataclass(frozen=True)
+@records.frozen_record
 class XidInfo:
     code: int
     mnemonic: str
@@ -73,7 +74,7 @@ class XidInfo:
     severity_in_line: bool = False  # the line says Fatal / Nonfatal (NVLink5 Xids 144-150)
 
 
-@dataclass(frozen=True)
+@records.frozen_record
 class Catalog:
     source: str
     date: str
@@ -159,7 +160,7 @@ def profile_overrides(section: Mapping[str, Any]) -> dict[int, str]:
     return {int(code): str(how) for code, how in raw.items()}
 
 
-@dataclass
+@records.record
 class XidGroup:
     bus_id: str
     xid: int | None  # None: the lines' code or bus could not be read

@@ -26,10 +26,9 @@ import re
 import shutil
 import subprocess
 import time as _time
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_bytes
@@ -52,8 +51,7 @@ _HMS = r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
 _FRAC = r"(?:[.,](?P<frac>[0-9]{1,9}))?"
 
 
-@dataclass(frozen=True)
-class LineFormat:
+class LineFormat(NamedTuple):
     """One kernel-log line format: its name, where it comes from, an example, the pattern
     of its time prefix and which clock that time is on."""
 
@@ -125,8 +123,7 @@ PID_RE = r"pid=(?P<pid>'?<?\w{1,32}>?'?)"
 NAME_RE = r"name=(?P<name>[^,]{0,64})"
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(NamedTuple):
     """One Xid line. ``xid`` is None when the line's code or bus could not be read
     (``unparsed`` says why). ``seconds`` (since boot) and ``epoch`` (wall clock) are the
     event's time where its format carries one; both None: time unknown."""
@@ -147,8 +144,7 @@ class XidEvent:
     origin: str | None = None
 
 
-@dataclass(frozen=True)
-class SXidEvent:
+class SXidEvent(NamedTuple):
     """One NVSwitch SXid line; ``severity`` is what the driver printed (``fatal`` or
     ``non-fatal``), None on its follow-up ``Data {...}`` lines that state none."""
 
@@ -164,8 +160,7 @@ class SXidEvent:
     unparsed: str | None = None
 
 
-@dataclass(frozen=True)
-class KernelLog:
+class KernelLog(NamedTuple):
     """This boot's kernel log lines, from the first source that could be read."""
 
     source: str
@@ -227,8 +222,7 @@ def read_kernel_log(timeout_s: float = 20.0) -> KernelLog:
     return KernelLog("none", [], boot_id, _uptime(), problem="; ".join(failed))
 
 
-@dataclass(frozen=True)
-class LineTime:
+class LineTime(NamedTuple):
     """The time a line's format carries: seconds since boot, or an instant (epoch seconds)
     with its text; no time at all when the line is in no known format or its stamp names no
     real date (Feb 30, 25:61): unknown, never a guess."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nodegate import records
 from nodegate.errors import CannotRunError
 from nodegate.probes.nvml_codes import (
     describe_error,
@@ -32,7 +33,7 @@ T = TypeVar("T")
 MAX_LINKS_PROBED = 18
 
 
-@dataclass
+@records.record
 class NvLinkState:
     """One NVLink of a GPU as NVML reports it: state, version, remote end, error counters."""
 
@@ -55,7 +56,7 @@ class NvLinkState:
         return (self.crc_flit or 0) + (self.crc_data or 0)
 
 
-@dataclass
+@records.record
 class Process:
     """A compute process NVML lists on a GPU (someone else's work makes it busy)."""
 
@@ -64,7 +65,7 @@ class Process:
     used_memory_mib: int | None
 
 
-@dataclass
+@records.record
 class GpuState:
     """Everything the quick checks read about one GPU, and which reads failed and how."""
 
@@ -139,7 +140,7 @@ class GpuState:
                 if value is not None and value.strip()}
 
 
-@dataclass
+@records.record
 class BoardSnapshot:
     """One read of the whole board: the driver's versions and every GPU's state."""
 

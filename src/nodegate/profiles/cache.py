@@ -8,7 +8,6 @@ profiles directory (and the overrides), so any edit misses the cache and is vali
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,16 @@ from typing import Any
 from nodegate import __version__, paths
 from nodegate.errors import ConfigError
 from nodegate.fileio import atomic_write_text, read_bytes, read_text
-from nodegate.profiles.loader import Profile, profiles_dir, resolve_profile
+from nodegate.profiles.loader import Profile, profiles_dir, resolve_profile, sha256_hex
 
 
 def _key(name: str, base: Path, extra: Any) -> str:
-    digest = hashlib.sha256(f"{__version__}\0{name}\0".encode())
+    parts = [f"{__version__}\0{name}\0".encode()]
     for path in sorted(base.rglob("*.yaml")):
-        digest.update(str(path.relative_to(base)).encode() + b"\0")
-        digest.update(read_bytes(path, kind="profile") + b"\0")
-    digest.update(json.dumps(extra, sort_keys=True, default=str).encode())
-    return digest.hexdigest()[:32]
+        parts.append(str(path.relative_to(base)).encode() + b"\0")
+        parts.append(read_bytes(path, kind="profile") + b"\0")
+    parts.append(json.dumps(extra, sort_keys=True, default=str).encode())
+    return sha256_hex(b"".join(parts))[:32]
 
 
 def resolve_profile_cached(name: str, **kwargs: Any) -> Profile:

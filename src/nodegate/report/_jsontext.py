@@ -126,3 +126,56 @@ def _float(value: float) -> str:
     if not math.isfinite(value):
         raise _Unsupported  # json.dumps raises its own ValueError (allow_nan=False)
     return float.__repr__(value)
+
+
+def dumps_rows(value: dict[str, Any], indent: int) -> str:
+    """``value`` (a JSON object) laid out one row a line: its members indented by ``indent``,
+    each element of a member that is a list on a line of its own (a report's results, one a
+    line), everything below that compact as ``json.dumps`` writes it (``", "``, ``": "``).
+
+    The same JSON as ``dumps_indented`` at about half the cost: the rows go through the
+    standard library's C encoder, which writes no indentation. Framed as ``dumps_indented``
+    frames an object (``"{\\n" + indent`` ... ``"\\n}"``), so a caller that splices members
+    by that framing works with either. Errors are ``json.dumps``'s own (with an indent).
+    """
+    if type(value) is not dict or not value:
+        return dumps_indented(value, indent)
+    try:
+        return _rows(value, " " * indent, _row_encoder())
+    except (RecursionError, TypeError, ValueError):  # raised again, worded as json.dumps does
+        return dumps_indented(value, indent)
+
+
+def _rows(value: dict[str, Any], step: str, row: Callable[[Any], str]) -> str:
+    members = []
+    for key, item in value.items():
+        if type(key) is not str:
+            return dumps_indented(value, len(step))  # a key JSON spells its own way
+        if type(item) is list and item:
+            inner = ",\n" + step * 2
+            text = "[\n" + step * 2 + inner.join([row(element) for element in item]) + \
+                "\n" + step + "]"
+        else:
+            text = row(item)
+        members.append(f"{step}{_encode_str(key)}: {text}")
+    return "{\n" + ",\n".join(members) + "\n}"
+
+
+def _row_encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, allow_nan=False, ensure_ascii=False)`` without building an encoder
+    per row: the C encoder the standard library builds for compact JSON, made once (no cycle
+    check: a cycle ends in RecursionError; ``dumps_rows`` hands any error to the indented
+    writer, so what is raised is what ``json.dumps`` with an indent raises)."""
+    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    chunks = make(None, encoder.default, _encode_str, None, ": ", ", ", False, False, False)
+
+    def encode(item: Any) -> str:
+        kind = type(item)
+        if kind is dict or kind is list:
+            return "".join(chunks(item, 0))
+        return encoder.encode(item)
+
+    return encode

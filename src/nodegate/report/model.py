@@ -251,8 +251,10 @@ def to_json(report: NodeReport, *, indent: int | None = 2) -> str:
     return dumps(report.to_dict(), indent=indent)
 
 
-def dumps(data: Mapping[str, Any], *, indent: int | None = 2) -> str:
+def dumps(data: Mapping[str, Any], *, indent: int | None = 2, rows: bool = False) -> str:
     """``json.dumps(data, indent=indent)`` plus a newline, with ``digest.tail_bytes`` set.
+    ``rows`` (with an ``indent``): the same JSON one row a line (``_jsontext.dumps_rows``:
+    each result on a line of its own, compact within it), as the report set writes it.
 
     ``tail_bytes`` is the UTF-8 length from the ``"results"`` key to the end of the file, so a
     reader of only the head can tell the body is still the one the digest was computed from
@@ -262,27 +264,29 @@ def dumps(data: Mapping[str, Any], *, indent: int | None = 2) -> str:
     digest = data.get("digest")
     if not isinstance(digest, Mapping) or tuple(data)[-len(_digest.TAIL_KEYS):] != (
             _digest.TAIL_KEYS):
-        return _json_text(data, indent) + "\n"
+        return _json_text(data, indent, rows) + "\n"
     tail = {key: data[key] for key in _digest.TAIL_KEYS}
-    tail_text = _json_text(tail, indent)
+    tail_text = _json_text(tail, indent, rows)
     # json.dumps opens an object with "{" then, when indenting, a newline and the indent
     body = tail_text[1 if indent is None else 2 + indent :] + "\n"
     head = {key: value for key, value in data.items() if key not in _digest.TAIL_KEYS}
     head["digest"] = {**digest, "tail_bytes": len(body.encode("utf-8"))}
-    head_text = _json_text(head, indent)
+    head_text = _json_text(head, indent, rows)
     # ... and closes it with an optional newline and "}"; members are joined with ", " or ",\n"
     if indent is None:
         return f"{head_text[:-1]}, {body}"
     return f"{head_text[:-2]},\n{' ' * indent}{body}"
 
 
-def _json_text(data: Mapping[str, Any], indent: int | None) -> str:
+def _json_text(data: Mapping[str, Any], indent: int | None, rows: bool = False) -> str:
     """``json.dumps(data, indent=indent, allow_nan=False, ensure_ascii=False)``; indented
-    through ``_jsontext`` (the standard library indents in slow pure Python)."""
+    through ``_jsontext`` (the standard library indents in slow pure Python), or ``rows``."""
     if indent is None:
         return json.dumps(data, allow_nan=False, ensure_ascii=False)
-    from nodegate.report._jsontext import dumps_indented
+    from nodegate.report._jsontext import dumps_indented, dumps_rows
 
+    if rows and type(data) is dict:
+        return dumps_rows(data, indent)
     return dumps_indented(data, indent)
 
 

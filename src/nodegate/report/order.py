@@ -21,9 +21,8 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 #: /etc/machine-id: 32 lower-case hex digits (machine-id(5)).
 MACHINE_ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -56,8 +55,7 @@ def read_boottime() -> float | None:
         return None
 
 
-@dataclass(frozen=True)
-class Clock:
+class Clock(NamedTuple):
     """Where and when "now" is: the wall clock, and on the node itself its boot and the
     boot-relative time (None on a bastion, which judges another machine's reports)."""
 
