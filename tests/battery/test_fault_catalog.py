@@ -29,8 +29,15 @@ CATALOG: dict[str, set[tuple[str, str, str, str]]] = {
     "xid@gpu1:94": {("xid_events", "gpu1", "WARN", W)},
     "xid@gpu2:154": {("xid_events", "gpu2", "FAIL", H)},  # recovery action: GPU reset
     "xid@gpu3:109": {("xid_events", "gpu3", "FAIL", H)},  # RESET_GPU
+    # NVML's recovery action answers, and the driver logs Xid 154 naming the same action
+    "recovery-reset@gpu2": {("gpu_recovery_action", "gpu2", "FAIL", H),
+                            ("xid_events", "gpu2", "FAIL", H)},
+    "recovery-reboot@gpu7": {("gpu_recovery_action", "gpu7", "FAIL", H),
+                             ("xid_events", "gpu7", "FAIL", H)},
     "xid@gpu4:145": {("xid_events", "gpu4", "FAIL", H)},  # NVLink5 workflow
     "nvlink-down@gpu3.link5": {("nvlink_state", "gpu3.link5", "FAIL", H)},
+    # up at the right version but at half its speed: only the per-link speed check sees it
+    "nvlink-slow@gpu2.link11": {("nvlink_speed", "gpu2.link11", "FAIL", H)},
     "nvlink-errors@gpu4.link7": {("nvlink_recovery_errors", "gpu4.link7", "FAIL", H),
                                  ("nvlink_crc_errors", "gpu4.link7", "WARN", W),
                                  ("nvlink_replay_errors", "gpu4.link7", "WARN", W)},

@@ -24,7 +24,8 @@ def _by(results: list[CheckResult], check: str, entity: str = "gpu0") -> CheckRe
 def _healthy_h100(**changes: Any) -> GpuState:
     """A GPU state as a healthy H100 reads, with ``changes`` applied."""
     links = [NvLinkState(link=i, active=True, version_enum=6, generation=4, crc_flit=0,
-                         crc_data=0, replay=0, recovery=0) for i in range(18)]
+                         crc_data=0, replay=0, recovery=0, speed_mbps=26562)
+             for i in range(18)]
     base: dict[str, Any] = dict(
         index=0, name="NVIDIA H100 80GB HBM3", pci_device_id=0x2330, vbios="96.00.A5.00.01",
         inforom_image="G520.0200.00.05", inforom_ecc="7.0", inforom_valid=True,
@@ -88,8 +89,10 @@ def _fake_nvml(state: dict[int, int | Exception]) -> Any:
 
     return SimpleNamespace(
         NVMLError=_Error, NVML_ERROR_GPU_IS_LOST=15, NVML_ERROR_NOT_SUPPORTED=3,
-        NVML_ERROR_FUNCTION_NOT_FOUND=13, NVML_ERROR_INVALID_ARGUMENT=2,
+        NVML_ERROR_FUNCTION_NOT_FOUND=13, NVML_ERROR_INVALID_ARGUMENT=2, NVML_SUCCESS=0,
         nvmlDeviceGetNvLinkState=link_state,
+        nvmlDeviceGetFieldValues=lambda handle, fields: [  # every link's speed, H100's
+            SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=26562)) for _ in fields],
         nvmlDeviceGetNvLinkVersion=lambda handle, link: 6,
         nvmlDeviceGetNvLinkRemotePciInfo=lambda handle, link: SimpleNamespace(busId=b"x"))
 

@@ -50,7 +50,8 @@ def test_validation_tests_are_thin() -> None:
 
 
 def test_each_check_is_declared_once() -> None:
-    assert len(DECLARED) == len(CHECKS) == 150  # 146 + the four fp4 GEMM checks
+    # 146 + the four fp4 GEMM checks + gpu_recovery_action and nvlink_speed
+    assert len(DECLARED) == len(CHECKS) == 152
 
 
 def test_every_declared_judge_is_a_function_of_its_module() -> None:

@@ -188,7 +188,7 @@ def test_expected_profile_values() -> None:
     assert all(32 <= g["temperature"]["idle_c"] <= 38 for g in h100["gpus"])
     a100 = runtime.resolve_spec("a100-hgx")["gpus"][0]
     assert (a100["pci_device_id"], a100["vbios_version"], a100["power"]["limit_w"]) == (
-        0x20B2, "92.00.45.00.05", 400)
+        0x20B2, "92.00.45.00.05", 500)  # subsystem 0x147F: the 500 W board, as captured
     h200 = runtime.resolve_spec("h200-hgx")["gpus"][0]
     assert (h200["pci_device_id"], h200["memory"]["total_mib"]) == (0x2335, 143771)
     b200 = runtime.resolve_spec("b200-hgx")["gpus"][0]

@@ -25,7 +25,8 @@ JOIN_GROUPS = ("gpu", "log", "host", "network", "load")
 #: How many missing check names a refusal spells out per group (the rest are counted).
 SHOWN = 8
 
-_NVLINK = ("nvlink_state", "nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors")
+_NVLINK = ("nvlink_state", "nvlink_speed", "nvlink_crc_errors", "nvlink_replay_errors",
+           "nvlink_recovery_errors")
 _PEER = ("p2p_completed", "p2p_unidir", "p2p_bidir", "p2p_unidir_outlier",
          "p2p_bidir_outlier", "allreduce_completed", "allreduce_busbw", "burnin_straggler",
          "p2p_copy_verified", "allreduce_verified",
@@ -62,6 +63,9 @@ def not_applicable(profile: Mapping[str, Any] | None) -> dict[str, str]:
                                "gpu.features.gpu_fabric)")
     if not nvlink.get("links_per_gpu"):
         out.update(dict.fromkeys(_NVLINK, "nvlink.links_per_gpu is 0"))
+    if not features.get("recovery_action"):
+        out["gpu_recovery_action"] = ("a GPU model that declares no NVML recovery action "
+                                      "(gpu.features.recovery_action)")
     if not driver.get("fabricmanager"):
         out["fabricmanager_service"] = "driver.fabricmanager is false"
     if not host.get("acs_disabled"):

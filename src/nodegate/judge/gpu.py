@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from nodegate.judge.common import against, expect, make
 from nodegate.judge.gpu_checks import CHECKS as GPU_CHECKS
 from nodegate.probes import nvml_codes
-from nodegate.probes.nvml import BoardSnapshot, GpuState
+from nodegate.probes.nvml import BoardSnapshot, GpuState, NvLinkState
 from nodegate.profiles import Profile
 from nodegate.profiles.threshold_keys import GPU_FEATURES, GpuFeatures, Key
 from nodegate.results import CheckResult, Severity, Verdict
@@ -197,6 +197,7 @@ def _inforom_signature(gpu: GpuState, *, with_ecc: bool = True) -> str | None:
 def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
     p_gpu, e = profile.data["gpu"], gpu.entity
     th = profile.threshold
+    features = GpuFeatures.of(p_gpu)
     out = [
         expect("gpu_model", e, gpu.name, p_gpu["model"], severity=CRIT,
                pci_device_id=f"0x{gpu.pci_device_id:04X}" if gpu.pci_device_id else None),
@@ -238,8 +239,8 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
         _power_limit(gpu, profile),
         _idle_temperature(gpu, profile),
         _foreign_processes(gpu),
+        *_recovery_action(gpu, features),
     ]
-    features = GpuFeatures.of(p_gpu)
     if profile.data["nvlink"]["nvswitch"] and features.gpu_fabric:
         # GPU fabric info exists from Hopper on (gpu.features.gpu_fabric); on Ampere the host
         # group checks the fabric manager service instead
@@ -254,6 +255,7 @@ def judge_gpu(gpu: GpuState, profile: Profile) -> list[CheckResult]:
 CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     "gpu_model": ("name", "uuid", "serial", "board_part_number"),
     "gpu_pci_device_id": ("pci",), "gpu_memory": ("memory",),
+    "gpu_recovery_action": ("recovery_action",),
     "persistence_mode": ("persistence",), "mig_mode": ("mig_mode",),
     "compute_mode": ("compute_mode",), "ecc_mode": ("ecc_mode",),
     "ecc_dbe_volatile": ("dbe_volatile",), "ecc_dbe_aggregate": ("dbe_aggregate",),
@@ -269,7 +271,7 @@ CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     "idle_temperature": ("temperature", "slowdown_temp", "shutdown_temp", "utilization"),
     "foreign_processes": ("processes",),
     "fabric_state": ("fabric",),
-    "nvlink_state": ("state", "version", "remote"),
+    "nvlink_state": ("state", "version", "remote"), "nvlink_speed": ("speed",),
     "nvlink_crc_errors": ("crc_flit", "crc_data"), "nvlink_replay_errors": ("replay",),
     "nvlink_recovery_errors": ("recovery",),
 }
@@ -377,6 +379,49 @@ def _memory(gpu: GpuState, profile: Profile) -> CheckResult:
                 deviation_pct=round(deviation, 3),
                 hint=None if ok else "total memory is not this model's: a lost HBM stack or "
                                      "another SKU than the profile's")
+
+
+#: What each recovery action asks of the operator (nvml.h's descriptions of
+#: nvmlDeviceGpuRecoveryAction_t); an action not listed is still a FAIL, named by its value.
+RECOVERY_HINTS: dict[str, str] = {
+    "gpu_reset": "the driver asks for a GPU reset: drain the node, stop the GPU's processes "
+                 "and reset it (nvidia-smi -r)",
+    "node_reboot": "the driver asks for a node reboot: drain the node and reboot it",
+    "drain_p2p": "the driver asks to quiesce peer-to-peer (NVLink) traffic: drain the node, "
+                 "then read the action again",
+    "drain_and_reset": "the driver asks to drain the GPU and reset it: it runs at reduced "
+                       "capacity until then",
+}
+
+
+def _recovery_action(gpu: GpuState, features: GpuFeatures) -> list[CheckResult]:
+    """NVML's GPU recovery action (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``): the driver's own
+    word that a GPU needs a reset, drain or reboot. Anything but NONE fails the GPU, naming
+    the action, whatever the model. Where the model declares no such field
+    (``gpu.features.recovery_action: false``) and the driver answers NOT_SUPPORTED the check
+    does not apply and gives no result (as ``fabric_state`` before Hopper); where it declares
+    one, NOT_SUPPORTED is ERROR (``_unmeasured``), and so is any other read error anywhere."""
+    check, e = "gpu_recovery_action", gpu.entity
+    threshold = "none"
+    if gpu.recovery_action is None:
+        unread = make(check, e, Verdict.ERROR, threshold=threshold, severity=CRIT,
+                      reason="NVML did not give the recovery action")
+        if "recovery_action" in gpu.read_errors:  # ERROR, the error named by _unmeasured
+            return [unread]
+        if not features.recovery_action:
+            return []
+        if "recovery_action" in gpu.unsupported:  # declared, so ERROR by _unmeasured
+            return [make(check, e, Verdict.SKIP, threshold=threshold,
+                         reason="recovery action not reported")]
+        return [unread]
+    name = nvml_codes.recovery_action_name(gpu.recovery_action)
+    ok = gpu.recovery_action == nvml_codes.RECOVERY_ACTION_NONE
+    return [make(check, e, Verdict.PASS if ok else Verdict.FAIL, measured=name,
+                 threshold=threshold, severity=HW, nvml_value=gpu.recovery_action,
+                 message=None if ok else f"NVML recovery action: {name}",
+                 hint=None if ok else RECOVERY_HINTS.get(
+                     name, f"the driver reports recovery action {name}: drain the node and "
+                           "follow NVIDIA's recovery guidance for it"))]
 
 
 def _retired_pages(gpu: GpuState, profile: Profile) -> CheckResult:
@@ -528,6 +573,26 @@ def _nvlsm_cause(state: str, profile: Profile) -> str | None:
             "fabric completes)")
 
 
+def _link_speed(link: NvLinkState, entity: str, profile: Profile) -> CheckResult:
+    """One active link's speed (NVML, MB/s) against the GPU layer's per-link speed: the
+    generation's figure, not the link count (H100 and B200 both have 18 links; NVML reports
+    26562 MB/s a link on NVLink 4 and 53125 on NVLink 5). A link trained below it carries
+    less than the board was bought for while every state reads "active"."""
+    gbps = float(profile.data["nvlink"]["link_gbps"])
+    threshold = {"min": gbps * 1000.0,
+                 "source": f"gpu layer nvlink.link_gbps: {gbps:g} GB/s a link, NVLink "
+                           f"{profile.data['nvlink']['generation']}"}
+    if link.speed_mbps is None:
+        return make("nvlink_speed", entity, Verdict.SKIP, threshold=threshold, unit="MB/s",
+                    reason="link speed not reported")
+    ok = link.speed_mbps >= gbps * 1000.0
+    return make("nvlink_speed", entity, Verdict.PASS if ok else Verdict.FAIL,
+                measured=link.speed_mbps, threshold=threshold, unit="MB/s", severity=HW,
+                remote=link.remote_bus_id,
+                hint=None if ok else "the link trained below its generation's speed: reseat "
+                                     "or replace the GPU baseboard / NVLink cable, then reset")
+
+
 def _nvlinks(gpu: GpuState, profile: Profile,
              features: GpuFeatures | None = None) -> list[CheckResult]:
     """Each expected link active at an ``nvmlNvlinkVersion_t`` the model declares
@@ -576,6 +641,7 @@ def _nvlinks(gpu: GpuState, profile: Profile,
                             nvml_version=f"NVML_NVLINK_VERSION_{name}",
                             accepted=None if ok else [f"NVML_NVLINK_VERSION_{v}"
                                                       for v in accepted] or None))
+        out.append(_link_speed(link, entity, profile))
         out.append(against("nvlink_crc_errors", entity, link.crc_errors,
                            th(Key.NVLINK_CRC_ERRORS_MAX), fail=Verdict.WARN,
                            severity=Severity.WARNING, flit=link.crc_flit, data=link.crc_data))

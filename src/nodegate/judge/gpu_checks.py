@@ -66,6 +66,8 @@ CHECKS: tuple[Check, ...] = (
          requires=(Feature.GPU_FABRIC, Feature.NVSWITCH)),
     _gpu("nvlink_state", S.NVLINK, "every NVLink active at the expected version",
          requires=NVLINK),
+    _gpu("nvlink_speed", S.NVLINK, "every active NVLink at least the GPU layer's per-link "
+         "speed (nvlink.link_gbps)", requires=NVLINK),
     _gpu("nvlink_crc_errors", S.NVLINK, "NVLink CRC error counters", Key.NVLINK_CRC_ERRORS_MAX,
          Key.NVLINK_CRC_ERRORS_PER_HOUR_MAX, requires=NVLINK),
     _gpu("nvlink_replay_errors", S.NVLINK, "NVLink replay error counters",
@@ -73,4 +75,8 @@ CHECKS: tuple[Check, ...] = (
     _gpu("nvlink_recovery_errors", S.NVLINK, "NVLink recovery error counters",
          Key.NVLINK_RECOVERY_ERRORS_MAX, Key.NVLINK_RECOVERY_ERRORS_PER_HOUR_MAX,
          requires=NVLINK),
+    # last: a check newer than the rest, so the registry's earlier order stays as it was
+    _gpu("gpu_recovery_action", S.IDENTITY,
+         "NVML's GPU recovery action is NONE (the driver asks no reset, drain or reboot)",
+         requires=(Feature.RECOVERY_ACTION,)),
 )

@@ -12,12 +12,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nodegate import records
 from nodegate.errors import CannotRunError
 from nodegate.probes.nvml_codes import (
+    FI_DEV_GET_GPU_RECOVERY_ACTION,
+    FI_DEV_NVLINK_GET_SPEED,
     describe_error,
+    error_name,
     mib,
     nvlink_generation,
     pci_device_id,
@@ -44,6 +48,7 @@ class NvLinkState:
     #: The NVLink generation (4 on H100), converted by ``nvml_codes.nvlink_generation``.
     generation: int | None = None
     remote_bus_id: str | None = None
+    speed_mbps: int | None = None  # NVML_FI_DEV_NVLINK_GET_SPEED for this link, MB/s
     crc_flit: int | None = None
     crc_data: int | None = None
     replay: int | None = None
@@ -118,6 +123,7 @@ class GpuState:
     fabric_state: int | None = None
     fabric_status: int | None = None
     fabric_health_mask: int | None = None
+    recovery_action: int | None = None  # nvmlDeviceGpuRecoveryAction_t (NONE 0: nothing asked)
     utilization_pct: int | None = None
     nvlinks: list[NvLinkState] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
@@ -360,6 +366,7 @@ def _read_gpu(nvml: Any, r: _Reader, h: Any, *, with_nvlink_counters: bool) -> N
     _read_memory_errors(nvml, r, h)
     _read_modes(nvml, r, h)
     _read_fabric(nvml, r, h)
+    _read_recovery_action(nvml, r, h)
     _read_processes(nvml, r, h)
     _read_nvlinks(nvml, r, h, with_counters=with_nvlink_counters)
 
@@ -504,6 +511,36 @@ def _read_fabric(nvml: Any, r: _Reader, h: Any) -> None:
         r.gpu.fabric_status = int(legacy.status)
 
 
+def _read_recovery_action(nvml: Any, r: _Reader, h: Any) -> None:
+    """The driver's own verdict on what the GPU needs (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``,
+    from R570 drivers). The field answers in its own ``nvmlReturn``: NOT_SUPPORTED (an older
+    driver or board) is recorded as unsupported, any other error as a read error, never 0."""
+    if FI_DEV_GET_GPU_RECOVERY_ACTION is None:  # this nvidia-ml-py cannot name the field
+        r.gpu.unsupported.append("recovery_action")
+        return
+    values = r.read("recovery_action", nvml.nvmlDeviceGetFieldValues, h,
+                    [FI_DEV_GET_GPU_RECOVERY_ACTION])
+    if not values:
+        return
+    value = values[0]
+    if _field_answered(nvml, r.gpu, "recovery_action", int(value.nvmlReturn)):
+        r.gpu.recovery_action = int(value.value.uiVal)
+
+
+def _field_answered(nvml: Any, gpu: GpuState, label: str, code: int | None) -> bool:
+    """One field value's own ``nvmlReturn``: True on success; otherwise the GPU lost, the
+    field unsupported (NOT_SUPPORTED) or a read error, recorded under ``label``."""
+    if code == nvml.NVML_SUCCESS:
+        return True
+    if code == nvml.NVML_ERROR_GPU_IS_LOST:
+        gpu.lost, gpu.lost_error = True, error_name(code)
+    elif code in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+        gpu.unsupported.append(label)
+    else:
+        gpu.read_errors[label] = error_name(code)
+    return False
+
+
 def _raise(exc: BaseException) -> None:
     raise exc
 
@@ -561,3 +598,26 @@ def _read_nvlinks(nvml: Any, r: _Reader, h: Any, *, with_counters: bool) -> None
             entry.recovery = r.read(f"nvlink{link}.recovery", counter, h, link,
                                     nvml.NVML_NVLINK_ERROR_DL_RECOVERY)
         r.gpu.nvlinks.append(entry)
+    _read_link_speeds(nvml, r, h)
+
+
+def _read_link_speeds(nvml: Any, r: _Reader, h: Any) -> None:
+    """Every active link's speed in one ``nvmlDeviceGetFieldValues`` call (one field per link,
+    ``scopeId`` = the link); each value answers in its own ``nvmlReturn``."""
+    links = [entry for entry in r.gpu.nvlinks if entry.active]
+    if r.gpu.lost or not links:
+        return
+    if FI_DEV_NVLINK_GET_SPEED is None:  # this nvidia-ml-py cannot name the field
+        r.gpu.unsupported += [f"nvlink{entry.link}.speed" for entry in links]
+        return
+    try:
+        values = list(nvml.nvmlDeviceGetFieldValues(
+            h, [(FI_DEV_NVLINK_GET_SPEED, entry.link) for entry in links]))
+    except nvml.NVMLError as exc:  # the whole call failed: every link's speed with it
+        code = getattr(exc, "value", None)
+        values = [SimpleNamespace(nvmlReturn=code, value=None)] * len(links)
+    for entry, value in zip(links, values, strict=True):
+        if _field_answered(nvml, r.gpu, f"nvlink{entry.link}.speed", value.nvmlReturn):
+            entry.speed_mbps = int(value.value.uiVal)
+        if r.gpu.lost:
+            return

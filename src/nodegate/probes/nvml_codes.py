@@ -131,6 +131,9 @@ def pci_device_id(pci_device_id_field: int) -> int:
 
 #: NVML field id of the HBM temperature, in degrees C.
 FI_DEV_MEMORY_TEMP: int = pynvml.NVML_FI_DEV_MEMORY_TEMP
+#: NVML field id of one NVLink's speed in MB/s (``scopeId`` = the link), or None where this
+#: nvidia-ml-py does not define it. nvml.h: 26562 a link on H100 (NVLink 4), 53125 on B200.
+FI_DEV_NVLINK_GET_SPEED: int | None = getattr(pynvml, "NVML_FI_DEV_NVLINK_GET_SPEED", None)
 
 #: ``nvmlValueType_t`` -> the ``nvmlValue_t`` union member holding the value.
 VALUE_MEMBERS: dict[int, str] = {
@@ -153,6 +156,44 @@ def field_value(value: object) -> float | None:
     if member is None:
         return None
     return float(getattr(value.value, member))  # type: ignore[attr-defined]
+
+
+# --- GPU recovery action -----------------------------------------------------------------------
+# Read from nvidia-ml-py's pynvml.py (13.615.71, as installed: lines 453-460 and 805; the copy
+# vendored in ray-project/ray python/ray/_private/thirdparty/pynvml/pynvml.py agrees for 0-4):
+# the field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230), read with nvmlDeviceGetFieldValues as
+# an unsigned int, holds an nvmlDeviceGpuRecoveryAction_t: NONE 0, GPU_RESET 1, NODE_REBOOT 2,
+# DRAIN_P2P 3, DRAIN_AND_RESET 4. Newer bindings disagree past 4 (ray's copy has 5
+# GPU_RESET_BUS; 13.615 has 5 RECOVER_IMEX_DOMAIN, 6 BUS_RESET, 7 SYSTEM_REBOOT), so every
+# name is read from the installed pynvml, never copied here. An nvidia-ml-py too old to define
+# the field (the project allows 12.535) leaves it None: the probe then cannot ask, and says so.
+
+_RECOVERY = "NVML_GPU_RECOVERY_ACTION_"
+#: The field id, or None where this nvidia-ml-py does not define it.
+FI_DEV_GET_GPU_RECOVERY_ACTION: int | None = getattr(
+    pynvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+#: ``NVML_GPU_RECOVERY_ACTION_NONE``: the only value that asks nothing of the operator.
+RECOVERY_ACTION_NONE: int | None = getattr(pynvml, f"{_RECOVERY}NONE", None)
+
+
+def _recovery_actions() -> dict[int, str]:
+    """``nvmlDeviceGpuRecoveryAction_t`` value -> lower-case name (``1`` -> ``gpu_reset``)."""
+    names: dict[int, str] = {}
+    for name in _NAMES:
+        if name.startswith(_RECOVERY) and isinstance(getattr(pynvml, name), int):
+            names.setdefault(int(getattr(pynvml, name)), name[len(_RECOVERY):].lower())
+    return dict(sorted(names.items()))
+
+
+#: Recovery action value -> name, from pynvml's constants (which mirror nvml.h).
+RECOVERY_ACTIONS: dict[int, str] = _recovery_actions()
+#: Name -> value, for scenario files that set an action.
+RECOVERY_ACTION_CODES: dict[str, int] = {name: code for code, name in RECOVERY_ACTIONS.items()}
+
+
+def recovery_action_name(value: int) -> str:
+    """``gpu_reset`` for 1; a value this nvidia-ml-py does not know keeps its number."""
+    return RECOVERY_ACTIONS.get(value, f"unknown action {value}")
 
 
 # --- clock event reasons under load ------------------------------------------------------------

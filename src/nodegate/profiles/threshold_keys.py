@@ -265,6 +265,7 @@ GPU_FEATURES: dict[str, str] = {
     "page_retirement": "page retirement (nvmlDeviceGetRetiredPages)",
     "gpu_fabric": "GPU fabric info (nvmlDeviceGetGpuFabricInfo(V))",
     "mig": "MIG (nvmlDeviceGetMigMode)",
+    "recovery_action": "NVML's GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)",
 }
 #: ``nvmlNvlinkVersion_t`` names a model may declare it reports (nvml.h ``NVML_NVLINK_VERSION_``
 #: + this suffix); real drivers return more than one value for one NVLink generation.
@@ -279,6 +280,7 @@ class GpuFeatures(NamedTuple):
     page_retirement: bool
     gpu_fabric: bool
     mig: bool
+    recovery_action: bool
     nvlink_links: int
     nvlink_versions: tuple[str, ...]
     source: str
@@ -308,6 +310,7 @@ class Feature(Word):
     PAGE_RETIREMENT = "page_retirement"
     GPU_FABRIC = "gpu_fabric"
     MIG = "mig"
+    RECOVERY_ACTION = "recovery_action"
     # the platform
     NVLINK = "nvlink"  # nvlink.links_per_gpu above 0
     NVSWITCH = "nvswitch"  # nvlink.nvswitch

@@ -118,6 +118,23 @@ def nvml_missing(board: Board, t: Target) -> None:
     board["nvml_missing"] = True
 
 
+def _recovery(board: Board, t: Target, action: str, line: str) -> None:
+    """The driver asks for a recovery: NVML's recovery action field answers it (supported from
+    then on, whatever the architecture) and the kernel logs Xid 154 naming the new action."""
+    _gpu(board, t)["recovery_action"] = action
+    _xid(board, t, 154, line)
+
+
+def recovery_reset(board: Board, t: Target) -> None:
+    _recovery(board, t, "gpu_reset",
+              "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")
+
+
+def recovery_reboot(board: Board, t: Target) -> None:
+    _recovery(board, t, "node_reboot",
+              "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
+
+
 # --------------------------------------------------------------------------- NVLink
 
 
@@ -125,6 +142,14 @@ def nvlink_down(board: Board, t: Target) -> None:
     inactive = _gpu(board, t)["nvlink"]["inactive"]
     if t.link not in inactive:
         inactive.append(t.link)
+
+
+def nvlink_slow(board: Board, t: Target) -> None:
+    """One link up at the right version but trained at half its speed: NVML's per-link speed
+    (``NVML_FI_DEV_NVLINK_GET_SPEED`` for that link) reads half the board's."""
+    nv = _gpu(board, t)["nvlink"]
+    nv["slow"] = [s for s in nv.get("slow", []) if s["link"] != t.link] + [
+        {"link": t.link, "speed_mbps": int(nv["speed_mbps"]) // 2}]
 
 
 def nvlink_errors(board: Board, t: Target) -> None:
@@ -407,6 +432,10 @@ CATALOG: dict[str, Fault] = {
         Fault("xid79", "gpu", "GPU fell off the bus: calls return GPU_IS_LOST, Xid 79", xid79),
         Fault("fallen-off-bus", "gpu", "GPU lost: the driver's fallen-off-the-bus message, "
               "no Xid line", fallen_off_bus),
+        Fault("recovery-reset", "gpu", "NVML recovery action GPU_RESET, Xid 154",
+              recovery_reset),
+        Fault("recovery-reboot", "gpu", "NVML recovery action NODE_REBOOT, Xid 154",
+              recovery_reboot),
         Fault("xid", "gpu", "an arbitrary Xid line for this GPU in the kernel log", xid_code,
               arg="CODE"),
         Fault("nvml-hang", "gpu", "every per-device NVML call on this GPU blocks for ever",
@@ -414,6 +443,7 @@ CATALOG: dict[str, Fault] = {
         Fault("nvml-missing", "node", "no libnvidia-ml.so.1 on the loader path: nvmlInit fails",
               nvml_missing),
         Fault("nvlink-down", "link", "one NVLink reads inactive", nvlink_down),
+        Fault("nvlink-slow", "link", "one NVLink active at half its speed", nvlink_slow),
         Fault("nvlink-errors", "link", "CRC, replay and recovery counters rising on one link",
               nvlink_errors),
         Fault("fabric-not-running", "node", "fabric manager down: fabric state not completed",

@@ -52,7 +52,8 @@ GPU_DEFAULTS: Gpu = {
     # idle_gen: the current generation of an idle GPU, which trains its link down to save
     # power (NVML: the current gen "may be reduced when the GPU is not in use")
     "pcie": {"replay_counter": 0, "replay_rate_per_s": 0, "idle_gen": 1},
-    "nvlink": {"links": 0, "version": 4, "speed_mbps": 26562, "inactive": [], "errors": []},
+    "nvlink": {"links": 0, "version": 4, "speed_mbps": 26562, "inactive": [], "errors": [],
+               "slow": []},
     "ecc": {
         "enabled": True,
         "volatile_sbe": 0,

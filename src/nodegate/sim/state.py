@@ -187,6 +187,11 @@ def _gpu_lines(board: Board, gpu: Gpu, index: int) -> list[str]:
             if _is_uuid(fabric["cluster_uuid"])
             else uuid.uuid5(uuid.NAMESPACE_URL, fabric["cluster_uuid"]).hex,
         )
+    action = recovery_action(gpu)
+    kv["recovery_supported"] = int(action is not None)
+    if action is not None:
+        # nvml.h nvmlDeviceGpuRecoveryAction_t, by its name in nvidia-ml-py
+        kv["recovery_action"] = int(getattr(pynvml, f"NVML_GPU_RECOVERY_ACTION_{action.upper()}"))
     for function, error in sorted(gpu.get("nvml_errors", {}).items()):
         kv[f"nvml_error.{function}"] = int(getattr(pynvml, error))
     lines = [f"[gpu {index}]"] + [f"{k}={v}" for k, v in kv.items()]
@@ -198,6 +203,16 @@ def _gpu_lines(board: Board, gpu: Gpu, index: int) -> list[str]:
             f"proc.{k}.used_mib={proc.get('used_mib', 0)}",
         ]
     return lines
+
+
+def recovery_action(gpu: Gpu) -> str | None:
+    """What ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` answers: the scenario's
+    ``recovery_action`` (null: NOT_SUPPORTED), else ``none`` on Blackwell and NOT_SUPPORTED on
+    older architectures (no public source shows a Hopper or Ampere driver answering it)."""
+    if "recovery_action" in gpu:
+        value: str | None = gpu["recovery_action"]
+        return value
+    return "none" if gpu["architecture"] == "blackwell" else None
 
 
 def _is_uuid(text: str) -> bool:
@@ -217,6 +232,7 @@ def _link_lines(board: Board, gpu: Gpu) -> list[str]:
                                             "0000:08:00.0"]
     gpus = board["gpus"]
     errors = {e["link"]: e for e in nv["errors"]}
+    slow = {s["link"]: s["speed_mbps"] for s in nv.get("slow", [])}
     out: list[str] = []
     for link in range(links):
         if topo["nvswitch"]:
@@ -237,7 +253,7 @@ def _link_lines(board: Board, gpu: Gpu) -> list[str]:
             f"{p}remote_type={remote_type}",
             f"{p}remote_bus={d:08X}:{b:02X}:{v:02X}.{f}",
             f"{p}remote_device_id={hex(remote_id)}",
-            f"{p}speed_mbps={nv['speed_mbps'] if active else 0}",
+            f"{p}speed_mbps={slow.get(link, nv['speed_mbps']) if active else 0}",
         ]
         err = errors.get(link)
         if err:

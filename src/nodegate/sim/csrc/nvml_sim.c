@@ -262,6 +262,8 @@ typedef struct sim_gpu {
     unsigned int fabric_supported, fabric_state, fabric_clique, fabric_health_mask;
     int fabric_status;
     unsigned char fabric_cluster_uuid[16];
+    /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: NOT_SUPPORTED unless supported */
+    unsigned int recovery_supported, recovery_action;
     /* processes */
     unsigned int n_procs;
     sim_proc procs[MAX_PROCS];
@@ -348,6 +350,7 @@ static const field_t gpu_fields[] = {
     FU("fabric_supported", fabric_supported), FU("fabric_state", fabric_state),
     FI("fabric_status", fabric_status), FU("fabric_clique", fabric_clique),
     FU("fabric_health_mask", fabric_health_mask),
+    FU("recovery_supported", recovery_supported), FU("recovery_action", recovery_action),
     {"fabric_cluster_uuid", F_HEX16, offsetof(sim_gpu, fabric_cluster_uuid), 16, 0},
     {NULL, F_U32, 0, 0, 0}};
 
@@ -1833,9 +1836,14 @@ static void field_value(sim_gpu *g, nvmlFieldValue_t *f) {
         t = telemetry(g);
         fv_u(f, (unsigned long long)llround(t.energy_mj), 1);
         return;
-    case 90: case 164:
+    case 90: /* NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON */
         if (g->nvlink_count == 0) return;
         fv_u(f, g->links[0].speed_mbps, 0);
+        return;
+    case 164: /* NVML_FI_DEV_NVLINK_GET_SPEED: MB/s of the link in scopeId */
+        if (g->nvlink_count == 0) return;
+        if (scope >= g->nvlink_count) { f->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT; return; }
+        fv_u(f, g->links[scope].speed_mbps, 0);
         return;
     case 91: fv_u(f, g->nvlink_count, 0); return;
     case 94: fv_u(f, (unsigned long long)counter_value(&g->pcie_replay), 0); return;
@@ -1867,6 +1875,9 @@ static void field_value(sim_gpu *g, nvmlFieldValue_t *f) {
     case 189: fv_u(f, g->power_default_limit, 0); return;
     case 190: case 192: fv_u(f, g->power_limit, 0); return;
     case 193: fv_u(f, g->temp_shutdown, 0); return;
+    case 230: /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: an nvmlDeviceGpuRecoveryAction_t */
+        if (g->recovery_supported) fv_u(f, g->recovery_action, 0);
+        return;
     default: return;
     }
 }
