@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from nodegate_lab import mdvm
+from nodegate_lab import lock, mdvm
 from tests import parallel, shared_md_vm
 from tests.conftest import ROOT
 
@@ -44,11 +44,11 @@ class FakeVMs:
 def vms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeVMs]:
     fake = FakeVMs()
     monkeypatch.setattr(shared_md_vm, "VM_DIR", tmp_path / "vm")
-    monkeypatch.setattr(shared_md_vm.mdvm, "up", fake.boot)
-    monkeypatch.setattr(shared_md_vm.mdvm, "down", fake.down)
-    monkeypatch.setattr(shared_md_vm.mdvm, "build", lambda: tmp_path / "image.tar")
-    monkeypatch.setattr(shared_md_vm.mdvm, "running", lambda vm: vm is fake.up)
-    monkeypatch.setattr(shared_md_vm.lock, "vm_exclusive",
+    monkeypatch.setattr(mdvm, "up", fake.boot)
+    monkeypatch.setattr(mdvm, "down", fake.down)
+    monkeypatch.setattr(mdvm, "build", lambda: tmp_path / "image.tar")
+    monkeypatch.setattr(mdvm, "running", lambda vm: vm is fake.up)
+    monkeypatch.setattr(lock, "vm_exclusive",
                         lambda *a, **k: contextlib.nullcontext())
     yield fake
     shared_md_vm.down()
