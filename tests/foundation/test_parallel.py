@@ -64,7 +64,12 @@ def test_every_named_file_and_group_exists() -> None:
 
 def test_a_file_is_its_own_group_unless_it_shares_a_lab() -> None:
     assert parallel.group_of("tests/roles/test_lab_slurm_hooks.py") == "lab-upgrade"
-    assert parallel.group_of("tests/roles/test_md_vm.py") == "tests/roles/test_md_vm.py"
+    assert parallel.group_of("tests/roles/test_softroce_vm.py") == \
+        "tests/roles/test_softroce_vm.py"
+    # the md VM's files share one boot: the md role first, the NVMe file (pulls disks) last
+    assert parallel.LAB_GROUPS["md-vm"] == ("tests/roles/test_md_vm.py",
+                                            "tests/storage/test_nvme_vm.py")
+    assert parallel.group_of("tests/storage/test_nvme_vm.py") == "md-vm"
 
 
 def _item(path: str, slow: bool) -> Any:

@@ -8,7 +8,8 @@ a second deploy must change nothing, and after a reboot from the VM's own /boot 
 initramfs the role rebuilt) the array is back under its name and mounted, the sentinel intact.
 
 The tests share one VM and run in file order (deploy, checks, redeploy, reboot, an array
-stopped and assembled again).
+stopped and assembled again); tests/storage/test_nvme_vm.py then takes the same VM
+(tests/shared_md_vm.py), so a run boots it once for both files.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from nodegate_lab import lock, mdvm
+from nodegate_lab import mdvm
+from tests import shared_md_vm
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-VM_DIR = mdvm.vm_dir().with_name(mdvm.vm_dir().name + "-test")
 ARRAY = "/dev/md/nodegate0"
 MOUNT = "/raid"
 CHUNK_KIB = 512  # roles/defaults.py nvme_chunk_kib
@@ -73,22 +74,16 @@ def _timed(name: str, started: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def vm() -> Iterator[mdvm.VM]:
+def vm(request: pytest.FixtureRequest) -> Iterator[mdvm.VM]:
+    """The group's shared VM (tests/shared_md_vm.py), one no test has touched: this file goes
+    first in the group, and after another file a new VM boots."""
     started = time.monotonic()
-    with lock.vm_exclusive(VM_DIR, wait_s=1800):  # another run of this test: wait for it
-        mdvm.down(VM_DIR)  # a VM dir left by an earlier, killed run
-        try:
-            cached = mdvm.tarball_path().is_file()
-            mdvm.build()
-            _timed("image build" + (" (cached)" if cached else " (cold)"), started)
-            machine = mdvm.up(VM_DIR, tie_to_parent=True)
-            TIMES[f"first boot ({machine.accel}: {machine.accel_why})"] = machine.boot_s
+    try:
+        with shared_md_vm.shared(request) as machine:
             yield machine
-        finally:
-            mdvm.down(VM_DIR)
-            assert not VM_DIR.exists()
-            TIMES["total"] = round(time.monotonic() - started, 1)
-            print(f"\nmd VM timings (s): {TIMES}; serial console: {mdvm.last_console_log()}")
+    finally:
+        TIMES["total"] = round(time.monotonic() - started, 1)
+        print(f"\nmd VM timings (s): {TIMES}; shared VM: {shared_md_vm.TIMES}")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@
 run the guest's nvme-cli and fio over SSH (the runner is the only seam), the judge decides
 here. Then a disk leaves the PCI bus in the middle of a run (sysfs ``remove``): it is ERROR
 on that device, the other device is still judged, and the fio run on the array it belonged
-to is ERROR, never a figure. Figures from here are emulated, not hardware
+to is ERROR, never a figure. The VM is the md file's, shared (tests/shared_md_vm.py): this
+file runs after it, its disks blanked first, because it pulls disks. Figures from here are emulated, not hardware
 (docs/benchmarks.md).
 """
 
@@ -25,9 +26,9 @@ import pytest
 from nodegate.battery import storage
 from nodegate.profiles import Profile
 from nodegate.results import CheckResult, Verdict
-from nodegate_lab import lock, mdvm
+from nodegate_lab import mdvm
+from tests import shared_md_vm
 
-VM_DIR = mdvm.vm_dir().with_name(mdvm.vm_dir().name + "-storage")
 TOOLS = ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "debugfs", "ssh", "ssh-keygen")
 MISSING = [t for t in TOOLS if shutil.which(t) is None]
 MOUNT = "/raid"
@@ -67,13 +68,11 @@ def by(results: list[CheckResult], check: str) -> dict[str, CheckResult]:
 
 
 @pytest.fixture(scope="module")
-def vm() -> Iterator[mdvm.VM]:
-    with lock.vm_exclusive(VM_DIR, wait_s=1800):
-        mdvm.down(VM_DIR)
-        try:
-            yield mdvm.up(VM_DIR, tie_to_parent=True)
-        finally:
-            mdvm.down(VM_DIR)
+def vm(request: pytest.FixtureRequest) -> Iterator[mdvm.VM]:
+    """The group's shared VM (tests/shared_md_vm.py): after the md file its disks are blanked
+    again; run alone, this file boots it."""
+    with shared_md_vm.shared(request, reset=shared_md_vm.blank_disks) as machine:
+        yield machine
 
 
 def test_smart_health_of_emulated_drives(vm: mdvm.VM, tmp_path: Any) -> None:
