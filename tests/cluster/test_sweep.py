@@ -141,6 +141,10 @@ def test_a_sweep_submits_exclusive_named_jobs_and_records_each(tmp_path: Path) -
                          "--qos=sweep", "--nice=5000",
                          "--output=/var/log/nodegate-sweep/%x-%j.out",
                          f"--wrap={sw.DEFAULT_COMMAND}"]
+    budgeted = policy(drain_budget=0.25).job_command()
+    assert budgeted == f"{sw.DEFAULT_COMMAND} --drain-budget 0.25"
+    assert budgeted.startswith("/opt/nodegate/venv/bin/nodegate validate --level standard")
+    assert policy(command="true").job_command() == "true"
     data = json.loads(ledger.read_text())
     assert data["schema"] == sw.LEDGER_SCHEMA
     assert data["nodes"]["n1"] == {"submitted": NOW, "job": "1000"}

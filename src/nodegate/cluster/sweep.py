@@ -46,10 +46,14 @@ JOB_PREFIX = "nodegate-sweep."
 ACTIVE_JOB_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
                                "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
                                "SIGNALING", "STAGE_OUT", "STOPPED"})
+#: nodegate on a node, where the agent role installs it (its ``agent_venv`` default).
+NODE_NODEGATE = "/opt/nodegate/venv/bin/nodegate"
 #: The command a sweep job runs by default: the standard level, then the gate in health mode
-#: (a FAIL drains with the gate's reason and budget). Each step's exit code is its own:
-#: a failing battery must still reach the gate.
-DEFAULT_COMMAND = "nodegate validate --level standard --quiet; nodegate gate --mode health"
+#: (a FAIL drains with the gate's reason, within the sweep's drain budget when one is set).
+#: Joined with ``;``: a failing battery must still reach the gate. The profile and the report
+#: folder are the agent role's defaults (/etc/nodegate/profile.json, /var/lib/nodegate/reports).
+DEFAULT_COMMAND = (f"{NODE_NODEGATE} validate --level standard --quiet; "
+                   f"{NODE_NODEGATE} gate --mode health")
 #: Ledger schema name (the file is JSON, written atomically).
 LEDGER_SCHEMA = "nodegate.sweep-ledger/1"
 
@@ -65,8 +69,16 @@ class SweepPolicy:
     qos: str | None = None
     nice: int | None = None
     time_limit: str = "30:00"
-    command: str = DEFAULT_COMMAND
+    command: str | None = None  # None: DEFAULT_COMMAND, the gate given the drain budget
     output_dir: str | None = None
+
+    def job_command(self) -> str:
+        """What each sweep job runs on its node."""
+        if self.command is not None:
+            return self.command
+        if self.drain_budget is None:
+            return DEFAULT_COMMAND
+        return f"{DEFAULT_COMMAND} --drain-budget {self.drain_budget:g}"
 
 
 @dataclass(frozen=True)
@@ -282,7 +294,7 @@ def sweep(scheduler: SweepScheduler, policy: SweepPolicy, ledger_path: Path, *,
             return outcome
         for node in outcome.plan.submit:
             try:
-                answer = scheduler.submit(sbatch_argv(node, policy), policy.command)
+                answer = scheduler.submit(sbatch_argv(node, policy), policy.job_command())
                 job_id = parse_sbatch_id(answer)
             except (CannotRunError, ValueError) as exc:
                 # not recorded: squeue shows the job next time if it was queued after all

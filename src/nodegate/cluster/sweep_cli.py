@@ -40,8 +40,9 @@ def register(subparsers: Any) -> None:
                         help="the sweep jobs' nice value (higher: later)")
     parser.add_argument("--time-limit", default="30:00",
                         help="each job's Slurm time limit (default %(default)s)")
-    parser.add_argument("--command", default=DEFAULT_COMMAND,
-                        help="what each job runs on its node (default: %(default)s)")
+    parser.add_argument("--command",
+                        help=f"what each job runs on its node (default: {DEFAULT_COMMAND}, "
+                             "with --drain-budget passed on to the gate)")
     parser.add_argument("--output-dir", help="where the jobs' output goes (sbatch --output)")
     parser.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER,
                         help="the controller's record of submissions (default %(default)s)")
