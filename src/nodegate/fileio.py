@@ -182,7 +182,8 @@ def preflight_file(path: str | os.PathLike[str]) -> Path:
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644,
                       make_parents: bool = True, sync_dir: bool = True) -> Path:
-    """Write ``text`` to ``path`` so that no reader ever sees a partial file.
+    """Write ``text`` to ``path`` so that no reader ever sees a partial file, every
+    credential read masked first (``redact``): no secret reaches a file through here.
 
     The temp file is a dot-file ending in ``.tmp`` in the target's directory (same filesystem,
     so the rename is atomic; and node_exporter's textfile collector ignores it, as it only reads
@@ -192,6 +193,14 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
     leaves persisting the rename to the caller (``fsync_dir`` once after several files in
     one folder: each file is still old or new after a crash, never half).
     """
+    return atomic_write_bytes(path, redact(text, keep_length=True).encode("utf-8"), mode=mode,
+                              make_parents=make_parents, sync_dir=sync_dir)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644,
+                       make_parents: bool = True, sync_dir: bool = True) -> Path:
+    """``atomic_write_text``'s guarantees for bytes written as given: a caller that writes
+    bytes (an archive) masks what it holds itself before."""
     target = check_target(path, make_parents=make_parents)
     try:
         if make_parents:
@@ -201,8 +210,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o
     except OSError as exc:
         raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(redact(text, keep_length=True))  # no credential read reaches a file
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)

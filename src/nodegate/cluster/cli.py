@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
 from nodegate.bounds import arg_number
 from nodegate.vocabulary import LEVELS
 
@@ -44,20 +45,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--require", action="append", choices=("multinode", "netload"),
                         default=[],
                         help="join: a suite that must also pass and be fresh (repeatable)")
-    parser.add_argument("--profile", help="join: the profile whose checks a report must "
-                        "cover (default: $NODEGATE_PROFILE, /etc/nodegate/profile.json, then "
-                        "the report's profile by name)")
+    add_profile(parser, "join: the profile whose checks a report must cover",
+                then=", then the report's profile by name")
     parser.add_argument("--max-age", help="newest report older than this decides nothing "
                         "(health) or does not join (join): 90s, 15m, 6h, 2d "
                         "(default 1h health, 24h join)")
     parser.add_argument("--node", help="scheduler node name (default $SLURMD_NODENAME, the "
                         "report's slurm_node label, then its node)")
-    parser.add_argument("--report-dir", type=Path, help="reports to judge (default "
-                        "$NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
-    parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients "
-                        "(default $SLURM_CONF or Slurm's own)")
-    parser.add_argument("--retries", type=arg_number(int, 1, 100), default=3,
-                        help="tries when the controller is unreachable (default %(default)s)")
+    add_report_dir(parser, "reports to judge")
+    add_slurm_client(parser)
     parser.add_argument("--run-health", action="store_true",
                         help="run 'nodegate health' first (its exit 1 is not an error here)")
     parser.add_argument("--healthcheck", action="store_true",

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nodegate.arguments import add_slurm_client
 from nodegate.bounds import arg_number
 
 #: Where the controller keeps its record of submissions.
@@ -46,9 +47,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output-dir", help="where the jobs' output goes (sbatch --output)")
     parser.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER,
                         help="the controller's record of submissions (default %(default)s)")
-    parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients")
-    parser.add_argument("--retries", type=arg_number(int, 1, 100), default=3,
-                        help="tries of each read when the controller is unreachable")
+    add_slurm_client(parser)
     parser.add_argument("--dry-run", action="store_true", help="plan and print, submit nothing")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
     parser.set_defaults(func=run)

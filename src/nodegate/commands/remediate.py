@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
+
 if TYPE_CHECKING:
     from nodegate.remediation.engine import BoardView, Runners
 
@@ -32,15 +34,13 @@ def register(subparsers: Any) -> None:
                     "(RMA, failed action or re-qualification), 2 bad input, 3 could not run.")
     parser.add_argument("--node", help="Slurm node name (default $SLURMD_NODENAME, then the "
                         "latest report's slurm_node label or node)")
-    parser.add_argument("--profile", help="profile (default $NODEGATE_PROFILE, then "
-                        "/etc/nodegate/profile.json)")
-    parser.add_argument("--report-dir", type=Path, help="the node's reports (default "
-                        "$NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
+    add_profile(parser, "profile")
+    add_report_dir(parser, "the node's reports")
     parser.add_argument("--state-dir", type=Path, help="remediation state (default "
                         "$NODEGATE_REMEDIATION_DIR or /var/lib/nodegate/remediation)")
     parser.add_argument("--bundle-dir", type=Path, help="where RMA bundles go (default: "
                         "the state dir's rma/)")
-    parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients")
+    add_slurm_client(parser, retries=False)
     parser.add_argument("--textfile-dir", type=Path,
                         help="write nodegate_remediation.prom (the phase as gauges) there")
     parser.add_argument("--dry-run", action="store_true",

@@ -14,16 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nodegate.arguments import add_profile, add_report_dir
 from nodegate.errors import ConfigError
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", help="profile name, or a resolved profile JSON file "
-                        "(default: $NODEGATE_PROFILE, then /etc/nodegate/profile.json)")
+    add_profile(parser)
     parser.add_argument("--checks", help="comma-separated check groups: gpu,log,host "
                         "(+load,power for validate); default all of the level's groups")
-    parser.add_argument("--report-dir", type=Path, help="where JSON/JUnit reports go "
-                        "(default $NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
+    add_report_dir(parser, "where JSON/JUnit reports go")
     parser.add_argument("--textfile-dir", type=Path, help="node_exporter textfile collector "
                         "directory (default /var/lib/node_exporter/textfile_collector)")
     parser.add_argument("--no-textfile", action="store_true", help="skip the Prometheus file")

@@ -8,14 +8,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from nodegate.arguments import add_profile, add_report_dir
+
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     """The profile, where the report goes and how it is shown: as ``health`` and ``validate``
     take them."""
-    parser.add_argument("--profile", help="profile name or resolved profile JSON "
-                        "(default: $NODEGATE_PROFILE, then /etc/nodegate/profile.json)")
-    parser.add_argument("--report-dir", help="where the report goes (default "
-                        "$NODEGATE_REPORT_DIR or /var/lib/nodegate/reports)")
+    add_profile(parser)
+    add_report_dir(parser, "where the report goes", path=False)
     parser.add_argument("--node-name", help="node name in the report (default: hostname)")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.add_argument("--quiet", action="store_true", help="print only the verdict line")

@@ -13,12 +13,10 @@ decompressed, redacted and compressed again for the same reason.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import gzip
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
-from nodegate.fileio import check_target, fsync_dir, read_bytes
+from nodegate.fileio import atomic_write_bytes, read_bytes
 from nodegate.redaction import redact
 from nodegate.report.model import format_timestamp
 
@@ -123,7 +121,8 @@ def write_bundle(path: Path, manifest: dict[str, Any], *, kernel_log: str | None
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o600, stamp
             archive.addfile(info, io.BytesIO(data))
-    return _write_bytes(path, buffer.getvalue())
+    # 0600: the vendor gets it, not every local user
+    return atomic_write_bytes(path, buffer.getvalue(), mode=0o600)
 
 
 def _redacted_gzip(path: Path) -> bytes:
@@ -131,28 +130,6 @@ def _redacted_gzip(path: Path) -> bytes:
     raw = gzip.decompress(read_bytes(path, kind="capture"))
     text = redact(raw.decode("utf-8", "surrogateescape"))
     return gzip.compress(text.encode("utf-8", "surrogateescape"))
-
-
-def _write_bytes(path: Path, data: bytes) -> Path:
-    """``fileio.atomic_write_text`` for bytes: only a regular file is ever replaced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    target = check_target(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        check_target(target, make_parents=False)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(target)) from None
-        raise
-    fsync_dir(target.parent)
-    return target
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

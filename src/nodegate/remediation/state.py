@@ -40,6 +40,9 @@ DEFAULT_STATE_DIR = Path("/var/lib/nodegate/remediation")
 
 
 class Phase(str, enum.Enum):
+    """Where a node is in its remediation (docs/remediation.md, the state machine); the
+    value is what the state file and the metrics carry."""
+
     IN_SERVICE = "in_service"
     DRAINED = "drained"
     WAITING_FOR_JOBS = "waiting_for_jobs"
