@@ -430,6 +430,8 @@ def test_health_without_nvme_cli_is_exit_3_naming_the_package(
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(data))
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvme here
+    # its own battery lock: the machine's /run/nodegate.lock may be held by another run
+    monkeypatch.setenv("NODEGATE_LOCK_FILE", str(tmp_path / "lock"))
     code = cli.main(["health", "--profile", str(path), "--checks", "host", "--report-dir",
                      str(tmp_path / "out"), "--no-textfile", "--quiet"])
     err = capsys.readouterr().err
