@@ -228,3 +228,29 @@ def test_lab_up_outside_a_checkout_says_it_needs_one(tmp_path: Path,
     with pytest.raises(ConfigError, match="checkout"):
         mirror._wheels(tmp_path / "wheels")
     assert not (tmp_path / "wheels").exists()
+
+
+def test_prebuild_builds_the_three_images_at_once_and_says_which_failed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """``make test`` starts ``nodegate-lab prebuild`` beside the fast tests: each image is
+    built under its own lock; one that fails is named and the exit says so (the slow tests
+    then build it themselves)."""
+    from nodegate_lab import mdvm, mirror
+
+    monkeypatch.setattr(mdvm, "build", lambda: tmp_path / "mdvm.tar")
+    monkeypatch.setattr(base, "build", lambda: tmp_path / "base.tar")
+    monkeypatch.setattr(mirror, "build", lambda: tmp_path / "mirror")
+    assert cli.main(["prebuild"]) == 0
+    out = capsys.readouterr().out
+    for name, path in (("md VM image", "mdvm.tar"), ("lab base", "base.tar"),
+                       ("package mirror", "mirror")):
+        assert f"nodegate-lab prebuild: {name}: {tmp_path / path} (ready after" in out
+
+    def no_network() -> Path:
+        raise OSError("apt-get download failed: Temporary failure resolving")
+
+    monkeypatch.setattr(mirror, "build", no_network)
+    assert cli.main(["prebuild"]) == 1
+    assert ("nodegate-lab prebuild: package mirror: not built: apt-get download failed"
+            in capsys.readouterr().out)

@@ -1,6 +1,6 @@
 """``nodegate-lab``: bring the embedded lab up, show it, open a shell on a host, keep a
 baseline and reset to it, tear it down;
-``nodegate-lab mdvm``: the md rehearsal VM.
+``nodegate-lab mdvm``: the md rehearsal VM; ``nodegate-lab prebuild``: their cached images.
 
 Module level imports argparse and the node CLI's runner only (one error handling and exit
 code contract for both commands); handlers import the rest.
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nodegate.cli import run
@@ -67,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also delete the lab dir (extracted base, lab key)")
     p_down.set_defaults(func=cmd_down)
     _register_mdvm(sub)
+    sub.add_parser("prebuild", help="build the cached lab base, md VM image and package "
+                   "mirror at once (make test runs it beside the fast tests)").set_defaults(
+        func=cmd_prebuild)
     return parser
 
 
@@ -215,6 +220,32 @@ def cmd_mdvm_down(args: argparse.Namespace) -> int:
         removed = mdvm.down(directory)
     print("mdvm: removed" if removed else "mdvm: nothing to remove")
     return 0
+
+
+def cmd_prebuild(args: argparse.Namespace) -> int:
+    """Every cached image the lab and VM tests start from, built at once, each under its own
+    build lock: a lab or VM that starts meanwhile waits for that build instead of making it
+    twice. Debootstrap and the mirror's downloads mostly wait on the network, so ``make
+    test`` runs this in the background while the fast tests use the cores. Exit 1 when one
+    could not be built (the tests then build it themselves, and say why if they cannot)."""
+    from nodegate_lab import base, mdvm, mirror
+
+    builds: dict[str, Callable[[], Path]] = {
+        "md VM image": mdvm.build, "lab base": base.build, "package mirror": mirror.build}
+    with ThreadPoolExecutor(len(builds)) as pool:
+        started = time.monotonic()
+        futures = {name: pool.submit(build) for name, build in builds.items()}
+        failed = 0
+        for name, future in futures.items():
+            try:
+                path = future.result()
+            except Exception as exc:  # reported: the tests build it again
+                failed += 1
+                print(f"{PROG} prebuild: {name}: not built: {exc}", flush=True)
+            else:
+                print(f"{PROG} prebuild: {name}: {path} (ready after "
+                      f"{time.monotonic() - started:.0f} s)", flush=True)
+    return 1 if failed else 0
 
 
 def cmd_mdvm_build(args: argparse.Namespace) -> int:
