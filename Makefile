@@ -35,10 +35,6 @@ host-setup:
 test: host-setup setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	# the lab base, md VM image and package mirror build in the background during the fast
-	# part (debootstrap and the downloads mostly wait); the slow part's labs and VMs wait on
-	# their build locks, or build what it could not (its log: .prebuild.log)
-	$(VENV)/bin/nodegate-lab prebuild > .prebuild.log 2>&1 &
 	$(PY) -m pytest tests -m "not slow" -q --durations=15 $(call xdist,$(FAST_WORKERS))
 	# pytest exits 5 when no test is marked slow: that is not a failure
 	$(PY) -m pytest tests -m "slow" -q --durations=30 $(call xdist,$(TEST_WORKERS)) || [ $$? -eq 5 ]
