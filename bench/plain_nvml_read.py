@@ -86,18 +86,33 @@ def _read_gpu(nvml: Any, read: Callable[..., Any], h: Any) -> None:
     read(nvml.nvmlDeviceGetGpuFabricInfoV, h, nvml.byref(fabric))
     for proc in read(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []:
         read(nvml.nvmlSystemGetProcessName, proc.pid)
+    _read_recovery_action(nvml, read, h)
     _read_nvlinks(nvml, read, h)
 
 
+def _read_recovery_action(nvml: Any, read: Callable[..., Any], h: Any) -> None:
+    """The driver's recovery action: one field value (pynvml's name for field 230)."""
+    recovery = getattr(nvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+    if recovery is not None:
+        read(nvml.nvmlDeviceGetFieldValues, h, [recovery])
+
+
 def _read_nvlinks(nvml: Any, read: Callable[..., Any], h: Any) -> None:
+    active = []
     for link in range(LINKS):
-        if read(nvml.nvmlDeviceGetNvLinkState, h, link) is None:
+        state = read(nvml.nvmlDeviceGetNvLinkState, h, link)
+        if state is None:
             continue
+        if state == nvml.NVML_FEATURE_ENABLED:
+            active.append(link)
         read(nvml.nvmlDeviceGetNvLinkVersion, h, link)
         read(nvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
         for counter in (nvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, nvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
                         nvml.NVML_NVLINK_ERROR_DL_REPLAY, nvml.NVML_NVLINK_ERROR_DL_RECOVERY):
             read(nvml.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
+    if active:  # every active link's speed in one call, one field per link
+        read(nvml.nvmlDeviceGetFieldValues, h,
+             [(nvml.NVML_FI_DEV_NVLINK_GET_SPEED, link) for link in active])
 
 
 def read_kernel_log() -> int:
