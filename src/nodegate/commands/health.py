@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import sys
 import time
 from typing import Any
+
+from nodegate import collector
 
 
 def register(subparsers: Any) -> None:
@@ -51,13 +52,8 @@ def run(args: argparse.Namespace) -> int:
     """The quick level with the cyclic garbage collector paused: a run builds ~800 results
     and their reports in well under a second and exits, and the collector's ~50 passes over
     those young objects were 5-10 % of it. It runs again afterwards (an in-process caller)."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collector.paused():
         return _run(args)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -57,15 +57,10 @@ def run(args: argparse.Namespace) -> int:
     the view of 10,000 reports is ~250,000 containers, none in a cycle, that live until the
     process exits, and each full pass over them costs ~0.2-0.4 s (docs/benchmarks.md). It
     runs again afterwards (an in-process caller)."""
-    import gc
+    from nodegate import collector
 
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collector.paused():
         return _run(args)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _run(args: argparse.Namespace) -> int:
