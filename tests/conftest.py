@@ -71,3 +71,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under xdist the slow tests go out longest group first (tests/parallel.py)."""
     if parallel.worker_index() is not None:
         parallel.order_slow(items, str(ROOT))
+
+
+_TIMELINE = parallel.Timeline()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On the xdist controller: note each test's span on its worker (tests/parallel.py)."""
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    if worker is not None and report.start:
+        _TIMELINE.add(str(worker.id), report.nodeid, report.start, report.stop)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The workers' timeline, after an xdist run (where the time went, for CI logs)."""
+    lines = _TIMELINE.lines()
+    if lines:
+        terminalreporter.write_sep("=", "where each worker's time went (tests/parallel.py)")
+        for line in lines:
+            terminalreporter.write_line(line)

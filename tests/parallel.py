@@ -116,3 +116,34 @@ def order_slow(items: list[pytest.Item], root: str) -> None:
     for position, (_, _, item) in zip(slow_positions, sorted(keyed, key=lambda k: k[:2]),
                                       strict=True):
         items[position] = item
+
+
+class Timeline:
+    """Where each worker's time went: per worker, each group's first start and last stop (test
+    reports' own start/stop, set-up to teardown), printed after the run. It is how the slow
+    part's critical path is found in a CI log; it judges nothing."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, dict[str, list[float]]] = {}  # worker -> group -> [start, stop]
+
+    def add(self, worker: str, nodeid: str, start: float, stop: float) -> None:
+        group = group_of(nodeid.split("::", 1)[0])
+        span = self.spans.setdefault(worker, {}).setdefault(group, [start, stop])
+        span[0], span[1] = min(span[0], start), max(span[1], stop)
+
+    def lines(self) -> list[str]:
+        """One line per worker: its groups in the order it ran them, offsets in seconds from
+        the first test's start."""
+        if not self.spans:
+            return []
+        origin = min(s[0] for groups in self.spans.values() for s in groups.values())
+        out = []
+        for worker in sorted(self.spans):
+            groups = sorted(self.spans[worker].items(), key=lambda kv: kv[1][0])
+            busy = sum(stop - start for _, (start, stop) in groups)
+            shown = ", ".join(f"{name} {start - origin:.0f}-{stop - origin:.0f}"
+                              for name, (start, stop) in groups if stop - start >= 20)
+            last = max(stop for _, stop in self.spans[worker].values()) - origin
+            out.append(f"{worker}: ends at {last:.0f} s, {busy:.0f} s in {len(groups)} groups "
+                       f"(those of 20 s or more: {shown})")
+        return out

@@ -104,3 +104,16 @@ def test_the_makefile_never_asks_for_more_workers_than_instances() -> None:
     for knob in ("FAST_WORKERS", "TEST_WORKERS"):
         line = next(ln for ln in text.splitlines() if ln.startswith(f"{knob} ?="))
         assert 0 < int(line.split("?=")[1]) <= len(parallel.WORKER_INSTANCES), line
+
+
+def test_the_timeline_gives_each_worker_its_groups_in_order_from_the_first_start() -> None:
+    timeline = parallel.Timeline()
+    timeline.add("gw1", "tests/roles/test_lab_e2e.py::test_a", 130.0, 400.0)
+    timeline.add("gw0", "tests/roles/test_md_vm.py::test_a", 100.0, 600.0)
+    timeline.add("gw0", "tests/storage/test_nvme_vm.py::test_b", 600.0, 700.0)
+    timeline.add("gw0", "tests/load/test_x.py::test_c", 700.0, 710.0)
+    assert timeline.lines() == [
+        "gw0: ends at 610 s, 610 s in 2 groups (those of 20 s or more: md-vm 0-600)",
+        "gw1: ends at 300 s, 270 s in 1 groups (those of 20 s or more: lab-session 30-300)",
+    ]
+    assert parallel.Timeline().lines() == []
