@@ -149,6 +149,7 @@ class VM:
     pid: int = 0
     disk_ids: list[str] = field(default_factory=list)
     boot_s: float = 0.0  # qemu start -> SSH answering, the last boot
+    started: float = field(default=0.0, repr=False, compare=False)  # launch, monotonic clock
     extra_qemu: list[str] = field(default_factory=list)  # more devices (nodegate_lab.rxevm)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
@@ -173,7 +174,8 @@ class VM:
         return self.dir / "site.yaml"
 
     def save(self) -> None:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "proc"}
+        data = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("proc", "started")}
         data["dir"] = str(self.dir)
         (self.dir / "vm.json").write_text(json.dumps(data, indent=2) + "\n")
 
@@ -184,7 +186,7 @@ def load(directory: Path | None = None) -> VM | None:
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    known = {f.name for f in fields(VM)} - {"proc"}
+    known = {f.name for f in fields(VM)} - {"proc", "started"}
     vm = VM(**{k: v for k, v in data.items() if k in known})
     vm.dir = Path(vm.dir)
     return vm
@@ -448,6 +450,12 @@ def boot(vm: VM, *, accel: str = "auto", tie_to_parent: bool = False) -> VM:
     ``tie_to_parent``: qemu dies with this process (tests); otherwise it runs on in its own
     session (the CLI's ``up``) until ``down``.
     """
+    return wait_ready(launch(vm, accel=accel, tie_to_parent=tie_to_parent))
+
+
+def launch(vm: VM, *, accel: str = "auto", tie_to_parent: bool = False) -> VM:
+    """Start qemu and return at once (``wait_ready`` waits for sshd): several guests boot side
+    by side, each mostly waiting on its own emulated CPU and timers."""
     need("qemu-system-x86_64", "ssh", "debugfs", *(["setpriv"] if tie_to_parent else []))
     if running(vm):
         raise CannotRunError(f"the VM in {vm.dir} is running (pid {vm.pid})")
@@ -469,7 +477,14 @@ def boot(vm: VM, *, accel: str = "auto", tie_to_parent: bool = False) -> VM:
         vm.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                    start_new_session=not tie_to_parent)
     vm.pid = vm.proc.pid
+    vm.started = started
     vm.save()
+    return vm
+
+
+def wait_ready(vm: VM) -> VM:
+    """Wait (bounded, from the launch) until the launched guest's sshd answers with its key."""
+    started = vm.started
     deadline = started + BOOT_TIMEOUT_S[vm.accel]
     while True:
         if not running(vm):

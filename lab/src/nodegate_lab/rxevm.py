@@ -119,13 +119,15 @@ def up(*, accel: str = "auto", tie_to_parent: bool = False) -> list[mdvm.VM]:
     _bridge()
     vms = []
     try:
-        for member in MEMBERS:
+        for member in MEMBERS:  # both boot side by side: each mostly waits on its own vCPU
             run(["ip", "tuntap", "add", "dev", member.tap, "mode", "tap"])
             vm = mdvm.prepare(base_dir() / member.name, tarball)
             vm.extra_qemu = _nic_args(member)
             vm.save()
             vms.append(vm)
-            mdvm.boot(vm, accel=accel, tie_to_parent=tie_to_parent)
+            mdvm.launch(vm, accel=accel, tie_to_parent=tie_to_parent)
+        for member, vm in zip(MEMBERS, vms, strict=True):
+            mdvm.wait_ready(vm)  # qemu holds its tap by now: it can move
             _attach(member)
         for member, vm in zip(MEMBERS, vms, strict=True):
             mdvm.ssh(vm, f"hostnamectl set-hostname {member.name} 2>/dev/null || "
