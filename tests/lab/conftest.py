@@ -1,7 +1,7 @@
 """The lab tests' one lab: built (base included, on a fresh machine) once per session.
 
 Skips with the reason when the machine cannot host a lab: not root, no systemd-nspawn or
-debootstrap, or another lab is in the way. The lab's network (bridge, 10.77.7.0/24, the
+mmdebstrap, or another lab is in the way. The lab's network (bridge, 10.77.7.0/24, the
 uplink veth) is global to this machine, so only one lab can run at a time whatever
 ``NODEGATE_LAB_DIR`` says: the tests never tear down a lab they did not bring up, and they
 stay away from the default lab while ``/tmp/nodegate-lab-in-use`` exists (made by whoever
@@ -23,7 +23,7 @@ IN_USE = Path("/tmp/nodegate-lab-in-use")
 def lab_skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "the lab needs root (namespaces, mounts, loop devices)"
-    for tool in ("systemd-nspawn", "debootstrap", "ip", "ssh", "losetup"):
+    for tool in ("systemd-nspawn", "mmdebstrap", "ip", "ssh", "losetup"):
         if shutil.which(tool) is None:
             return f"{tool} missing: install lab/src/nodegate_lab/host-packages.txt"
     return None

@@ -1,5 +1,5 @@
-"""lab.base.debootstrap_tarball: the one image build the lab's base and the md VM share
-(debootstrap, customise, tar, atomic replace), with the external tools stubbed."""
+"""lab.base.bootstrap_tarball: the one image build the lab's base and the md VM share
+(mmdebstrap, customise, tar, atomic replace), with the external tools stubbed."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def _fake_run(calls: list[list[str]], debootstrap_rc: int = 0) -> Any:
     def run(cmd: list[str], check: bool = True, timeout: float | None = None,
             **_: Any) -> subprocess.CompletedProcess[str]:
         calls.append(cmd)
-        if cmd[0] == "debootstrap":
-            Path(cmd[-2]).mkdir(parents=True)  # the root debootstrap fills
+        if cmd[0] == "mmdebstrap":
+            Path(cmd[-2]).mkdir(parents=True)  # the root mmdebstrap fills
             return subprocess.CompletedProcess(cmd, debootstrap_rc, "I: Base system installed\n",
                                                "" if debootstrap_rc == 0 else "E: no mirror\n")
         if cmd[0] == "tar":
@@ -35,16 +35,18 @@ def test_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     customised: list[Path] = []
     target = tmp_path / "cache" / "img-abc.tar"
     log = tmp_path / "debootstrap.log"
-    got = base.debootstrap_tarball(target, ["openssh-server", "mdadm"], customised.append,
-                                   log=log)
+    got = base.bootstrap_tarball(target, ["openssh-server", "mdadm"], customised.append,
+                                 log=log)
     assert got == target and target.read_bytes() == b"tar"
-    assert calls[0][:3] == ["debootstrap", "--variant=minbase", "--include=openssh-server,mdadm"]
+    assert calls[0][:5] == ["mmdebstrap", "--mode=root", "--variant=minbase",
+                            '--aptopt=APT::Install-Recommends "false"',
+                            "--include=openssh-server,mdadm"]
     assert calls[0][-1] == "http://mirror.invalid/debian"
     assert len(customised) == 1 and customised[0].name == "root"
     assert "Base system installed" in log.read_text()
     assert not target.with_suffix(".partial").exists()
     calls.clear()
-    assert base.debootstrap_tarball(target, ["x"], customised.append) == target
+    assert base.bootstrap_tarball(target, ["x"], customised.append) == target
     assert calls == []  # cached: nothing runs
 
 
@@ -55,6 +57,6 @@ def test_a_failed_debootstrap_names_its_last_lines(tmp_path: Path,
     monkeypatch.setattr(base, "need", lambda *tools: None)
     monkeypatch.setattr(base, "debian_mirror", lambda: "http://mirror.invalid/debian")
     target = tmp_path / "img.tar"
-    with pytest.raises(CannotRunError, match=r"debootstrap failed \(1\): .*E: no mirror"):
-        base.debootstrap_tarball(target, ["x"], lambda root: None)
-    assert not target.exists() and [c[0] for c in calls] == ["debootstrap"]
+    with pytest.raises(CannotRunError, match=r"mmdebstrap failed \(1\): .*E: no mirror"):
+        base.bootstrap_tarball(target, ["x"], lambda root: None)
+    assert not target.exists() and [c[0] for c in calls] == ["mmdebstrap"]

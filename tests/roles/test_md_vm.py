@@ -35,14 +35,14 @@ VENV_BIN = Path(sys.executable).parent
 ARRAY = "/dev/md/nodegate0"
 MOUNT = "/raid"
 CHUNK_KIB = 512  # roles/defaults.py nvme_chunk_kib
-TOOLS = ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "debugfs", "setpriv", "ssh",
+TOOLS = ("qemu-system-x86_64", "mmdebstrap", "mkfs.ext4", "debugfs", "setpriv", "ssh",
          "ssh-keygen", "chroot")
 MISSING = [t for t in TOOLS if shutil.which(t) is None]
 SENTINEL = f"{MOUNT}/nodegate-md-sentinel"
 
 pytestmark = [
     pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(3600),
-    pytest.mark.skipif(os.geteuid() != 0, reason="the md VM needs root (debootstrap, chroot)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the md VM needs root (mmdebstrap, chroot)"),
     pytest.mark.skipif(bool(MISSING), reason=f"missing {', '.join(MISSING)}: install "
                        "lab/src/nodegate_lab/host-packages.txt (scripts/setup-host.sh)"),
 ]

@@ -42,7 +42,7 @@ from tests.roles.test_lab_e2e import totals
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-TOOLS = ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "debugfs", "setpriv", "ssh", "ip")
+TOOLS = ("qemu-system-x86_64", "mmdebstrap", "mkfs.ext4", "debugfs", "setpriv", "ssh", "ip")
 MISSING = [t for t in TOOLS if shutil.which(t) is None]
 PROFILE_PATH = "/etc/nodegate/softroce-vm.json"
 SRC = "/opt/nodegate-src"

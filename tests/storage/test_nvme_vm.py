@@ -29,14 +29,14 @@ from nodegate.results import CheckResult, Verdict
 from nodegate_lab import mdvm
 from tests import shared_md_vm
 
-TOOLS = ("qemu-system-x86_64", "debootstrap", "mkfs.ext4", "debugfs", "ssh", "ssh-keygen")
+TOOLS = ("qemu-system-x86_64", "mmdebstrap", "mkfs.ext4", "debugfs", "ssh", "ssh-keygen")
 MISSING = [t for t in TOOLS if shutil.which(t) is None]
 MOUNT = "/raid"
 SOURCE = "policy: vm test"
 
 pytestmark = [
     pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400),
-    pytest.mark.skipif(os.geteuid() != 0, reason="the md VM needs root (debootstrap, chroot)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the md VM needs root (mmdebstrap, chroot)"),
     pytest.mark.skipif(bool(MISSING), reason=f"missing {', '.join(MISSING)}"),
 ]
 

@@ -54,7 +54,7 @@ def owns_link(name: str) -> bool:
     """True for a link this lab instance makes (and not another instance's)."""
     return name in (UPLINK, UPLINK_PEER, BRIDGE) or name.startswith(VETH_PREFIX)
 
-#: The node packages of the base image (debootstrap --variant=minbase adds these).
+#: The node packages of the base image (the minbase bootstrap, base.BOOTSTRAP, adds these).
 BASE_PACKAGES: tuple[str, ...] = (
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "python3-venv",
     "iproute2", "kmod", "udev", "procps", "ca-certificates", "gnupg", "less",

@@ -6,8 +6,9 @@ linux-image-amd64 has md and raid0 as modules; booted under qemu with two emulat
 disks (``-device nvme,serial=...``, so udev makes ``/dev/disk/by-id/nvme-*``), the role
 creates, records and mounts a real array, and a reboot shows whether it comes back.
 
-The root file system is a debootstrap tree, cached as a tarball keyed by its package list
-(like the lab's base image), turned into an ext4 image with ``mkfs.ext4 -d`` (no loop mount).
+The root file system is an mmdebstrap tree (``base.BOOTSTRAP``), cached as a tarball keyed
+by its package list (like the lab's base image), turned into an ext4 image with
+``mkfs.ext4 -d`` (no loop mount).
 Every boot reads the kernel and initramfs out of that image's ``/boot`` with debugfs, as a
 boot loader would, so a reboot uses the initramfs the role rebuilt, not the one built here.
 
@@ -51,7 +52,7 @@ PACKAGES: tuple[str, ...] = (
     "fio",  # the storage checks' throughput tool
 )
 #: Bump when _customise changes: it is part of the cache key.
-RECIPE_VERSION = "3"
+RECIPE_VERSION = "4"
 HOSTNAME = "mdvm"
 DISK_SERIALS = ("nodegate-md0", "nodegate-md1")
 DISK_SIZE_MIB = 1024  # sparse; two make a 2 GiB array (mkfs.xfs wants >= 300 MB)
@@ -130,8 +131,8 @@ def _customise(root: Path) -> None:
 
 
 def build(*, force: bool = False, log: Path | None = None) -> Path:
-    """The cached root tarball; debootstrap (minutes) only when it is missing."""
-    return base.debootstrap_tarball(tarball_path(), PACKAGES, _customise, log=log, force=force)
+    """The cached root tarball; bootstrapped (minutes) only when it is missing."""
+    return base.bootstrap_tarball(tarball_path(), PACKAGES, _customise, log=log, force=force)
 
 
 # --- one VM --------------------------------------------------------------------------------
@@ -592,7 +593,7 @@ def up(directory: Path | None = None, *, accel: str = "auto",
        tie_to_parent: bool = False) -> VM:
     """Build (cached), prepare, boot, find the disks, write the site file."""
     if os.geteuid() != 0:
-        raise CannotRunError("the md VM needs root (debootstrap, chroot); run it with sudo")
+        raise CannotRunError("the md VM needs root (mmdebstrap, chroot); run it with sudo")
     directory = directory or vm_dir()
     old = load(directory)
     if old is not None:

@@ -112,7 +112,7 @@ def guest_setup(member: Member) -> str:
 def up(*, accel: str = "auto", tie_to_parent: bool = False) -> list[mdvm.VM]:
     """Both VMs booted, on the bridge, with rxe0; the site file written."""
     if os.geteuid() != 0:
-        raise CannotRunError("the Soft-RoCE VMs need root (debootstrap, taps, namespaces)")
+        raise CannotRunError("the Soft-RoCE VMs need root (mmdebstrap, taps, namespaces)")
     need("ip", "qemu-system-x86_64")
     down()
     tarball = mdvm.build()  # the md VM's image: built once, shared
