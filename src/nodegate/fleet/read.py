@@ -20,13 +20,12 @@ are looked at on every run.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import json
 import marshal
 import os
 import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -165,18 +164,29 @@ class History:
             item["metrics"] = {}
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+#: One decoder for every summary (``json.loads`` with an argument makes one a call), with
+#: ``report.model.decode``'s rule: NaN and Infinity are no JSON numbers.
+_SUMMARY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def from_summary(raw: bytes | None, rel: str, report_bytes: int) -> Summary | None:
     """The entry from a summary file's bytes (None: no file) for a report of
     ``report_bytes`` bytes now; None when this reader cannot trust it and the report must be
-    parsed."""
+    parsed (which gives the same entry, or says why the report cannot be read). A summary
+    is UTF-8 as its writer writes it: one in another encoding, or with a byte-order mark, is
+    not used."""
     if raw is None or len(raw) > MAX_SUMMARY_BYTES:
         return None
     try:
-        data = decode(raw)
+        data = _SUMMARY_DECODER.decode(raw.decode("utf-8"))
         if fleet_summary.problem(data, report_bytes) is not None:
             return None
         return entry(data, rel)
-    except ValueError:  # not JSON, nested too deeply, not UTF-8, a bad finished_at
+    except (ValueError, RecursionError):  # not JSON or UTF-8, too deep, a bad finished_at
         return None
 
 
@@ -233,6 +243,8 @@ def read_files(paths: Sequence[str]) -> Iterator[tuple[bytes, os.stat_result] | 
     if len(chunks) < 2:
         yield from _read_chunk(paths)
         return
+    from concurrent.futures import ThreadPoolExecutor  # here: a warm run reads few or none
+
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         for chunk in pool.map(_read_chunk, chunks):
             yield from chunk
@@ -258,6 +270,8 @@ CacheEntries = dict[str, tuple[StatKey, Summary]]
 
 def default_cache_file(root: Path) -> Path:
     """The per-user cache file for one report directory (by its resolved path)."""
+    import hashlib
+
     from nodegate.paths import cache_dir
 
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
@@ -495,6 +509,8 @@ def _parse_reports(root: Path, rels: list[str], strict: bool, jobs: int | None,
     files to pay for starting it (a fleet of reports from before summaries)."""
     workers = jobs if jobs is not None else min(4, os.cpu_count() or 1)
     if workers > 1 and len(rels) >= 400:
+        from concurrent.futures import ProcessPoolExecutor  # only an old fleet needs one
+
         size = max(50, len(rels) // (workers * 4))
         batches = [rels[i : i + size] for i in range(0, len(rels), size)]
         with ProcessPoolExecutor(max_workers=workers) as pool:
