@@ -30,6 +30,7 @@ from typing import Any
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_bytes
 from nodegate.fleet.aggregate import MIN_NODES, FleetView, MetricView, NodeView
+from nodegate.fleet.pair_records import PairMatrix, pair_matrix
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
 from nodegate.report.model import decode
 from nodegate.vocabulary import FAILING, LEVELS
@@ -203,13 +204,20 @@ def _chart_axes(frame: _Frame, unit: str, height: int, time_unit: str = "s") -> 
 
 def _line_segments(frame: _Frame, pts: Sequence[Sequence[Any]]) -> list[list[str]]:
     """A line's points in plot coordinates, split where a sample is missing (a gap)."""
+    # ``frame.sx``/``sy`` inlined, the same arithmetic: 60 points x 8 lines x 3 charts a node
+    left, t0, t_span, plot_w = frame.left, frame.t0, frame.t1 - frame.t0, frame.plot_w
+    top, v0, v_span, plot_h = frame.top, frame.v0, frame.v1 - frame.v0, frame.plot_h
     segments: list[list[str]] = [[]]
+    current = segments[-1]
     for point in pts:
         if len(point) != 2 or not isinstance(point[1], (int, float)):
-            if segments[-1]:
-                segments.append([])
+            if current:
+                current = []
+                segments.append(current)
             continue
-        segments[-1].append(f"{frame.sx(float(point[0])):.1f},{frame.sy(float(point[1])):.1f}")
+        x = left + (float(point[0]) - t0) / t_span * plot_w
+        y = top + (1 - (float(point[1]) - v0) / v_span) * plot_h
+        current.append(f"{x:.1f},{y:.1f}")
     return segments
 
 
@@ -405,19 +413,6 @@ def _unit_of(metric: str) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class PairMatrix:
-    """Results of node pairs (a cluster check's 2-node runs): ``values[i][j]`` is the figure
-    of the pair ``nodes[i]`` -> ``nodes[j]`` (None: not run), in ``unit``; ``named``: the
-    nodes (or rails) the localisation names, drawn out under the matrix."""
-
-    title: str
-    nodes: Sequence[str]
-    values: Sequence[Sequence[float | None]]
-    unit: str
-    named: Sequence[str] = ()
-
-
 def pair_matrix_section(matrix: PairMatrix | None) -> list[str]:
     """The pair matrix under "What moved": nothing until a cluster check has produced one
     (no placeholder data is ever drawn)."""
@@ -436,10 +431,13 @@ def pair_matrix_section(matrix: PairMatrix | None) -> list[str]:
 def render_html(view: FleetView, *, plots: int = 50, history: int = 20,
                 extra: Sequence[str] = (), pairs: PairMatrix | None = None) -> str:
     """The whole page as one string: what failed, what moved (outliers, then ``extra``: the
-    trends, ``trends_html.section``; then ``pairs``), the other metrics, every node, then
-    the per-node plots."""
+    trends, ``trends_html.section``; then ``pairs``, by default the pair results of a
+    cluster check in the reports: ``pair_records.pair_matrix``), the other metrics, every
+    node, then the per-node plots."""
     ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
     reports = _Reports(view)
+    if pairs is None:
+        pairs = pair_matrix(view, reports.get)
     chosen = _plot_order(view, plots)
     early = [node for node in chosen if node.verdict in FAILING][:FAULT_PLOTS]
     late = [node for node in chosen if node not in early]
