@@ -350,12 +350,15 @@ def one_round(figures: dict[str, list[tuple[float, float]]], root: Path,
     labels = ["cold", "warm"]
     if cache is not None and summaries and history == 1:
         labels.append("changed")
+    view = None
     for label in labels:
         if label == "changed":
             touch_some(root)
+        view = None  # one view alive at a time, as in ``nodegate report``
         wall, cpu, view = timed(label, root, args.jobs, args.reports, summaries,
                                 history=history, cache=cache)
         figures.setdefault(label, []).append((wall, cpu))
+    assert view is not None
     return view
 
 
@@ -412,13 +415,15 @@ def main() -> int:
     cache = None if args.no_cache else Path(tempfile.mkdtemp(prefix="nodegate-bench-cache-")) \
         / "fleet.marshal"
     try:
+        view = None
         for _ in range(max(1, args.repeat)):
+            view = None  # the last round's view is freed before the next round reads
             view = one_round(figures, root, args, cache, summaries=summaries,
                              history=history)
     except BenchFailed as exc:
         print(f"FAILED: {exc}; no timing reported", file=sys.stderr)
         return 1
-    if args.page:
+    if args.page and view is not None:
         write_page(view, args.page)
     for label, runs in figures.items():
         walls = [wall for wall, _ in runs]
