@@ -444,6 +444,10 @@ def _score_metric(view: MetricView, margin: float) -> None:
         return  # no meaningful relative margin (error counters, profiles of few nodes)
     scale = abs(median)
     higher = view.direction == "higher"
+    # the worst value is within the margin: so is every other (the deviation is monotonic)
+    worst = (ordered[0] - median) / scale if higher else (ordered[-1] - median) / scale
+    if not (worst < -margin if higher else worst > margin):
+        return
     for node, value, entity in view.values:
         # most nodes sit on the worse-than-median side of nothing: skip them cheaply
         if (value >= median) if higher else (value <= median):

@@ -134,20 +134,7 @@ class History:
             return
         self._seen.add(item["report_id"])
         node = item["node"]
-        series = self.points.setdefault(node, {})
-        finished = item["finished"]
-        kept = self._kept
-        for key, metric in item["metrics"].items():
-            keep = kept.get(key)
-            if keep is None:
-                keep = kept[key] = self.keep(key)
-            if keep:
-                packed = series.get(key)
-                if packed is None:
-                    packed = series[key] = array("d")
-                    self.shapes.setdefault(key, (metric[0], metric[1]))
-                packed.append(finished)
-                packed.append(metric[2])
+        self._pack(node, item["finished"], item["metrics"])
         gpus = item["gpus"]
         if gpus and self._gpus.get(node) == gpus:
             item["gpus"] = self._gpus[node]
@@ -162,6 +149,25 @@ class History:
             previous["metrics"] = {}
         else:
             item["metrics"] = {}
+
+    def _pack(self, node: str, finished: float, metrics: dict[str, Any]) -> None:
+        """The trend metrics of one report onto ``node``'s packed series."""
+        series = self.points.setdefault(node, {})
+        kept = self._kept
+        shapes = self.shapes
+        for key, metric in metrics.items():
+            keep = kept.get(key)
+            if keep is None:
+                keep = kept[key] = self.keep(key)
+            if keep:
+                packed = series.get(key)
+                if packed is None:  # a node's first report: most of a fleet
+                    series[key] = array("d", (finished, metric[2]))
+                    if key not in shapes:
+                        shapes[key] = (metric[0], metric[1])
+                else:
+                    packed.append(finished)
+                    packed.append(metric[2])
 
 
 def _refuse_constant(name: str) -> Any:
