@@ -54,6 +54,7 @@ import gc
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -362,6 +363,25 @@ def one_round(figures: dict[str, list[tuple[float, float]]], root: Path,
     return view
 
 
+def rounds(figures: dict[str, list[tuple[float, float]]], root: Path,
+           args: argparse.Namespace, *, summaries: bool, history: int) -> FleetView:
+    """``--repeat`` rounds with a summary cache of their own (unless ``--no-cache``) in a
+    temporary folder, removed after; the last view. Raises BenchFailed on a wrong view."""
+    cache = None if args.no_cache else Path(tempfile.mkdtemp(prefix="nodegate-bench-cache-")) \
+        / "fleet.marshal"
+    try:
+        view = None
+        for _ in range(max(1, args.repeat)):
+            view = None  # the last round's view is freed before the next round reads
+            view = one_round(figures, root, args, cache, summaries=summaries,
+                             history=history)
+        assert view is not None
+        return view
+    finally:
+        if cache is not None:  # 24 MB a run left in /tmp otherwise
+            shutil.rmtree(cache.parent, ignore_errors=True)
+
+
 def write_page(view: FleetView, path: Path) -> None:
     """The fleet page of ``view`` as ``nodegate report --html`` writes it (trends included),
     timed; what the rendering takes is printed, not judged."""
@@ -412,18 +432,12 @@ def main() -> int:
           f"summaries beside {summary_share(root)} sampled reports; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
     figures: dict[str, list[tuple[float, float]]] = {}
-    cache = None if args.no_cache else Path(tempfile.mkdtemp(prefix="nodegate-bench-cache-")) \
-        / "fleet.marshal"
     try:
-        view = None
-        for _ in range(max(1, args.repeat)):
-            view = None  # the last round's view is freed before the next round reads
-            view = one_round(figures, root, args, cache, summaries=summaries,
-                             history=history)
+        view = rounds(figures, root, args, summaries=summaries, history=history)
     except BenchFailed as exc:
         print(f"FAILED: {exc}; no timing reported", file=sys.stderr)
         return 1
-    if args.page and view is not None:
+    if args.page:
         write_page(view, args.page)
     for label, runs in figures.items():
         walls = [wall for wall, _ in runs]
