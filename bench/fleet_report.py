@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fleet_report.py [--reports 10000] [--dir DIR] [--jobs N]
                                            [--repeat N] [--without-summaries]
-                                           [--history 30] [--no-cache]
+                                           [--history 30] [--no-cache] [--page FILE]
 
 Reports are made with ``nodegate.report.build`` (through ``nodegate_lab.synthetic_fleet``): 8-GPU
 H100 standard runs, ~190 KB and ~400 results each, with telemetry series and the P2P matrix;
@@ -24,6 +24,17 @@ must be read again). ``--no-cache`` runs every round without the cache. A run wh
 not the expected one (reports missing or unreadable, or read the wrong way) prints no
 timing and exits 1. Exit 0 when every run was timed, whether or not within the target.
 
+A cluster check ran over the first ``CLUSTER`` nodes (every pair, ``PAIR_FAULT`` in each
+failing pair): each of them has its pair results (checks ``pair_busbw``, the peer as the
+entity) in a small report of its own, ``<node>-cluster-check.json`` (label
+``suite=cluster-check``, as ``nodegate multinode`` labels its reports), which the fleet view
+reads as a node's second report. Each timed run includes the pair matrix
+(``nodegate.fleet.pair_records.pair_matrix``: those reports decoded in full), and fails
+unless it names ``PAIR_FAULT`` and no other node. The sweep's results are standard reports
+(``nodegate sweep`` runs the standard level): the fleet's own reports stand for them.
+``--page FILE`` writes the fleet page (``nodegate report --html``) of the last round's view
+and prints how long it took to render.
+
 ``--history N`` gives every node N reports (a day apart, as the node keeps them: dated
 ``standard-<stamp>.json`` with its summary beside it) and times the trends too
 (``nodegate.fleet.trends``); one node in every thousand loses 30 % of its GEMM TFLOPS over its
@@ -43,15 +54,18 @@ import gc
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from nodegate.fleet.aggregate import FleetView, aggregate
+from nodegate.fleet.pair_records import PairMatrix, pair_matrix
 from nodegate.fleet.trends import trends
 from nodegate.report import fleet_summary
-from nodegate.report.model import dumps
+from nodegate.report.model import build, decode, dumps
+from nodegate.results import CheckResult, Severity, Verdict
 from nodegate_lab.synthetic_fleet import synthetic_gpus, synthetic_report
 
 TEMPLATES = 40
@@ -69,6 +83,11 @@ TARGET_HISTORY_CPU_S = 45.0
 #: re-run (the cache the first one wrote), wall seconds (docs/benchmarks.md).
 TARGET_COLD_S = 1.0
 TARGET_WARM_S = 0.5
+#: The cluster check: all pairs of the first CLUSTER nodes; every pair with node PAIR_FAULT
+#: failed (12 GB/s against 150), the rest passed (~180 GB/s).
+CLUSTER = 16
+PAIR_FAULT = 5
+PAIRS_VERSION = 1  # bump when the cluster-check files change
 
 
 class BenchFailed(Exception):
@@ -117,6 +136,67 @@ def generate(root: Path, count: int, *, summaries: bool) -> None:
             fleet_summary.path_for(path).write_text(summary.replace(name, node),
                                                     encoding="utf-8")
     marker.touch()
+
+
+def cluster_nodes(count: int) -> list[str]:
+    return [node_name(index) for index in range(min(CLUSTER, count))]
+
+
+def generate_pairs(root: Path, count: int, *, summaries: bool) -> None:
+    """Each cluster node's pair results in a report of its own (module docstring)."""
+    kind = "summaries" if summaries else "reports-only"
+    marker = root / f".generated-{count}-pairs-{kind}-v{PAIRS_VERSION}"
+    if marker.exists():
+        return
+    start = dt.datetime(2024, 5, 14, 5, 0, tzinfo=dt.timezone.utc)
+    nodes = cluster_nodes(count)
+    bad = node_name(PAIR_FAULT)
+    for index, node in enumerate(nodes):
+        results = []
+        for other, peer in enumerate(nodes):
+            if peer == node:
+                continue
+            failed = bad in (node, peer)
+            busbw = 12.0 if failed else 180.0 + (index * 7 + other * 3) % 10 / 10
+            results.append(CheckResult(
+                "pair_busbw", peer, busbw, {"min": 150.0}, "GB/s",
+                Verdict.FAIL if failed else Verdict.PASS, Severity.CRITICAL,
+                {"a": min(node, peer), "b": max(node, peer)}))
+        report = build(results, node=node, profile="xe9680-h100", level="standard",
+                       started_at=start, duration_s=95.0,
+                       finished_at=start + dt.timedelta(seconds=95), backend="nccl",
+                       labels={"suite": "cluster-check"})
+        data = report.to_dict()
+        text = dumps(data)
+        path = root / f"rack{index // 100:03d}" / f"{node}-cluster-check.json"
+        path.write_text(text, encoding="utf-8")
+        if summaries:
+            fleet_summary.path_for(path).write_text(fleet_summary.text_for(data, text),
+                                                    encoding="utf-8")
+    marker.touch()
+
+
+def read_report(root: Path, rel: str) -> dict[str, object] | None:
+    """A report decoded in full, as the fleet page decodes one (None: it cannot be)."""
+    try:
+        data = decode((root / rel).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_pairs(matrix: PairMatrix | None, count: int, history: int) -> None:
+    """Raise BenchFailed unless the pair matrix is the cluster check's (none with a history:
+    its fleet has no cluster check)."""
+    expected = cluster_nodes(count) if history == 1 else []
+    if matrix is None:
+        if expected:
+            raise BenchFailed("no pair matrix")
+        return
+    named = [node_name(PAIR_FAULT)] if len(expected) > PAIR_FAULT else []
+    if list(matrix.nodes) != expected or list(matrix.named) != named:
+        raise BenchFailed(f"pair matrix of {list(matrix.nodes)[:3]}... names "
+                          f"{list(matrix.named)}, expected {named}")
 
 
 def generate_history(root: Path, count: int, history: int) -> None:
@@ -197,10 +277,11 @@ def check(view: FleetView, count: int, summaries: bool, history: int = 1) -> Non
     if view.unreadable:
         path, error = view.unreadable[0]
         raise BenchFailed(f"{len(view.unreadable)} unreadable, e.g. {path}: {error}")
-    if view.n_reports != count * history or len(view.nodes) != count:
+    reports = count * history + (len(cluster_nodes(count)) if history == 1 else 0)
+    if view.n_reports != reports or len(view.nodes) != count:
         raise BenchFailed(f"{view.n_reports} reports on {len(view.nodes)} nodes, expected "
-                          f"{count * history} on {count}")
-    expected = 0 if summaries else count * history
+                          f"{reports} on {count}")
+    expected = 0 if summaries else reports
     if view.full_reads != expected:
         raise BenchFailed(f"{view.full_reads} reports read in full, expected {expected}")
 
@@ -216,16 +297,19 @@ def touch_some(root: Path, share: float = 0.01) -> int:
 
 
 def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool, *,
-          history: int = 1, cache: Path | None = None) -> tuple[float, float]:
-    """Wall and CPU seconds (this process: user + system) of one ``aggregate`` (and, with a
-    history, the trends). CPU time is the figure that other work on the machine does not
-    inflate (with a parser pool it leaves out the workers). Raises BenchFailed, before
-    printing anything, on a wrong view."""
+          history: int = 1, cache: Path | None = None) -> tuple[float, float, FleetView]:
+    """Wall and CPU seconds (this process: user + system) of one ``aggregate`` and its pair
+    matrix (and, with a history, the trends), and the view. CPU time is the figure that
+    other work on the machine does not inflate (with a parser pool it leaves out the
+    workers). Raises BenchFailed, before printing anything, on a wrong view."""
     gc.disable()  # as ``nodegate report`` runs (fleet/cli.py); the collection it defers:
     t0 = time.perf_counter()
     c0 = time.process_time()
     view = aggregate(root, jobs=jobs, cache=cache or False)
     read_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    matrix = pair_matrix(view, lambda rel: read_report(root, rel))
+    pairs_s = time.perf_counter() - t1
     trend_text = ""
     if history > 1:
         t1 = time.perf_counter()
@@ -244,33 +328,75 @@ def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool,
     gc.collect()  # what an in-process caller with the collector on pays later (not timed)
     deferred = time.perf_counter() - t2
     check(view, count, summaries, history)
+    check_pairs(matrix, count, history)
     outliers = sum(len(metric.outliers) for metric in view.metrics)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{label:6s} {elapsed:6.2f} s (cpu {cpu:4.2f} s; read {read_s:.2f} s{trend_text}) "
+    print(f"{label:6s} {elapsed:6.2f} s (cpu {cpu:4.2f} s; read {read_s:.2f} s, pair matrix "
+          f"{pairs_s:.3f} s{trend_text}) "
           f" {view.n_reports} reports, {len(view.nodes)} nodes, {view.full_reads} read in "
           f"full, {len(view.metrics)} metrics, {outliers} outliers, verdicts "
           f"{view.verdicts()}, peak RSS {peak:.0f} MiB; a full collection after: "
           f"{deferred:.2f} s")
-    return elapsed, cpu
+    return elapsed, cpu, view
 
 
 def one_round(figures: dict[str, list[tuple[float, float]]], root: Path,
               args: argparse.Namespace, cache: Path | None, *, summaries: bool,
-              history: int) -> None:
+              history: int) -> FleetView:
     """cold (no cache, page cache evicted), warm, and (with a cache and summaries) 1 %
-    changed; raises BenchFailed on a wrong view."""
+    changed; the last view; raises BenchFailed on a wrong view."""
     if cache is not None:
         cache.unlink(missing_ok=True)
     evict(root)
     labels = ["cold", "warm"]
     if cache is not None and summaries and history == 1:
         labels.append("changed")
+    view = None
     for label in labels:
         if label == "changed":
             touch_some(root)
-        figures.setdefault(label, []).append(
-            timed(label, root, args.jobs, args.reports, summaries, history=history,
-                  cache=cache))
+        view = None  # one view alive at a time, as in ``nodegate report``
+        wall, cpu, view = timed(label, root, args.jobs, args.reports, summaries,
+                                history=history, cache=cache)
+        figures.setdefault(label, []).append((wall, cpu))
+    assert view is not None
+    return view
+
+
+def rounds(figures: dict[str, list[tuple[float, float]]], root: Path,
+           args: argparse.Namespace, *, summaries: bool, history: int) -> FleetView:
+    """``--repeat`` rounds with a summary cache of their own (unless ``--no-cache``) in a
+    temporary folder, removed after; the last view. Raises BenchFailed on a wrong view."""
+    cache = None if args.no_cache else Path(tempfile.mkdtemp(prefix="nodegate-bench-cache-")) \
+        / "fleet.marshal"
+    try:
+        view = None
+        for _ in range(max(1, args.repeat)):
+            view = None  # the last round's view is freed before the next round reads
+            view = one_round(figures, root, args, cache, summaries=summaries,
+                             history=history)
+        assert view is not None
+        return view
+    finally:
+        if cache is not None:  # 24 MB a run left in /tmp otherwise
+            shutil.rmtree(cache.parent, ignore_errors=True)
+
+
+def write_page(view: FleetView, path: Path) -> None:
+    """The fleet page of ``view`` as ``nodegate report --html`` writes it (trends included),
+    timed; what the rendering takes is printed, not judged."""
+    from nodegate.fleet.html import write_html
+    from nodegate.fleet.trends_html import section
+
+    gc.disable()
+    t0 = time.perf_counter()
+    found = trends(view)
+    t1 = time.perf_counter()
+    written = write_html(view, path, extra=section(found))
+    t2 = time.perf_counter()
+    gc.enable()
+    print(f"page   {t2 - t0:6.2f} s (trends {t1 - t0:.2f} s, page {t2 - t1:.2f} s): "
+          f"{written}, {written.stat().st_size / 1e6:.1f} MB")
 
 
 def main() -> int:
@@ -285,6 +411,8 @@ def main() -> int:
                         help="reports per node (a day apart; times the trends too)")
     parser.add_argument("--no-cache", action="store_true",
                         help="no summary cache in any round (every run reads every summary)")
+    parser.add_argument("--page", type=Path, metavar="FILE",
+                        help="write the fleet page of the last view here (timed)")
     args = parser.parse_args()
     summaries = not args.without_summaries
     history = max(1, args.history)
@@ -299,18 +427,18 @@ def main() -> int:
         generate_history(root, args.reports, history)
     else:
         generate(root, args.reports, summaries=summaries)
+        generate_pairs(root, args.reports, summaries=summaries)
     print(f"reports in {root} ({time.perf_counter() - t0:.1f} s to generate or reuse); usable "
           f"summaries beside {summary_share(root)} sampled reports; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
     figures: dict[str, list[tuple[float, float]]] = {}
-    cache = None if args.no_cache else Path(tempfile.mkdtemp(prefix="nodegate-bench-cache-")) \
-        / "fleet.marshal"
     try:
-        for _ in range(max(1, args.repeat)):
-            one_round(figures, root, args, cache, summaries=summaries, history=history)
+        view = rounds(figures, root, args, summaries=summaries, history=history)
     except BenchFailed as exc:
         print(f"FAILED: {exc}; no timing reported", file=sys.stderr)
         return 1
+    if args.page:
+        write_page(view, args.page)
     for label, runs in figures.items():
         walls = [wall for wall, _ in runs]
         cpus = [cpu for _, cpu in runs]

@@ -19,6 +19,7 @@ import time
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from nodegate import collector
@@ -108,6 +109,8 @@ class NodeView:
     def current(self) -> list[Summary]:
         """The newest report of each level, shallow to deep; where the newest is dated in
         the future (suspect), the newest one that is not is current too."""
+        if len(self.history) == 1:  # most of a fleet; the page asks each node several times
+            return [self.history[0]]
         newest: dict[str, Summary] = {}
         trusted: dict[str, Summary] = {}
         for summary in self.history:
@@ -126,6 +129,8 @@ class NodeView:
 
     @property
     def verdict(self) -> str:
+        if len(self.history) == 1 and not (self.unreadable or self.conflict):
+            return str(self.history[0]["verdict"])  # ``current``'s one report, as below
         verdicts = [s["verdict"] for s in self.current()] + (
             ["ERROR"] if self.unreadable or self.conflict else [])
         return str(max(verdicts, key=lambda v: VERDICT_RANK.get(v, 0)))
@@ -386,33 +391,48 @@ def _node_values(by_node: dict[str, list[Summary]], now: float | None = None,
     by_profile: dict[str, dict[str, MetricView]] = {}  # profile -> metric key -> view
     for name in sorted(by_node):
         history = by_node[name]
-        if len(history) > 1:
+        single = len(history) == 1  # most of a fleet: one report, nothing to order or skip
+        if not single:
             history.sort(key=lambda s: s["order"])
-        nodes.append(NodeView(name, history, conflict=identity_conflict(name, history),
-                              now=now))
+        nodes.append(NodeView(name, history, now=now,
+                              conflict=None if single else identity_conflict(name, history)))
         profile = history[-1]["profile"]
         views = by_profile.get(profile)
         if views is None:
             views = by_profile[profile] = {}
-        seen: set[str] = set()
-        for summary in reversed(history):
-            for key, (unit, sense, worst, entity, _median, _n) in summary["metrics"].items():
-                if key in seen:
-                    continue
-                seen.add(key)
-                view = views.get(key)
-                if view is None:
-                    view = views[key] = MetricView(key, profile, unit, sense)
-                view.values.append((name, worst, entity))
+        _add_values(views, profile, name, history)
     metrics = {(key, profile): view for profile, views in by_profile.items()
                for key, view in views.items()}
     return nodes, metrics
 
 
+def _add_values(views: dict[str, MetricView], profile: str, name: str,
+                history: Sequence[Summary]) -> None:
+    """Node ``name``'s value of each metric into ``views`` (its profile's): from its newest
+    report that measured the metric."""
+    if len(history) == 1:  # most of a fleet: nothing to skip
+        for key, (unit, sense, worst, entity, _median, _n) in history[0]["metrics"].items():
+            view = views.get(key)
+            if view is None:
+                view = views[key] = MetricView(key, profile, unit, sense)
+            view.values.append((name, worst, entity))
+        return
+    seen: set[str] = set()
+    for summary in reversed(history):
+        for key, (unit, sense, worst, entity, _median, _n) in summary["metrics"].items():
+            if key in seen:
+                continue
+            seen.add(key)
+            view = views.get(key)
+            if view is None:
+                view = views[key] = MetricView(key, profile, unit, sense)
+            view.values.append((name, worst, entity))
+
+
 def _score_metric(view: MetricView, margin: float) -> None:
     """Fill in the statistics of ``view``'s nodes (those of one profile) and its outliers
     (worst first)."""
-    ordered = sorted([value for _, value, _ in view.values])
+    ordered = sorted(map(itemgetter(1), view.values))
     median = _percentile(ordered, 0.5)
     view.stats = {
         "n": float(len(ordered)), "min": ordered[0], "p5": _percentile(ordered, 0.05),
@@ -424,6 +444,10 @@ def _score_metric(view: MetricView, margin: float) -> None:
         return  # no meaningful relative margin (error counters, profiles of few nodes)
     scale = abs(median)
     higher = view.direction == "higher"
+    # the worst value is within the margin: so is every other (the deviation is monotonic)
+    worst = (ordered[0] - median) / scale if higher else (ordered[-1] - median) / scale
+    if not (worst < -margin if higher else worst > margin):
+        return
     for node, value, entity in view.values:
         # most nodes sit on the worse-than-median side of nothing: skip them cheaply
         if (value >= median) if higher else (value <= median):

@@ -7,7 +7,7 @@ page needs no JS to show them; the script only filters the node table.
 The page reads top-down in the order a person on call needs it: what failed (the failing
 nodes with their checks and the reasons their reports give, the checks failing across the
 fleet, files that could not be read, and the plots of the first failing nodes), then what
-moved (outliers, trends, the pair matrix of a cluster check), then the spread of the other
+moved (outliers, the pair matrix of a cluster check, trends), then the spread of the other
 metrics, then every node. A metric whose value is the same on every node of a profile has
 nothing to plot: it is left out, and the page says how many were and names them.
 
@@ -30,6 +30,7 @@ from typing import Any
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_bytes
 from nodegate.fleet.aggregate import MIN_NODES, FleetView, MetricView, NodeView
+from nodegate.fleet.pair_records import PairMatrix, pair_matrix
 from nodegate.fleet.render import card_text, failing_text, full_reads_text, swap_text
 from nodegate.report.model import decode
 from nodegate.vocabulary import FAILING, LEVELS
@@ -96,10 +97,12 @@ def _num(value: float) -> str:
 
 
 def heatmap_svg(title: str, entities: Sequence[str], values: Sequence[Sequence[Any]],
-                unit: str) -> str:
-    """An entity-by-entity matrix; low cells red, high green, missing grey (the diagonal)."""
-    cell, left, top = 34, 52, 52
+                unit: str, cell: int = 34) -> str:
+    """An entity-by-entity matrix; low cells red, high green, missing grey (the diagonal);
+    ``cell``: its side in pixels (wider for names longer than ``gpu7``)."""
     size = len(entities)
+    # room for the row names (52 px holds ``gpu15``; node names may be longer)
+    left, top = max(52, 7 * max((len(name) for name in entities), default=0) + 12), 52
     numbers = [v for row in values for v in row if isinstance(v, (int, float))]
     low = min(numbers) if numbers else 0.0
     high = max(numbers) if numbers else 1.0
@@ -203,13 +206,20 @@ def _chart_axes(frame: _Frame, unit: str, height: int, time_unit: str = "s") -> 
 
 def _line_segments(frame: _Frame, pts: Sequence[Sequence[Any]]) -> list[list[str]]:
     """A line's points in plot coordinates, split where a sample is missing (a gap)."""
+    # ``frame.sx``/``sy`` inlined, the same arithmetic: 60 points x 8 lines x 3 charts a node
+    left, t0, t_span, plot_w = frame.left, frame.t0, frame.t1 - frame.t0, frame.plot_w
+    top, v0, v_span, plot_h = frame.top, frame.v0, frame.v1 - frame.v0, frame.plot_h
     segments: list[list[str]] = [[]]
+    current = segments[-1]
     for point in pts:
         if len(point) != 2 or not isinstance(point[1], (int, float)):
-            if segments[-1]:
-                segments.append([])
+            if current:
+                current = []
+                segments.append(current)
             continue
-        segments[-1].append(f"{frame.sx(float(point[0])):.1f},{frame.sy(float(point[1])):.1f}")
+        x = left + (float(point[0]) - t0) / t_span * plot_w
+        y = top + (1 - (float(point[1]) - v0) / v_span) * plot_h
+        current.append(f"{x:.1f},{y:.1f}")
     return segments
 
 
@@ -405,19 +415,6 @@ def _unit_of(metric: str) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class PairMatrix:
-    """Results of node pairs (a cluster check's 2-node runs): ``values[i][j]`` is the figure
-    of the pair ``nodes[i]`` -> ``nodes[j]`` (None: not run), in ``unit``; ``named``: the
-    nodes (or rails) the localisation names, drawn out under the matrix."""
-
-    title: str
-    nodes: Sequence[str]
-    values: Sequence[Sequence[float | None]]
-    unit: str
-    named: Sequence[str] = ()
-
-
 def pair_matrix_section(matrix: PairMatrix | None) -> list[str]:
     """The pair matrix under "What moved": nothing until a cluster check has produced one
     (no placeholder data is ever drawn)."""
@@ -427,19 +424,24 @@ def pair_matrix_section(matrix: PairMatrix | None) -> list[str]:
     if matrix.named:
         out.append(f"<p>Named by the localisation: "
                    f"{escape(', '.join(matrix.named))}</p>")
+    widest = max(len(name) for name in matrix.nodes)
     out.append('<div class="card">' + heatmap_svg(matrix.title, list(matrix.nodes),
                                                   [list(row) for row in matrix.values],
-                                                  matrix.unit) + "</div>")
+                                                  matrix.unit, cell=max(34, 7 * widest + 10))
+               + "</div>")
     return out
 
 
 def render_html(view: FleetView, *, plots: int = 50, history: int = 20,
                 extra: Sequence[str] = (), pairs: PairMatrix | None = None) -> str:
-    """The whole page as one string: what failed, what moved (outliers, then ``extra``: the
-    trends, ``trends_html.section``; then ``pairs``), the other metrics, every node, then
+    """The whole page as one string: what failed, what moved (outliers; then ``pairs``, by
+    default the pair results of a cluster check in the reports, ``pair_records.pair_matrix``;
+    then ``extra``: the trends, ``trends_html.section``), the other metrics, every node, then
     the per-node plots."""
     ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
     reports = _Reports(view)
+    if pairs is None:
+        pairs = pair_matrix(view, reports.get)
     chosen = _plot_order(view, plots)
     early = [node for node in chosen if node.verdict in FAILING][:FAULT_PLOTS]
     late = [node for node in chosen if node not in early]
@@ -553,8 +555,8 @@ def _flat(metric: MetricView) -> bool:
 
 
 def _moved(view: FleetView, extra: Sequence[str], pairs: PairMatrix | None) -> list[str]:
-    """What moved: metrics with outliers (their spread, then the outlier table), the trends
-    (``extra``), the pair matrix."""
+    """What moved: metrics with outliers (their spread, then the outlier table), the pair
+    matrix (a failing pair names a node to drain now), the trends (``extra``)."""
     with_outliers = [metric for metric in view.metrics if metric.outliers]
     out = [f"<h2 id=\"moved\">What moved</h2><p class=\"muted\">Outliers: nodes worse than "
            f"the median of their profile's nodes by more than {view.margin_pct:g}% (each "
@@ -567,7 +569,7 @@ def _moved(view: FleetView, extra: Sequence[str], pairs: PairMatrix | None) -> l
         out.append("</div>")
     else:
         out.append("<p>No outliers.</p>")
-    return out + _outliers_table(view) + list(extra) + pair_matrix_section(pairs)
+    return out + _outliers_table(view) + pair_matrix_section(pairs) + list(extra)
 
 
 def _other_metrics(view: FleetView) -> list[str]:

@@ -20,13 +20,12 @@ are looked at on every run.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import json
 import marshal
 import os
 import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -135,20 +134,7 @@ class History:
             return
         self._seen.add(item["report_id"])
         node = item["node"]
-        series = self.points.setdefault(node, {})
-        finished = item["finished"]
-        kept = self._kept
-        for key, metric in item["metrics"].items():
-            keep = kept.get(key)
-            if keep is None:
-                keep = kept[key] = self.keep(key)
-            if keep:
-                packed = series.get(key)
-                if packed is None:
-                    packed = series[key] = array("d")
-                    self.shapes.setdefault(key, (metric[0], metric[1]))
-                packed.append(finished)
-                packed.append(metric[2])
+        self._pack(node, item["finished"], item["metrics"])
         gpus = item["gpus"]
         if gpus and self._gpus.get(node) == gpus:
             item["gpus"] = self._gpus[node]
@@ -164,19 +150,49 @@ class History:
         else:
             item["metrics"] = {}
 
+    def _pack(self, node: str, finished: float, metrics: dict[str, Any]) -> None:
+        """The trend metrics of one report onto ``node``'s packed series."""
+        series = self.points.setdefault(node, {})
+        kept = self._kept
+        shapes = self.shapes
+        for key, metric in metrics.items():
+            keep = kept.get(key)
+            if keep is None:
+                keep = kept[key] = self.keep(key)
+            if keep:
+                packed = series.get(key)
+                if packed is None:  # a node's first report: most of a fleet
+                    series[key] = array("d", (finished, metric[2]))
+                    if key not in shapes:
+                        shapes[key] = (metric[0], metric[1])
+                else:
+                    packed.append(finished)
+                    packed.append(metric[2])
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+#: One decoder for every summary (``json.loads`` with an argument makes one a call), with
+#: ``report.model.decode``'s rule: NaN and Infinity are no JSON numbers.
+_SUMMARY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
 
 def from_summary(raw: bytes | None, rel: str, report_bytes: int) -> Summary | None:
     """The entry from a summary file's bytes (None: no file) for a report of
     ``report_bytes`` bytes now; None when this reader cannot trust it and the report must be
-    parsed."""
+    parsed (which gives the same entry, or says why the report cannot be read). A summary
+    is UTF-8 as its writer writes it: one in another encoding, or with a byte-order mark, is
+    not used."""
     if raw is None or len(raw) > MAX_SUMMARY_BYTES:
         return None
     try:
-        data = decode(raw)
+        data = _SUMMARY_DECODER.decode(raw.decode("utf-8"))
         if fleet_summary.problem(data, report_bytes) is not None:
             return None
         return entry(data, rel)
-    except ValueError:  # not JSON, nested too deeply, not UTF-8, a bad finished_at
+    except (ValueError, RecursionError):  # not JSON or UTF-8, too deep, a bad finished_at
         return None
 
 
@@ -233,6 +249,8 @@ def read_files(paths: Sequence[str]) -> Iterator[tuple[bytes, os.stat_result] | 
     if len(chunks) < 2:
         yield from _read_chunk(paths)
         return
+    from concurrent.futures import ThreadPoolExecutor  # here: a warm run reads few or none
+
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         for chunk in pool.map(_read_chunk, chunks):
             yield from chunk
@@ -258,6 +276,8 @@ CacheEntries = dict[str, tuple[StatKey, Summary]]
 
 def default_cache_file(root: Path) -> Path:
     """The per-user cache file for one report directory (by its resolved path)."""
+    import hashlib
+
     from nodegate.paths import cache_dir
 
     name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
@@ -495,6 +515,8 @@ def _parse_reports(root: Path, rels: list[str], strict: bool, jobs: int | None,
     files to pay for starting it (a fleet of reports from before summaries)."""
     workers = jobs if jobs is not None else min(4, os.cpu_count() or 1)
     if workers > 1 and len(rels) >= 400:
+        from concurrent.futures import ProcessPoolExecutor  # only an old fleet needs one
+
         size = max(50, len(rels) // (workers * 4))
         batches = [rels[i : i + size] for i in range(0, len(rels), size)]
         with ProcessPoolExecutor(max_workers=workers) as pool:

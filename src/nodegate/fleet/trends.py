@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -131,10 +130,22 @@ def counter_rates(points: Sequence[tuple[float, float]]) -> list[tuple[float, fl
     return out
 
 
+def _median(values: Iterable[float]) -> float:
+    """``statistics.median``, same arithmetic, without importing ``statistics`` (and its
+    ``fractions``, ``decimal`` and ``random``: ~3 ms of every ``nodegate report``)."""
+    ordered = sorted(values)
+    size = len(ordered)
+    if not size:
+        raise ValueError("no median of no values")
+    if size % 2:
+        return ordered[size // 2]
+    return (ordered[size // 2 - 1] + ordered[size // 2]) / 2
+
+
 def _windows(values: Sequence[float]) -> tuple[float, float]:
     """(baseline, recent): medians of the first third (<= BASELINE) and the last RECENT."""
     first = max(1, min(BASELINE, len(values) // 3))
-    return statistics.median(values[:first]), statistics.median(values[-RECENT:])
+    return _median(values[:first]), _median(values[-RECENT:])
 
 
 def worse_pct(reference: float, value: float, direction: str, floor: float = 0.0) -> float:
@@ -236,7 +247,7 @@ def _judge_metric(trend: MetricTrend,
             windows[node.node] = _windows([v for _, v in points])
     if len(windows) >= MIN_NODES:
         trend.fleet_line = _fleet_line(points for _, points in nodes)
-        trend.fleet_recent = statistics.median(recent for _, recent in windows.values())
+        trend.fleet_recent = _median(recent for _, recent in windows.values())
     limit = limits.get(trend.profile, DEFAULT_DRIFT_PCT)
     out = []
     for node, _ in nodes:
@@ -269,7 +280,7 @@ def _fleet_line(all_points: Iterable[Sequence[tuple[float, float]]]
     buckets: dict[int, list[float]] = {}
     for t, value in flat:
         buckets.setdefault(min(FLEET_BUCKETS - 1, int((t - t0) / width)), []).append(value)
-    return [(t0 + (index + 0.5) * width, statistics.median(values))
+    return [(t0 + (index + 0.5) * width, _median(values))
             for index, values in sorted(buckets.items())]
 
 
