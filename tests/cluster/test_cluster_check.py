@@ -110,15 +110,17 @@ def members(*busy: str) -> list[NodeState]:
 
 
 def test_a_pair_job_is_one_exclusive_srun_whose_sides_take_their_roles_by_node_name() -> None:
-    argv = cc.pair_argv("n1", "n3", "10.0.0.1", cc.CheckPolicy("gpu", ranks_per_node=1))
+    argv = cc.pair_argv("n1", "n3", ("10.0.0.1", "10.0.0.3"),
+                        cc.CheckPolicy("gpu", ranks_per_node=1), round_index=2)
     assert argv[:argv.index("sh")] == [
         "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n1,n3", "--exclusive",
         "--partition=gpu", "--time=20:00", "--job-name=nodegate-pair.n1+n3", "--label",
         "--kill-on-bad-exit=0"]
     script = argv[-1]
-    assert 'if [ "$SLURMD_NODENAME" = n1 ]; then set -- --role host --peer-name n3; ' \
-           "else set -- --role join --peer-name n1; fi" in script
-    assert "--endpoint 10.0.0.1:29500 --nnodes 2" in script
+    assert 'if [ "$SLURMD_NODENAME" = n1 ]; then set -- --role host --peer-name n3 ' \
+           "--local-addr 10.0.0.1; else set -- --role join --peer-name n1 --local-addr " \
+           "10.0.0.3; fi" in script
+    assert "--endpoint 10.0.0.1:29502 --nnodes 2" in script  # the third round's port
     assert "--ranks-per-node 1" in script and '--report-dir "$d"' in script
 
 

@@ -141,12 +141,14 @@ def pair_job_name(a: str, b: str) -> str:
     return f"{PAIR_JOB_PREFIX}{a}+{b}"
 
 
-def pair_script(a: str, b: str, address: str, policy: CheckPolicy) -> str:
+def pair_script(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
+                port: int) -> str:
     """What each of the pair's two tasks runs: ``nodegate multinode`` as host on ``a``, as
     join on ``b``, the report printed as JSON and written only to a scratch folder (a pair's
-    run is not the node's join evidence: its record is the suite report written later)."""
+    run is not the node's join evidence: its record is the suite report written later). Each
+    side advertises the address Slurm knows it by (``addresses``: a's, b's)."""
     q = shlex.quote
-    common = [q(policy.nodegate), "multinode", "--endpoint", q(f"{address}:{policy.port}"),
+    common = [q(policy.nodegate), "multinode", "--endpoint", q(f"{addresses[0]}:{port}"),
               "--nnodes", "2", "--rdzv-id", q(f"nodegate-pair-{a}-{b}"),
               "--join-timeout", f"{policy.join_timeout_s:g}", "--node-name",
               '"$SLURMD_NODENAME"', "--json", "--quiet", "--color", "never",
@@ -156,19 +158,23 @@ def pair_script(a: str, b: str, address: str, policy: CheckPolicy) -> str:
     if policy.profile:
         common += ["--profile", q(policy.profile)]
     return (f'd=$(mktemp -d) || exit 3; '
-            f'if [ "$SLURMD_NODENAME" = {q(a)} ]; then set -- --role host --peer-name {q(b)}; '
-            f'else set -- --role join --peer-name {q(a)}; fi; '
+            f'if [ "$SLURMD_NODENAME" = {q(a)} ]; then set -- --role host --peer-name {q(b)} '
+            f'--local-addr {q(addresses[0])}; else set -- --role join --peer-name {q(a)} '
+            f'--local-addr {q(addresses[1])}; fi; '
             f'{" ".join(common)} "$@"; rc=$?; rm -rf "$d"; exit $rc')
 
 
-def pair_argv(a: str, b: str, address: str, policy: CheckPolicy) -> list[str]:
-    """The srun options and command of one pair (``srun`` itself added by the runner)."""
+def pair_argv(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
+              round_index: int = 0) -> list[str]:
+    """The srun options and command of one pair (``srun`` itself added by the runner); each
+    round its own port (``--port`` + the round's index), as deploy/multinode.py gives each
+    group, so a round never meets the last one's closing sockets."""
     argv = ["--nodes=2", "--ntasks=2", "--ntasks-per-node=1", f"--nodelist={a},{b}",
             "--exclusive", f"--partition={policy.partition}", f"--time={policy.time_limit}",
             f"--job-name={pair_job_name(a, b)}", "--label", "--kill-on-bad-exit=0"]
     if policy.qos:
         argv.append(f"--qos={policy.qos}")
-    return [*argv, "sh", "-c", pair_script(a, b, address, policy)]
+    return [*argv, "sh", "-c", pair_script(a, b, addresses, policy, policy.port + round_index)]
 
 
 def task_outputs(stdout: str) -> dict[int, str]:
@@ -302,10 +308,10 @@ def run_check(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, *,
     for index, round_pairs in enumerate(outcome.rounds, start=1):
         log(f"round {index}/{len(outcome.rounds)}: "
             + ", ".join(f"{a}+{b}" for a, b in round_pairs))
-        with ThreadPoolExecutor(max_workers=max(1, len(round_pairs))) as pool:
-            runs = list(pool.map(
-                lambda pair: runner(pair_argv(pair[0], pair[1], addresses[pair[0]], policy),
-                                    policy.timeout_s, None), round_pairs))
+        argvs = [pair_argv(a, b, (addresses[a], addresses[b]), policy, index - 1)
+                 for a, b in round_pairs]
+        with ThreadPoolExecutor(max_workers=max(1, len(argvs))) as pool:
+            runs = list(pool.map(lambda argv: runner(argv, policy.timeout_s, None), argvs))
         for (a, b), run in zip(round_pairs, runs, strict=True):
             got = judge_pair(a, b, run, policy.timeout_s)
             log(f"  {a}+{b}: {got[0].verdict}"
