@@ -17,7 +17,7 @@ import pytest
 
 from nodegate.cluster import cluster_check as cc
 from nodegate.cluster import pairs as pr
-from nodegate.cluster.gate import Action, decide_health, suite_hold
+from nodegate.cluster.gate import Action, decide_health, decide_join, suite_hold
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.report import build, to_json
 from nodegate.report.model import validate
@@ -230,3 +230,15 @@ def test_a_pair_is_the_worse_of_its_two_sides(verdicts: tuple[str, str]) -> None
     assert got[0].passed == (verdicts[1] in ("PASS", "WARN"))
     assert pr.PAIR_VERDICTS.index(got[0].verdict) == max(pr.PAIR_VERDICTS.index(v)
                                                          for v in verdicts)
+
+
+def test_a_passing_cluster_check_and_a_join_lift_the_hold_a_failing_one_keeps_it() -> None:
+    reason = "nodegate: cluster-check: failed with n1, n2, n4; passed with none"
+    state = NodeState("n3", "idle", frozenset({"DRAIN"}), reason)
+    standard = battery_report("n3", level="standard")
+    good = cc.run_check(FakeSlurm(members()), cc.CheckPolicy("gpu"), FakeSrun())
+    assert decide_join(state, [standard, cc.node_report("n3", good)]).action is Action.RESUME
+    bad = cc.run_check(FakeSlurm(members()), cc.CheckPolicy("gpu"), FakeSrun(bad="n3"))
+    kept = decide_join(state, [standard, cc.node_report("n3", bad)])
+    assert kept.action is Action.DRAIN and suite_hold(kept.reason) == "cluster-check"
+    assert decide_join(state, [standard]).reason == "nodegate: cluster-check report missing"
