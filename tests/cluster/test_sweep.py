@@ -143,7 +143,9 @@ def test_a_sweep_submits_exclusive_named_jobs_and_records_each(tmp_path: Path) -
                          f"--wrap={sw.DEFAULT_COMMAND}"]
     budgeted = policy(drain_budget=0.25).job_command()
     assert budgeted == f"{sw.DEFAULT_COMMAND} --drain-budget 0.25"
-    assert budgeted.startswith("/opt/nodegate/venv/bin/nodegate validate --level standard")
+    assert budgeted.startswith(sw.LOAD_POWER_ENV
+                               + "/opt/nodegate/venv/bin/nodegate validate --level standard")
+    assert "done < /etc/nodegate/power-poller.env; fi; " in sw.LOAD_POWER_ENV
     assert policy(command="true").job_command() == "true"
     data = json.loads(ledger.read_text())
     assert data["schema"] == sw.LEDGER_SCHEMA

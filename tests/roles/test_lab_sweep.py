@@ -85,6 +85,11 @@ def job_node(job: str) -> str:
     return match.group(1)
 
 
+def job_output(node: str, job: str) -> str:
+    """What a sweep job printed (its ``--output`` file on its node)."""
+    return sh(node, f"cat /var/lib/nodegate/nodegate-sweep.{node}-{job}.out")
+
+
 def set_board(node: str, spec: str) -> None:
     """Rewrite ``node``'s simulated board in place (the NVML library reads it at each
     process's start), as a GPU that fails while the node runs."""
@@ -111,7 +116,10 @@ def lab(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def sweep(*options: str) -> dict[str, object]:
-    command = (f"{NG} validate --level quick --quiet; {NG} gate --mode health")
+    from nodegate.cluster.sweep import LOAD_POWER_ENV
+
+    # the default command's, at the quick level (the power group's credentials loaded first)
+    command = f"{LOAD_POWER_ENV}{NG} validate --level quick --quiet; {NG} gate --mode health"
     rc, out = long_sh(CONTROL, f"{NG} sweep --partition gpu --period 20s --json "
                                f"--output-dir /var/lib/nodegate --command "
                                f"{shlex.quote(command)} {' '.join(options)}", timeout=180)
@@ -146,6 +154,9 @@ def test_sweep_takes_idle_due_nodes_within_its_limits_and_drains_a_new_fault(
         {node: node for node in submitted}
     assert states() == {"node1": ("idle", "none"), "node2": ("allocated", "none"),
                         "node3": ("idle", "none"), "node4": ("idle", "none")}
+    for node, job in submitted.items():  # each job judged its node and passed
+        out = job_output(node, job)
+        assert re.search(r"nodegate validate: PASS +report /var/lib/nodegate/reports/", out), out
 
     set_board("node3", f"{SCENARIO}+{FAULT}")  # between two sweeps: a GPU fails
     time.sleep(max(0.0, 21 - (time.monotonic() - submitted_at)))  # the period passes
@@ -155,12 +166,12 @@ def test_sweep_takes_idle_due_nodes_within_its_limits_and_drains_a_new_fault(
     wait_for("the second sweep's jobs", lambda: not sweep_jobs())
     assert {node: job_node(job) for node, job in again.items()} == {n: n for n in again}
     rows = states()
-    assert "drain" in rows["node3"][0] and rows["node3"][1].startswith("nodegate: "), rows
+    out = job_output("node3", again["node3"])
+    assert "drain" in rows["node3"][0] and rows["node3"][1].startswith("nodegate: "), (rows, out)
     assert rows["node3"][1].startswith("nodegate: ecc_dbe_volatile[gpu5]"), rows
     assert rows["node1"] == ("idle", "none") and rows["node4"] == ("idle", "none"), rows
     assert rows["node2"] == ("allocated", "none"), rows
-    out = sh("node3", f"cat /var/lib/nodegate/nodegate-sweep.node3-{again['node3']}.out")
-    assert "drain" in out, out
+    assert "nodegate validate: FAIL" in out and "drain" in out, out
     # the user's job ran on, and no sweep job ever ran beside it
     assert f"{user}|user-job|RUNNING|node2" in sh(CONTROL, "squeue -h -o '%i|%j|%T|%N'")
     assert sh("node2", "ls /var/lib/nodegate | grep -c nodegate-sweep || true") == "0"
