@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "power": "nodegate.power.cli",
     "gate": "nodegate.cluster.cli",
     "sweep": "nodegate.cluster.sweep_cli",
+    "cluster-check": "nodegate.cluster.cluster_check_cli",
     "report": "nodegate.fleet.cli",
     "remediate": "nodegate.commands.remediate",
 }

@@ -72,6 +72,10 @@ COMMANDS = [
                      "--json"), 0, {"bin/scontrol": SCONTROL}),
     Command("sweep", (*NODEGATE, "sweep", "--partition", "gpu", "--ledger", "{d}/ledger.json",
                       "--dry-run", "--json"), 0, {"bin/sinfo": SINFO, "bin/squeue": SQUEUE}),
+    # one idle node to pair: bad input before any srun (a pair needs two real nodes)
+    Command("cluster-check", (*NODEGATE, "cluster-check", "--partition", "gpu", "--out",
+                              "{d}/o", "--json"), 2,
+            {"bin/sinfo": SINFO, "bin/scontrol": SCONTROL}),
     Command("report", (*NODEGATE, "report", "{r}", "--json", "--no-cache"), 1),
     Command("remediate", (*NODEGATE, "remediate", "--report-dir", "{r}", "--state-dir",
                           "{d}/s", "--profile", PROFILE, "--node", "vm"), 0),  # off

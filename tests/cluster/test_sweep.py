@@ -143,7 +143,9 @@ def test_a_sweep_submits_exclusive_named_jobs_and_records_each(tmp_path: Path) -
                          f"--wrap={sw.DEFAULT_COMMAND}"]
     budgeted = policy(drain_budget=0.25).job_command()
     assert budgeted == f"{sw.DEFAULT_COMMAND} --drain-budget 0.25"
-    assert budgeted.startswith("/opt/nodegate/venv/bin/nodegate validate --level standard")
+    assert budgeted.startswith(sw.LOAD_POWER_ENV
+                               + "/opt/nodegate/venv/bin/nodegate validate --level standard")
+    assert "done < /etc/nodegate/power-poller.env; fi; " in sw.LOAD_POWER_ENV
     assert policy(command="true").job_command() == "true"
     data = json.loads(ledger.read_text())
     assert data["schema"] == sw.LEDGER_SCHEMA
@@ -243,3 +245,14 @@ def test_the_command_refuses_a_bad_period_and_a_busy_ledger_with_their_codes(
         assert main(["sweep", "--partition", "gpu", "--ledger", str(ledger),
                      "--slurm-conf", str(tmp_path / "none.conf"), "--retries", "1"]) == 3
     assert "another sweep" in capsys.readouterr().err
+
+
+def test_the_default_job_loads_the_power_credentials_literally(tmp_path: Path) -> None:
+    env = tmp_path / "power-poller.env"
+    env.write_text("NODEGATE_PDU_SECRET=a$b c\n# a comment\nnot a line\n")
+    loader = sw.LOAD_POWER_ENV.replace(sw.POWER_ENV_FILE, str(env))
+    out = subprocess.run(["sh", "-c", loader + 'printf "%s" "$NODEGATE_PDU_SECRET"'],
+                         capture_output=True, text=True, check=True, env={"PATH": "/bin:/usr/bin"})
+    assert out.stdout == "a$b c"  # nothing expanded
+    gone = sw.LOAD_POWER_ENV.replace(sw.POWER_ENV_FILE, str(tmp_path / "absent"))
+    assert subprocess.run(["sh", "-c", gone + "true"], check=False).returncode == 0

@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "
                         "%(default)s)")
-    parser.add_argument("--require", action="append", choices=("multinode", "netload"),
+    parser.add_argument("--require", action="append",
+                        choices=("multinode", "netload", "cluster-check"),
                         default=[],
                         help="join: a suite that must also pass and be fresh (repeatable)")
     add_profile(parser, "join: the profile whose checks a report must cover",

@@ -43,12 +43,14 @@ UPGRADE_REASON = f"{REASON_PREFIX} upgrade"
 
 
 _HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
-_SUITE_HOLD = re.compile(r"^nodegate: (multinode|netload) ")
+#: A suite's drain: ``nodegate: multinode failed ...``, or the cluster check's
+#: ``nodegate: cluster-check: ...`` (pairs.reason_for): a health pass never lifts either.
+_SUITE_HOLD = re.compile(r"^nodegate: (multinode|netload|cluster-check)[ :]")
 
 #: The report label naming a suite outside the node's battery (``multinode``); such reports
 #: never stand in for a battery level, and a join can require them.
 SUITE_LABEL = "suite"
-SUITES = ("multinode", "netload")
+SUITES = ("multinode", "netload", "cluster-check")
 
 #: Verdicts a gate accepts (the same as exit code 0: WARN and SKIP do not block).
 PASSING = frozenset({Verdict.PASS, Verdict.WARN, Verdict.SKIP})

@@ -22,6 +22,10 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodegate.fleet.html import PairMatrix
 
 #: The verdicts of one pair's job, worst last.
 PAIR_VERDICTS = ("PASS", "WARN", "FAIL", "ERROR")
@@ -116,12 +120,29 @@ def reason_for(node: str, loc: Localisation, rail: str | None = None) -> str:
     return f"nodegate: cluster-check{where}: {loc.why[node]}"
 
 
+def pair_matrix(nodes: Sequence[str], results: Iterable[PairResult], loc: Localisation, *,
+                title: str = "all_reduce bus bandwidth") -> PairMatrix:
+    """The matrix as the fleet page draws it (``fleet.html.PairMatrix``): each pair's bus
+    bandwidth in both halves (None: not measured, an ERROR pair included), the named nodes
+    and pairs."""
+    from nodegate.fleet.html import PairMatrix
+
+    cells = {r.key(): r.busbw_gbps for r in results}
+    values = [[None if a == b else cells.get((a, b) if a <= b else (b, a)) for b in nodes]
+              for a in nodes]
+    named = [*loc.nodes, *(f"{a}-{b}" for a, b in loc.pairs)]
+    return PairMatrix(title=title, nodes=list(nodes), values=values, unit="GB/s", named=named)
+
+
 def matrix_html(nodes: Sequence[str], results: Iterable[PairResult], loc: Localisation, *,
                 title: str = "pair matrix") -> str:
-    """A self-contained HTML heat map of the pair matrix: one cell per pair, coloured by its
-    verdict, with its bus bandwidth; the named nodes and pairs first, above it."""
+    """A self-contained page of the pair matrix: what the matrix names first, then the heat
+    map the fleet page draws (``fleet.html.pair_matrix_section``: one renderer for both),
+    then each pair's verdict as text (the map shows figures; FAIL and ERROR are read here)."""
+    from nodegate.fleet.html import pair_matrix_section
+
+    results = list(results)
     cells = {r.key(): r for r in results}
-    colour = {"PASS": "#cfe8cf", "WARN": "#f7e7a6", "FAIL": "#f2a7a7", "ERROR": "#c9a7f2"}
     esc = html.escape
     head = "".join(f"<th>{esc(n)}</th>" for n in nodes)
     rows = []
@@ -133,8 +154,8 @@ def matrix_html(nodes: Sequence[str], results: Iterable[PairResult], loc: Locali
                 tds.append("<td class=none></td>")
                 continue
             figure = f"<br>{r.busbw_gbps:.1f} GB/s" if r.busbw_gbps is not None else ""
-            tds.append(f'<td style="background:{colour.get(r.verdict, "#ddd")}" '
-                       f'title="{esc(r.detail)}">{esc(r.verdict)}{figure}</td>')
+            tds.append(f'<td class={r.verdict.lower()} title="{esc(r.detail)}">'
+                       f'{esc(r.verdict)}{figure}</td>')
         named = " class=named" if a in loc.nodes else ""
         rows.append(f"<tr><th{named}>{esc(a)}</th>{''.join(tds)}</tr>")
     if loc.undetermined:
@@ -144,10 +165,13 @@ def matrix_html(nodes: Sequence[str], results: Iterable[PairResult], loc: Locali
         verdict = f"<p>Named by the matrix:</p><ul>{items}</ul>"
     else:
         verdict = "<p>Every pair passed.</p>"
+    heat = "".join(pair_matrix_section(pair_matrix(nodes, results, loc)))
     return ("<!doctype html><meta charset=utf-8>"
             f"<title>{esc(title)}</title><style>body{{font-family:sans-serif}}"
             "table{border-collapse:collapse}td,th{border:1px solid #999;padding:4px 8px;"
             "text-align:center;font-size:13px}th.named{background:#f2a7a7}"
-            "td.none{background:#eee}</style>"
-            f"<h1>{esc(title)}</h1>{verdict}"
+            "td.fail,td.error{font-weight:600}td.none{background:#eee}"
+            ".muted{fill:#666}</style>"
+            f"<h1>{esc(title)}</h1>{verdict}{heat}"
+            f"<h3>Each pair's verdict</h3>"
             f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>")

@@ -186,6 +186,15 @@ class SlurmScheduler:
         after = self.state(node)
         return Change(node, "comment", True, before, after)
 
+    def node_address(self, node: str) -> str:
+        """The address Slurm reaches ``node`` at (``NodeAddr``; the name when none is set):
+        where a pair's other node dials its rendezvous."""
+        _check_node(node)
+        out = self._run([self._bin("scontrol"), "show", "node", "-o", node], what="read",
+                        node=node)
+        match = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
+        return match.group(1) if match else node
+
     # --- jobs (the sweep) -------------------------------------------------------------------
 
     def queue(self, fmt: str) -> str:

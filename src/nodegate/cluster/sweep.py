@@ -48,11 +48,18 @@ ACTIVE_JOB_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING"
                                "SIGNALING", "STAGE_OUT", "STOPPED"})
 #: nodegate on a node, where the agent role installs it (its ``agent_venv`` default).
 NODE_NODEGATE = "/opt/nodegate/venv/bin/nodegate"
+#: The power poller's credentials on a node (the agent role's ``pdu_monitor_env_file``).
+POWER_ENV_FILE = "/etc/nodegate/power-poller.env"
+#: Loads them as the agent's cron entry does (``NAME=value`` lines taken literally, nothing
+#: expanded), when the file is there: without them the power group of ``validate`` stops
+#: with a missing variable, no report is written and the gate judges the last cron run.
+LOAD_POWER_ENV = (f'if [ -r {POWER_ENV_FILE} ]; then while IFS= read -r l; do case "$l" in '
+                  f'[A-Za-z_]*=*) export "$l";; esac; done < {POWER_ENV_FILE}; fi; ')
 #: The command a sweep job runs by default: the standard level, then the gate in health mode
 #: (a FAIL drains with the gate's reason, within the sweep's drain budget when one is set).
 #: Joined with ``;``: a failing battery must still reach the gate. The profile and the report
 #: folder are the agent role's defaults (/etc/nodegate/profile.json, /var/lib/nodegate/reports).
-DEFAULT_COMMAND = (f"{NODE_NODEGATE} validate --level standard --quiet; "
+DEFAULT_COMMAND = (f"{LOAD_POWER_ENV}{NODE_NODEGATE} validate --level standard --quiet; "
                    f"{NODE_NODEGATE} gate --mode health")
 #: Ledger schema name (the file is JSON, written atomically).
 LEDGER_SCHEMA = "nodegate.sweep-ledger/1"

@@ -1,0 +1,446 @@
+"""Cluster acceptance through Slurm: rounds of disjoint 2-node jobs, the pair matrix, the
+localisation, and the evidence it leaves on each node.
+
+Each pair runs as one ``srun`` across its two nodes (``--exclusive``, one task per node), and
+each task runs the existing ``nodegate multinode`` on its node: the pair's first node hosts
+the rendezvous, the second joins, told apart by ``$SLURMD_NODENAME`` (the name Slurm gave the
+task's node), so the collective check is the one ``deploy/multinode.py`` runs, not a second
+implementation. Both sides are under test here (no known-good peer), so both sides' reports
+are read and the pair's verdict is the worse of the two. One round at a time, the pairs of a
+round at once (their nodes are disjoint, ``pairs.rounds``).
+
+Every ``srun`` is bounded: a pair that did not answer within the timeout (its job did not
+start, a side hung) is cancelled and is ERROR for that pair, never PASS; so is a side that
+printed no report. The matrix is then read by ``pairs.localise`` (the collectives, then each
+rail ``ib_write_bw`` measured), and:
+
+- each node gets a suite report (``cluster-check-latest.json``, label ``suite=cluster-check``)
+  with its pairs and the localisation's word on it, written into its report folder through a
+  one-task job (so the gate and the fleet read it where they read every other report), and a
+  copy in the controller's output folder;
+- a node the localisation names is drained with ``pairs.reason_for``'s reason, which names
+  the failing pairs, within the drain budget when one is given; the gate keeps that hold
+  (``gate.suite_hold``) until a passing cluster check and a join lift it.
+
+Bisection (log2 rounds for a large partition) is not done: every pair runs, ``n - 1`` rounds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from nodegate.cluster import pairs as pr
+from nodegate.cluster.scheduler import Change, NodeState
+
+#: Every pair job's name is this plus ``a+b``: how an operator (and a cancel) finds them.
+PAIR_JOB_PREFIX = "nodegate-pair."
+#: The suite label and report name the cluster check leaves on each node.
+SUITE = "cluster-check"
+#: Schema name of the controller's JSON report.
+REPORT_SCHEMA = "nodegate.cluster-check/1"
+#: The report folder on a node (the agent role's default).
+NODE_REPORT_DIR = "/var/lib/nodegate/reports"
+#: The collective whose bus bandwidth fills the matrix's cells.
+MATRIX_CHECK = "multinode_allreduce_busbw"
+RAIL_CHECK = "multinode_ib_write_bw"
+_RANK = {v: i for i, v in enumerate(pr.PAIR_VERDICTS)}
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    """What the site chose for one cluster check."""
+
+    partition: str
+    nodegate: str = "/opt/nodegate/venv/bin/nodegate"  # on the nodes
+    timeout_s: float = 600.0  # each pair's srun, start to end
+    port: int = 29500
+    join_timeout_s: float = 120.0
+    ranks_per_node: int | None = None
+    profile: str | None = None  # on the nodes; None: the installed profile
+    qos: str | None = None
+    time_limit: str = "20:00"
+    report_dir: str = NODE_REPORT_DIR
+    drain: bool = True
+    drain_budget: float | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished (or abandoned) srun: exit status (None: killed at the timeout)."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+#: Runs one srun ``argv`` (stdin ``text`` when given) within ``timeout_s``.
+Runner = Callable[[Sequence[str], float, str | None], Run]
+
+
+class CheckScheduler(Protocol):
+    """What a cluster check asks of the scheduler (``SlurmScheduler`` has it)."""
+
+    def partition_nodes(self, partition: str) -> list[NodeState]: ...
+
+    def node_address(self, node: str) -> str: ...
+
+    def state(self, node: str) -> NodeState: ...
+
+    def drain(self, node: str, reason: str) -> Change: ...
+
+    def resume(self, node: str) -> Change: ...
+
+    def set_comment(self, node: str, comment: str | None) -> Change: ...
+
+
+def srun_runner(srun: str = "srun", scancel: str = "scancel") -> Runner:
+    """The real runner: ``srun`` bounded by its timeout; at the timeout SIGTERM (srun cancels
+    its job step and job), then SIGKILL, then ``scancel`` by the job's name, so an abandoned
+    pair holds no node."""
+
+    def run(argv: Sequence[str], timeout_s: float, text: str | None) -> Run:
+        started = time.monotonic()
+        proc = subprocess.Popen([srun, *argv], stdin=subprocess.PIPE if text is not None
+                                else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(text, timeout=timeout_s)
+            return Run(proc.returncode, out, err, time.monotonic() - started)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            name = next((a.split("=", 1)[1] for a in argv if a.startswith("--job-name=")), None)
+            if name:
+                subprocess.run([scancel, f"--name={name}"], capture_output=True, timeout=30,
+                               check=False)
+            return Run(None, out or "", err or "", time.monotonic() - started)
+
+    return run
+
+
+# --- one pair --------------------------------------------------------------------------------
+
+def pair_job_name(a: str, b: str) -> str:
+    return f"{PAIR_JOB_PREFIX}{a}+{b}"
+
+
+def pair_script(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
+                port: int) -> str:
+    """What each of the pair's two tasks runs: ``nodegate multinode`` as host on ``a``, as
+    join on ``b``, the report printed as JSON and written only to a scratch folder (a pair's
+    run is not the node's join evidence: its record is the suite report written later). Each
+    side advertises the address Slurm knows it by (``addresses``: a's, b's)."""
+    q = shlex.quote
+    common = [q(policy.nodegate), "multinode", "--endpoint", q(f"{addresses[0]}:{port}"),
+              "--nnodes", "2", "--rdzv-id", q(f"nodegate-pair-{a}-{b}"),
+              "--join-timeout", f"{policy.join_timeout_s:g}", "--node-name",
+              '"$SLURMD_NODENAME"', "--json", "--quiet", "--color", "never",
+              "--report-dir", '"$d"']
+    if policy.ranks_per_node is not None:
+        common += ["--ranks-per-node", str(policy.ranks_per_node)]
+    if policy.profile:
+        common += ["--profile", q(policy.profile)]
+    return (f'd=$(mktemp -d) || exit 3; '
+            f'if [ "$SLURMD_NODENAME" = {q(a)} ]; then set -- --role host --peer-name {q(b)} '
+            f'--local-addr {q(addresses[0])}; else set -- --role join --peer-name {q(a)} '
+            f'--local-addr {q(addresses[1])}; fi; '
+            f'{" ".join(common)} "$@"; rc=$?; rm -rf "$d"; exit $rc')
+
+
+def pair_argv(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
+              round_index: int = 0) -> list[str]:
+    """The srun options and command of one pair (``srun`` itself added by the runner); each
+    round its own port (``--port`` + the round's index), as deploy/multinode.py gives each
+    group, so a round never meets the last one's closing sockets."""
+    argv = ["--nodes=2", "--ntasks=2", "--ntasks-per-node=1", f"--nodelist={a},{b}",
+            "--exclusive", f"--partition={policy.partition}", f"--time={policy.time_limit}",
+            f"--job-name={pair_job_name(a, b)}", "--label", "--kill-on-bad-exit=0"]
+    if policy.qos:
+        argv.append(f"--qos={policy.qos}")
+    return [*argv, "sh", "-c", pair_script(a, b, addresses, policy, policy.port + round_index)]
+
+
+def task_outputs(stdout: str) -> dict[int, str]:
+    """Each task's stdout from srun ``--label`` output (``0: ...``); unlabelled lines (srun's
+    own) are left out."""
+    out: dict[int, list[str]] = {}
+    for line in stdout.splitlines():
+        match = _LABEL.match(line)
+        if match:
+            out.setdefault(int(match.group(1)), []).append(match.group(2))
+    return {task: "\n".join(lines) for task, lines in out.items()}
+
+
+def side_reports(stdout: str) -> dict[str, dict[str, Any]]:
+    """node -> the report its task printed (a task that printed no report is absent)."""
+    out: dict[str, dict[str, Any]] = {}
+    for text in task_outputs(stdout).values():
+        start = text.find("{")
+        if start < 0:
+            continue
+        try:
+            data = json.loads(text[start:])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("node"), str):
+            out[data["node"]] = data
+    return out
+
+
+def _result(report: Mapping[str, Any], check: str) -> list[Mapping[str, Any]]:
+    return [r for r in report.get("results") or [] if r.get("check") == check]
+
+
+def _side_verdict(report: Mapping[str, Any]) -> str:
+    verdict = str(report.get("verdict") or "ERROR")
+    return verdict if verdict in _RANK else "ERROR"  # SKIP: nothing measured is no pass
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def judge_pair(a: str, b: str, run: Run, timeout_s: float) -> list[pr.PairResult]:
+    """The pair's results from its srun: the collectives (rail None), then each rail the join
+    side measured. No answer, or a side without a report, is ERROR, never PASS."""
+    if run.returncode is None:
+        return [pr.PairResult(a, b, "ERROR", detail=(
+            f"no answer within {timeout_s:g} s (job did not start or a side hung); "
+            f"cancelled. {_clip(run.stderr)}").strip())]
+    sides = side_reports(run.stdout)
+    missing = [n for n in (a, b) if n not in sides]
+    if missing:
+        return [pr.PairResult(a, b, "ERROR", detail=(
+            f"{', '.join(missing)} printed no report (srun exit {run.returncode}): "
+            f"{_clip(run.stderr)}"))]
+    verdict = max((_side_verdict(sides[n]) for n in (a, b)), key=_RANK.__getitem__)
+    figures = [r.get("measured") for n in (a, b) for r in _result(sides[n], MATRIX_CHECK)]
+    numbers = [float(f) for f in figures if isinstance(f, (int, float))]
+    failing = [f"{n}: {r['check']}[{r['entity']}] {r['verdict']}" for n in (a, b)
+               for r in sides[n].get("results") or [] if r.get("verdict") in ("FAIL", "ERROR")]
+    out = [pr.PairResult(a, b, verdict, busbw_gbps=min(numbers) if numbers else None,
+                         detail="; ".join(failing)[:300])]
+    for r in _result(sides[b], RAIL_CHECK):  # the join side: entity rail@peer
+        rail = str(r.get("entity", "")).partition("@")[0]
+        measured = r.get("measured")
+        out.append(pr.PairResult(a, b, _side_verdict({"verdict": r.get("verdict")}),
+                                 rail=rail or None,
+                                 busbw_gbps=float(measured) if isinstance(
+                                     measured, (int, float)) else None))
+    return out
+
+
+# --- the check -------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What one cluster check found and did."""
+
+    nodes: list[str]
+    rounds: list[list[tuple[str, str]]]
+    results: list[pr.PairResult] = field(default_factory=list)
+    localisations: dict[str | None, pr.Localisation] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    drained: dict[str, str] = field(default_factory=dict)
+    delivered: dict[str, str] = field(default_factory=dict)
+    started: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def named(self) -> dict[str, str]:
+        """node -> its drain reason, every rail (and the collectives) together."""
+        out: dict[str, str] = {}
+        for rail, loc in self.localisations.items():
+            for node in loc.nodes:
+                out.setdefault(node, pr.reason_for(node, loc, rail))
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+
+def choose_nodes(members: Sequence[NodeState], wanted: Sequence[str] | None
+                 ) -> tuple[list[str], dict[str, str]]:
+    """The nodes to pair: ``wanted`` (all of them, in service or not: an operator named them)
+    or else the partition's idle nodes in service; why every other one is left out."""
+    if wanted:
+        known = {m.node for m in members}
+        skipped = {n: "not in the partition" for n in wanted if n not in known}
+        return [n for n in dict.fromkeys(wanted) if n in known], skipped
+    chosen, skipped = [], {}
+    for m in members:
+        if not m.available:
+            skipped[m.node] = f"not in service: {m.describe()}"
+        elif m.state != "idle" or m.flags:
+            skipped[m.node] = f"busy: {m.describe()} (users' jobs first)"
+        else:
+            chosen.append(m.node)
+    return chosen, skipped
+
+
+def run_check(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, *,
+              nodes: Sequence[str] | None = None, log: Callable[[str], None] = lambda _: None
+              ) -> Outcome:
+    """Pair the nodes round by round (the pairs of a round at once), then localise."""
+    members = scheduler.partition_nodes(policy.partition)
+    chosen, skipped = choose_nodes(members, nodes)
+    outcome = Outcome(chosen, pr.rounds(chosen), skipped=skipped, started=time.time())
+    addresses = {n: scheduler.node_address(n) for n in chosen}
+    for index, round_pairs in enumerate(outcome.rounds, start=1):
+        log(f"round {index}/{len(outcome.rounds)}: "
+            + ", ".join(f"{a}+{b}" for a, b in round_pairs))
+        argvs = [pair_argv(a, b, (addresses[a], addresses[b]), policy, index - 1)
+                 for a, b in round_pairs]
+        with ThreadPoolExecutor(max_workers=max(1, len(argvs))) as pool:
+            runs = list(pool.map(lambda argv: runner(argv, policy.timeout_s, None), argvs))
+        for (a, b), run in zip(round_pairs, runs, strict=True):
+            got = judge_pair(a, b, run, policy.timeout_s)
+            log(f"  {a}+{b}: {got[0].verdict}"
+                + (f" {got[0].busbw_gbps:.2f} GB/s" if got[0].busbw_gbps is not None else "")
+                + (f" ({got[0].detail})" if got[0].detail and not got[0].passed else ""))
+            outcome.results += got
+    outcome.localisations = {rail: pr.localise(rs) for rail, rs in
+                             sorted(pr.by_rail(outcome.results).items(),
+                                    key=lambda kv: kv[0] or "")}
+    outcome.finished = time.time()
+    return outcome
+
+
+# --- evidence --------------------------------------------------------------------------------
+
+def node_report(node: str, outcome: Outcome, *, profile: str = "cluster-check") -> Any:
+    """The suite report ``node`` keeps: one result per pair (and rail) it was in, then the
+    localisation's word on it. A failing pair whose other node the matrix names (and this one
+    not) is WARN here: the evidence stays, the blame is the other's."""
+    from nodegate import __version__
+    from nodegate.report import build
+    from nodegate.results import CheckResult
+    from nodegate.vocabulary import Severity, Verdict
+
+    named = outcome.named
+    results = []
+    for r in outcome.results:
+        if node not in (r.a, r.b):
+            continue
+        other = r.b if r.a == node else r.a
+        verdict = r.verdict
+        if not r.passed and other in named and node not in named:
+            verdict = "WARN"
+        entity = f"{r.rail}@{other}" if r.rail else f"peer-{other}"
+        results.append(CheckResult(
+            check="cluster_pair_rail_bw" if r.rail else "cluster_pair_busbw", entity=entity,
+            measured=r.busbw_gbps, threshold=None, unit="GB/s", verdict=Verdict(verdict),
+            severity=Severity.INFO if verdict in ("PASS", "WARN") else Severity.CRITICAL,
+            evidence={"pair": [r.a, r.b], "pair_verdict": r.verdict, "detail": r.detail}))
+    why = named.get(node)
+    results.append(CheckResult(
+        check="cluster_check_localisation", entity="node",
+        measured=why or "not named", threshold="not named", unit="",
+        verdict=Verdict.FAIL if why else Verdict.PASS,
+        severity=Severity.CRITICAL if why else Severity.INFO,
+        evidence={"nodes": sorted(outcome.nodes)}))
+    return build(results, node=node, profile=profile, level="standard",
+                 started_at=outcome.started, finished_at=outcome.finished, backend="slurm",
+                 nodegate_version=__version__, labels={"suite": SUITE})
+
+
+def deliver_argv(node: str, policy: CheckPolicy) -> list[str]:
+    """A one-task job writing its stdin as the node's ``cluster-check-latest.json`` (atomic:
+    a temporary file renamed over it)."""
+    q = shlex.quote
+    final = f"{policy.report_dir}/{SUITE}-latest.json"
+    script = (f"umask 022; mkdir -p {q(policy.report_dir)} && cat > {q(final + '.tmp')} && "
+              f"mv -f {q(final + '.tmp')} {q(final)}")
+    return ["--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--partition={policy.partition}",
+            "--time=2", f"--job-name={PAIR_JOB_PREFIX}report.{node}", "sh", "-c", script]
+
+
+def act(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, outcome: Outcome,
+        out_dir: Path, *, log: Callable[[str], None] = lambda _: None) -> None:
+    """Write each node's suite report (controller copy, then onto the node), then drain the
+    nodes the matrix named (within the budget when one is set)."""
+    from nodegate import fileio
+    from nodegate.report import to_json
+
+    for node in outcome.nodes:
+        text = to_json(node_report(node, outcome)) + "\n"
+        fileio.atomic_write_text(out_dir / "nodes" / node / f"{SUITE}-latest.json", text)
+        run = runner(deliver_argv(node, policy), 120.0, text)
+        outcome.delivered[node] = "written" if run.returncode == 0 else (
+            "no answer in 120 s" if run.returncode is None
+            else f"srun exit {run.returncode}: {_clip(run.stderr, 200)}")
+        if run.returncode != 0:
+            log(f"{node}: report not written on the node ({outcome.delivered[node]})")
+    if not policy.drain:
+        return
+    from nodegate.cluster.budget import DrainBudget, drain_within_budget
+
+    for node, reason in outcome.named.items():
+        if policy.drain_budget is not None:
+            result = drain_within_budget(node, reason, scheduler,  # type: ignore[arg-type]
+                                         DrainBudget(policy.drain_budget), log=log)
+            outcome.drained[node] = result.warn or ("drained: " + reason)
+        else:
+            scheduler.drain(node, reason)
+            outcome.drained[node] = "drained: " + reason
+        log(f"{node}: {outcome.drained[node]}")
+
+
+def pair_matrix(outcome: Outcome, rail: str | None = None) -> Any:
+    """The fleet's ``PairMatrix`` of one rail (None: the collectives)."""
+    return pr.pair_matrix(outcome.nodes, [r for r in outcome.results if r.rail == rail],
+                          outcome.localisations.get(rail, pr.Localisation((), ())))
+
+
+def report_dict(policy: CheckPolicy, outcome: Outcome) -> dict[str, Any]:
+    """The controller's JSON report: every pair, the localisation per rail, what was done."""
+    def stamp(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="seconds")
+
+    return {
+        "schema": REPORT_SCHEMA, "partition": policy.partition,
+        "started_at": stamp(outcome.started), "finished_at": stamp(outcome.finished),
+        "nodes": outcome.nodes, "skipped": outcome.skipped,
+        "rounds": [[list(p) for p in r] for r in outcome.rounds],
+        "pairs": [{"a": r.a, "b": r.b, "rail": r.rail, "verdict": r.verdict,
+                   "busbw_gbps": r.busbw_gbps, "detail": r.detail} for r in outcome.results],
+        "localisation": {rail or "collectives": {
+            "nodes": list(loc.nodes), "pairs": [list(p) for p in loc.pairs], "why": loc.why,
+            "undetermined": loc.undetermined} for rail, loc in outcome.localisations.items()},
+        "named": outcome.named, "drained": outcome.drained, "delivered": outcome.delivered,
+        "verdict": "PASS" if outcome.passed else "FAIL",
+    }
+
+
+def write_outputs(policy: CheckPolicy, outcome: Outcome, out_dir: Path) -> tuple[Path, Path]:
+    """``cluster-check.json`` and ``cluster-check.html`` (the heat map) under ``out_dir``."""
+    from nodegate import fileio
+
+    json_path, html_path = out_dir / f"{SUITE}.json", out_dir / f"{SUITE}.html"
+    fileio.atomic_write_text(json_path, json.dumps(report_dict(policy, outcome), indent=1,
+                                                   sort_keys=True) + "\n")
+    collectives = [r for r in outcome.results if r.rail is None]
+    fileio.atomic_write_text(html_path, pr.matrix_html(
+        outcome.nodes, collectives,
+        outcome.localisations.get(None, pr.Localisation((), ())),
+        title=f"nodegate cluster-check: partition {policy.partition}"))
+    return json_path, html_path

@@ -1,0 +1,223 @@
+"""The sweep and the cluster check on the lab's real slurmctld/slurmd (4 nodes).
+
+The lab-upgrade group's one lab (tests/roles/lab_group.py), every board healthy, deployed once
+more with torch in the agent's venv (the extra a standard-level gate brings) and every node
+resumed. Slurm's client commands reach slurmctld from every node (configless), so the
+controller-side commands run on node4 with the nodegate the agent installed there: this
+checkout's code (the lab's wheel).
+
+- The sweep: a user's job holds node2 first. A dry run one job at a time plans one node; a
+  sweep of 3 at once within a 50 % drain budget submits node1 and node3 only (node4 waits for
+  the budget, node2 for its user); those jobs run on their nodes, one each. Then node3's board
+  gets an uncorrectable ECC error (written live into its simulated board, as a GPU fails
+  between sweeps) and the next sweep, the period passed, drains node3 with the gate's reason;
+  node2's user job runs on untouched and no sweep job ever ran there.
+- The pair matrix: node3's inter-node fabric below its floor (its profile's all_reduce floor
+  raised past anything a lab link reaches: the lab's containers share one bridge, so a slow
+  link cannot be made), ``nodegate cluster-check`` runs the 6 pairs in 3 rounds of 2 as
+  ``srun`` jobs and names node3 and no other, drains it with a reason naming its pairs, and
+  every node keeps its pairs in ``cluster-check-latest.json``.
+
+The sweep jobs run the quick level, then the gate (``--command``): the standard level's load
+on 8 simulated GPUs per node takes minutes on two cores; what is tested is the sweep's choice
+and Slurm's running of it, which is the same for any command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nodegate_lab import config as lab_config
+from tests.roles.lab_group import SCENARIO, group_lab, lab_command
+from tests.roles.test_lab_e2e import pyinfra
+from tests.roles.test_lab_upgrade import pytestmark, sh  # noqa: F401  (same skips)
+
+NODES = ("node1", "node2", "node3", "node4")
+#: Where the controller-side commands run (any node's Slurm clients reach slurmctld).
+CONTROL = "node4"
+NG = "/opt/nodegate/venv/bin/nodegate"
+FAULT = "ecc-dbe@gpu5"
+PROFILE = "/etc/nodegate/profile.json"
+#: Written where screenshots are taken from (docs/sweeps.md); any run leaves its own copy.
+HTML_COPY = Path("/tmp/nodegate-sweeplab-cluster-check.html")
+
+
+def long_sh(node: str, command: str, timeout: int = 900) -> tuple[int, str]:
+    """(exit status, stdout) of a command that may take minutes (``sh`` stops at 120 s)."""
+    result = lab_command("shell", node, "--", f"{command}; echo rc=$?", timeout=timeout)
+    assert result.returncode == 0, (node, command, result.stdout, result.stderr)
+    out, _, rc = result.stdout.strip().rpartition("rc=")
+    return int(rc), out
+
+
+def states() -> dict[str, tuple[str, str]]:
+    """node -> (state, reason) of partition gpu."""
+    out = sh("slurmctl", "sinfo -N -h -p gpu -O NodeList:'|',StateLong:'|',Reason:0")
+    rows = (line.split("|", 2) for line in out.splitlines() if line.strip())
+    return {n.strip(): (s.strip(), r.strip()) for n, s, r in rows}
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(2)
+    raise AssertionError(f"timed out waiting for {what}: {states()}")
+
+
+def sweep_jobs() -> list[str]:
+    return [line for line in sh(CONTROL, "squeue -h -o '%i|%j|%T|%N'").splitlines()
+            if "|nodegate-sweep." in line]
+
+
+def job_node(job: str) -> str:
+    line = sh("slurmctl", f"scontrol show job -o {job}")
+    match = re.search(r"\sNodeList=(\S+)", line)
+    assert match, line
+    return match.group(1)
+
+
+def job_output(node: str, job: str) -> str:
+    """What a sweep job printed (its ``--output`` file on its node)."""
+    return sh(node, f"cat /var/lib/nodegate/nodegate-sweep.{node}-{job}.out")
+
+
+def set_board(node: str, spec: str) -> None:
+    """Rewrite ``node``'s simulated board in place (the NVML library reads it at each
+    process's start), as a GPU that fails while the node runs."""
+    from nodegate.sim.runtime import prepare
+
+    prepare(spec, lab_config.lab_dir() / "hosts" / node / "board")
+
+
+@pytest.fixture(scope="module")
+def lab(request: pytest.FixtureRequest) -> Iterator[None]:
+    with group_lab(request, {}):
+        deploy = pyinfra("deploy.py", "--data", "gate_enabled=false",
+                         "--data", 'agent_extras=["power","torch"]', timeout=1800)
+        assert deploy.returncode == 0, deploy.stdout[-4000:]
+        assert "cluster-check" in sh(CONTROL, f"{NG} --help")  # this checkout's nodegate
+        sh("slurmctl", "scontrol update NodeName=node[1-4] State=RESUME Reason= ; true")
+        wait_for("every node idle", lambda: all(s == "idle" for s, _ in states().values()))
+        try:
+            yield
+        finally:
+            set_board("node3", SCENARIO)
+            sh("slurmctl", "scancel -u root; scontrol update NodeName=node[1-4] State=RESUME"
+                           " Reason= ; true")
+
+
+def sweep(*options: str) -> dict[str, object]:
+    from nodegate.cluster.sweep import LOAD_POWER_ENV
+
+    # the default command's, at the quick level (the power group's credentials loaded first)
+    command = f"{LOAD_POWER_ENV}{NG} validate --level quick --quiet; {NG} gate --mode health"
+    rc, out = long_sh(CONTROL, f"{NG} sweep --partition gpu --period 20s --json "
+                               f"--output-dir /var/lib/nodegate --command "
+                               f"{shlex.quote(command)} {' '.join(options)}", timeout=180)
+    assert rc == 0, out
+    data: dict[str, object] = json.loads(out[out.index("{"):])
+    return data
+
+
+def test_sweep_takes_idle_due_nodes_within_its_limits_and_drains_a_new_fault(
+        lab: None) -> None:
+    user = sh(CONTROL, "sbatch --parsable -J user-job -w node2 --exclusive -p gpu "
+                       "--wrap 'sleep 3000'").split(";")[0]
+    wait_for("the user's job on node2", lambda: states()["node2"][0] == "allocated")
+
+    dry = sweep("--max-concurrent 1", "--dry-run")
+    assert dry["planned"] == ["node1"] and dry["submitted"] == {}, dry
+    skipped = dry["skipped"]
+    assert isinstance(skipped, dict)
+    assert skipped["node2"].startswith("busy: ALLOCATED"), skipped
+    assert skipped["node3"].startswith("concurrency: 1 sweep job(s) at once"), skipped
+
+    first = sweep("--max-concurrent 3", "--drain-budget 0.5")
+    submitted = first["submitted"]
+    assert isinstance(submitted, dict) and sorted(submitted) == ["node1", "node3"], first
+    skipped = first["skipped"]
+    assert isinstance(skipped, dict) and skipped["node4"].startswith("drain budget: 2 of 4"), \
+        first
+    assert skipped["node2"].startswith("busy"), first
+    submitted_at = time.monotonic()
+    wait_for("the first sweep's jobs", lambda: not sweep_jobs())
+    assert {node: job_node(job) for node, job in submitted.items()} == \
+        {node: node for node in submitted}
+    assert states() == {"node1": ("idle", "none"), "node2": ("allocated", "none"),
+                        "node3": ("idle", "none"), "node4": ("idle", "none")}
+    for node, job in submitted.items():  # each job judged its node and passed
+        out = job_output(node, job)
+        assert re.search(r"nodegate validate: PASS +report /var/lib/nodegate/reports/", out), out
+
+    set_board("node3", f"{SCENARIO}+{FAULT}")  # between two sweeps: a GPU fails
+    time.sleep(max(0.0, 21 - (time.monotonic() - submitted_at)))  # the period passes
+    second = sweep("--max-concurrent 3", "--drain-budget 0.75")
+    again = second["submitted"]
+    assert isinstance(again, dict) and sorted(again) == ["node1", "node3", "node4"], second
+    wait_for("the second sweep's jobs", lambda: not sweep_jobs())
+    assert {node: job_node(job) for node, job in again.items()} == {n: n for n in again}
+    rows = states()
+    out = job_output("node3", again["node3"])
+    assert "drain" in rows["node3"][0] and rows["node3"][1].startswith("nodegate: "), (rows, out)
+    assert rows["node3"][1].startswith("nodegate: ecc_dbe_volatile[gpu5]"), rows
+    assert rows["node1"] == ("idle", "none") and rows["node4"] == ("idle", "none"), rows
+    assert rows["node2"] == ("allocated", "none"), rows
+    assert "nodegate validate: FAIL" in out and "drain" in out, out
+    # the user's job ran on, and no sweep job ever ran beside it
+    assert f"{user}|user-job|RUNNING|node2" in sh(CONTROL, "squeue -h -o '%i|%j|%T|%N'")
+    assert sh("node2", "ls /var/lib/nodegate | grep -c nodegate-sweep || true") == "0"
+    sh("slurmctl", f"scancel {user}")
+    set_board("node3", SCENARIO)
+    sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
+
+
+def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None) -> None:
+    wait_for("every node idle", lambda: all(s == "idle" for s, _ in states().values()))
+    # node3's fabric below its floor: its all_reduce floor past anything the lab reaches
+    sh("node3", f"cp {PROFILE} {PROFILE}.orig && /opt/nodegate/venv/bin/python -c "
+       + shlex.quote(
+           "import json; p = '/etc/nodegate/profile.json'; d = json.load(open(p)); "
+           "d.setdefault('thresholds', {})['multinode_allreduce_busbw_gbps_min'] = "
+           "{'min': 1000.0, 'unit': 'GB/s', 'source': 'policy: lab test, unreachable'}; "
+           "json.dump(d, open(p, 'w'), indent=1)"))
+    try:
+        rc, out = long_sh(CONTROL, f"{NG} cluster-check --partition gpu --ranks-per-node 1 "
+                                   "--timeout 420 --join-timeout 180 --json "
+                                   "--out /var/lib/nodegate/cluster-check", timeout=1800)
+    finally:
+        sh("node3", f"mv -f {PROFILE}.orig {PROFILE}")
+    assert rc == 1, out
+    report = json.loads(out[out.index("{"):])
+    assert report["nodes"] == list(NODES) and len(report["rounds"]) == 3
+    pairs = {(p["a"], p["b"]): p for p in report["pairs"] if p["rail"] is None}
+    assert len(pairs) == 6, report["pairs"]
+    for (a, b), pair in pairs.items():
+        assert pair["verdict"] == ("FAIL" if "node3" in (a, b) else "PASS"), pair
+        assert pair["busbw_gbps"] > 0, pair
+    loc = report["localisation"]["collectives"]
+    assert loc["nodes"] == ["node3"] and loc["pairs"] == [] and loc["undetermined"] is None
+    reason = "nodegate: cluster-check: failed with node1, node2, node4; passed with none"
+    assert report["named"] == {"node3": reason}
+    rows = states()
+    assert "drain" in rows["node3"][0] and rows["node3"][1] == reason, rows
+    assert all(rows[n] == ("idle", "none") for n in NODES if n != "node3"), rows
+    for name in NODES:
+        kept = json.loads(sh(name, "cat /var/lib/nodegate/reports/cluster-check-latest.json"))
+        assert kept["node"] == name and kept["labels"]["suite"] == "cluster-check"
+        verdicts = {(r["check"], r["entity"]): r["verdict"] for r in kept["results"]}
+        assert verdicts[("cluster_check_localisation", "node")] == \
+            ("FAIL" if name == "node3" else "PASS"), verdicts
+        assert len([k for k in verdicts if k[0] == "cluster_pair_busbw"]) == 3, verdicts
+    page = sh(CONTROL, "cat /var/lib/nodegate/cluster-check/cluster-check.html")
+    assert "Named by the localisation: node3" in page and page.count("<svg") == 1
+    HTML_COPY.write_text(page)
+    sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
