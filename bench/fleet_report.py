@@ -25,8 +25,9 @@ not the expected one (reports missing or unreadable, or read the wrong way) prin
 timing and exits 1. Exit 0 when every run was timed, whether or not within the target.
 
 A cluster check ran over the first ``CLUSTER`` nodes (every pair, ``PAIR_FAULT`` in each
-failing pair): each of them has its pair results (checks ``pair_busbw``, the peer as the
-entity) in a small report of its own, ``<node>-cluster-check.json`` (label
+failing pair): each of them has its pair results (checks ``cluster_pair_busbw``, entity
+``peer-<node>``, as ``nodegate cluster-check`` writes them) in a small report of its own,
+``<node>-cluster-check.json`` (label
 ``suite=cluster-check``, as ``nodegate multinode`` labels its reports), which the fleet view
 reads as a node's second report. Each timed run includes the pair matrix
 (``nodegate.fleet.pair_records.pair_matrix``: those reports decoded in full), and fails
@@ -159,9 +160,9 @@ def generate_pairs(root: Path, count: int, *, summaries: bool) -> None:
             failed = bad in (node, peer)
             busbw = 12.0 if failed else 180.0 + (index * 7 + other * 3) % 10 / 10
             results.append(CheckResult(
-                "pair_busbw", peer, busbw, {"min": 150.0}, "GB/s",
+                "cluster_pair_busbw", f"peer-{peer}", busbw, {"min": 150.0}, "GB/s",
                 Verdict.FAIL if failed else Verdict.PASS, Severity.CRITICAL,
-                {"a": min(node, peer), "b": max(node, peer)}))
+                {"pair": [min(node, peer), max(node, peer)]}))
         report = build(results, node=node, profile="xe9680-h100", level="standard",
                        started_at=start, duration_s=95.0,
                        finished_at=start + dt.timedelta(seconds=95), backend="nccl",

@@ -1,5 +1,6 @@
 """The fleet page's pair matrix comes from the pair results a cluster check left in the node
-reports (results whose check starts with ``pair_``): the node common to the failing pairs is
+reports (results whose check starts with ``cluster_pair_``, as ``cluster_check.node_report``
+writes them): the node common to the failing pairs is
 named, only the reports that hold pair results are decoded in full, and reports without any,
 or with records of another shape, give no matrix and no error."""
 
@@ -24,8 +25,11 @@ NODES = ("hgx0", "hgx1", "hgx2", "hgx3")
 
 
 def _pair(peer: str, verdict: str, busbw: float | None, **evidence: str) -> dict[str, Any]:
-    """One pair result as a node report holds it (``results[i]``), written out by hand."""
-    return {"check": "pair_busbw", "entity": peer, "measured": busbw,
+    """One pair result as a node report holds it (``results[i]``), written out by hand in the
+    shape ``cluster_check.node_report`` gives it (the last test holds the two together)."""
+    rail = evidence.get("rail")
+    return {"check": "cluster_pair_rail_bw" if rail else "cluster_pair_busbw",
+            "entity": f"{rail}@{peer}" if rail else f"peer-{peer}", "measured": busbw,
             "threshold": {"min": 150.0}, "unit": "GB/s", "verdict": verdict,
             "severity": "critical", "evidence": dict(evidence)}
 
@@ -50,7 +54,7 @@ def _cluster(root: Path, bad: str | None, rail: str | None = None) -> FleetView:
             failed = bad in (node, peer)
             for on in ((None,) if rail is None else ("mlx5_0", rail)):
                 broken = failed and (rail is None or on == rail)
-                evidence = {"a": min(node, peer), "b": max(node, peer)}
+                evidence: dict[str, Any] = {"pair": [min(node, peer), max(node, peer)]}
                 if on is not None:
                     evidence["rail"] = on
                 extra.append(_pair(peer, "FAIL" if broken else "PASS",
@@ -150,7 +154,7 @@ def test_records_of_another_shape_are_passed_over_and_unknown_verdicts_never_pas
         decoded = _Loads(tmp_path)(rel)
         if decoded is not None and rel.startswith("hgx1/"):
             decoded = {**decoded, "results": [
-                {**item, "verdict": "MAYBE"} if item["check"] == "pair_busbw" else item
+                {**item, "verdict": "MAYBE"} if item["check"] == "cluster_pair_busbw" else item
                 for item in decoded["results"]]}
         return decoded
 
@@ -167,3 +171,33 @@ def test_an_unreadable_report_costs_its_records_not_the_page(tmp_path: Path) -> 
     matrix = pair_matrix(view, lambda rel: None if rel.startswith("hgx3/") else
                          _Loads(tmp_path)(rel))
     assert matrix is not None and list(matrix.named) == ["hgx3"]
+
+
+def test_the_fleet_reads_what_the_cluster_check_writes(tmp_path: Path) -> None:
+    """The writer is ``nodegate cluster-check``'s own: its node reports, read back by the
+    fleet, give the same matrix and name the same node as the check did."""
+    from nodegate.cluster import cluster_check, pairs
+
+    results = [pairs.PairResult(a, b, "FAIL" if "hgx2" in (a, b) else "PASS", None,
+                                3.5 if "hgx2" in (a, b) else 40.0)
+               for a, b in (("hgx0", "hgx1"), ("hgx0", "hgx2"), ("hgx0", "hgx3"),
+                            ("hgx1", "hgx2"), ("hgx1", "hgx3"), ("hgx2", "hgx3"))]
+    rail = [pairs.PairResult("hgx0", "hgx1", "FAIL", "mlx5_1", 1.0)]
+    outcome = cluster_check.Outcome(nodes=list(NODES), rounds=[], results=results + rail,
+                                    localisations={None: pairs.localise(results)})
+    assert set(outcome.named) == {"hgx2"}
+    for node in NODES:
+        report = cluster_check.node_report(node, outcome)
+        write_report(report, tmp_path / node / "cluster-check-latest.json")
+    view = aggregate(tmp_path)
+    matrix = pair_matrix(view, _Loads(tmp_path))
+    assert matrix is not None
+    assert list(matrix.nodes) == list(NODES)
+    assert list(matrix.named) == ["hgx2"]  # the rail's one failing pair names no node
+    assert matrix.values[0][2] == matrix.values[2][0] == 3.5
+    assert matrix.values[0][1] == 1.0  # the worse of its collectives and its rail
+    assert matrix.values[1][3] == 40.0
+    records = pair_records("hgx0", decode(
+        (tmp_path / "hgx0" / "cluster-check-latest.json").read_bytes()))
+    assert sorted((r.peer, r.rail or "") for r in records) == [
+        ("hgx1", ""), ("hgx1", "mlx5_1"), ("hgx2", ""), ("hgx3", "")]

@@ -345,9 +345,9 @@ def node_report(node: str, outcome: Outcome, *, profile: str = "cluster-check") 
         verdict = r.verdict
         if not r.passed and other in named and node not in named:
             verdict = "WARN"
-        entity = f"{r.rail}@{other}" if r.rail else f"peer-{other}"
         results.append(CheckResult(
-            check="cluster_pair_rail_bw" if r.rail else "cluster_pair_busbw", entity=entity,
+            check=pr.RESULT_PREFIX + ("rail_bw" if r.rail else "busbw"),
+            entity=pr.result_entity(other, r.rail),
             measured=r.busbw_gbps, threshold=None, unit="GB/s", verdict=Verdict(verdict),
             severity=Severity.INFO if verdict in ("PASS", "WARN") else Severity.CRITICAL,
             evidence={"pair": [r.a, r.b], "pair_verdict": r.verdict, "detail": r.detail}))

@@ -25,10 +25,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nodegate.fleet.html import PairMatrix
+    from nodegate.fleet.pair_records import PairMatrix
 
 #: The verdicts of one pair's job, worst last.
 PAIR_VERDICTS = ("PASS", "WARN", "FAIL", "ERROR")
+#: The check names of the pair results a cluster check writes into each node's report start
+#: with this; the fleet page reads them back (``nodegate.fleet.pair_records``).
+RESULT_PREFIX = "cluster_pair_"
+
+
+def result_entity(other: str, rail: str | None) -> str:
+    """The entity of a node's pair result: the other node, and the rail when one was tested."""
+    return f"{rail}@{other}" if rail else f"peer-{other}"
+
+
+def parse_entity(entity: str) -> tuple[str, str | None] | None:
+    """``(other node, rail or None)`` of a ``result_entity``; None for any other string."""
+    if entity.startswith("peer-") and len(entity) > len("peer-"):
+        return entity[len("peer-"):], None
+    rail, at, other = entity.partition("@")
+    return (other, rail) if at and rail and other else None
 
 
 @dataclass(frozen=True)
@@ -125,7 +141,7 @@ def pair_matrix(nodes: Sequence[str], results: Iterable[PairResult], loc: Locali
     """The matrix as the fleet page draws it (``fleet.html.PairMatrix``): each pair's bus
     bandwidth in both halves (None: not measured, an ERROR pair included), the named nodes
     and pairs."""
-    from nodegate.fleet.html import PairMatrix
+    from nodegate.fleet.pair_records import PairMatrix
 
     cells = {r.key(): r.busbw_gbps for r in results}
     values = [[None if a == b else cells.get((a, b) if a <= b else (b, a)) for b in nodes]

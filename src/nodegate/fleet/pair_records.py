@@ -2,14 +2,15 @@
 node reports.
 
 ``nodegate cluster-check`` runs 2-node jobs and writes each pair's result into both nodes'
-reports as a check result whose check name starts with ``pair_`` (``PREFIX``). What this
-reader takes from such a result, and nothing more:
+reports as a check result whose check name starts with ``cluster_pair_`` (``PREFIX``, the
+cluster check's own ``pairs.RESULT_PREFIX``; ``cluster_check.node_report`` writes them). What
+this reader takes from such a result, and nothing more:
 
-- the peer: ``evidence.peer``; else, where the evidence carries a ``PairResult``'s ``a`` and
-  ``b`` (``nodegate.cluster.pairs``), the one of them that is not this node; else the
-  result's ``entity``;
+- the peer: ``evidence.peer``; else the one of the evidence's ``pair`` (or of its ``a`` and
+  ``b``) that is not this node; else the node in the result's ``entity`` (``peer-<node>`` or
+  ``<rail>@<node>``, ``pairs.result_entity``);
 - ``verdict``; ``measured`` when it is a number (the pair's bus bandwidth, in ``unit``);
-  ``evidence.rail`` when the pair tested one rail.
+  the rail, when the pair tested one: ``evidence.rail``, else the entity's.
 
 Which reports hold any is told by their summaries (a metric or failing id under ``PREFIX``),
 so only those few reports are decoded in full, the newest of each level per node, at most
@@ -29,12 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodegate.cluster.pairs import RESULT_PREFIX, parse_entity
 from nodegate.fleet.aggregate import FleetView, NodeView, Summary
 
 __all__ = ["MAX_NODES", "PREFIX", "PairMatrix", "has_pairs", "pair_matrix", "pair_records"]
 
 #: The check names of pair results start with this.
-PREFIX = "pair_"
+PREFIX = RESULT_PREFIX
 #: The most nodes drawn in the matrix (their reports are decoded in full).
 MAX_NODES = 64
 #: A pair's verdicts from best to worst; any other counts as ERROR (never as a pass), and a
@@ -89,13 +91,15 @@ def pair_records(node: str, report: Mapping[str, Any]) -> list[PairRecord]:
             continue
         evidence = result.get("evidence")
         evidence = evidence if isinstance(evidence, dict) else {}
-        peer = _peer(node, result.get("entity"), evidence)
+        entity = result.get("entity")
+        parsed = parse_entity(entity) if isinstance(entity, str) else None
+        peer = _peer(node, parsed[0] if parsed else entity, evidence)
         if peer is None:
             continue
         measured = result.get("measured")
         value = float(measured) if isinstance(measured, (int, float)) and not isinstance(
             measured, bool) and math.isfinite(measured) else None
-        rail = evidence.get("rail")
+        rail = evidence.get("rail") or (parsed[1] if parsed else None)
         unit = result.get("unit")
         out.append(PairRecord(node, peer, str(result.get("verdict")), value,
                               unit if isinstance(unit, str) else "",
@@ -107,7 +111,9 @@ def _peer(node: str, entity: Any, evidence: Mapping[str, Any]) -> str | None:
     peer = evidence.get("peer")
     if isinstance(peer, str) and peer:
         return peer if peer != node else None
-    a, b = evidence.get("a"), evidence.get("b")
+    pair = evidence.get("pair")
+    a, b = pair if isinstance(pair, list) and len(pair) == 2 else (
+        evidence.get("a"), evidence.get("b"))
     if isinstance(a, str) and isinstance(b, str) and node in (a, b) and a != b:
         return b if a == node else a
     return entity if isinstance(entity, str) and entity and entity != node else None
