@@ -201,3 +201,15 @@ def test_the_fleet_reads_what_the_cluster_check_writes(tmp_path: Path) -> None:
         (tmp_path / "hgx0" / "cluster-check-latest.json").read_bytes()))
     assert sorted((r.peer, r.rail or "") for r in records) == [
         ("hgx1", ""), ("hgx1", "mlx5_1"), ("hgx2", ""), ("hgx3", "")]
+
+
+def test_the_heat_map_shows_small_figures_and_its_whole_heading() -> None:
+    from nodegate.fleet.html import heatmap_svg
+
+    title = "cluster check: all_reduce bus bandwidth over four lab nodes"
+    svg = heatmap_svg(title, ["node1", "node2"], [[None, 0.34], [12.4, None]], "GB/s")
+    cells = [part.rsplit('font-size="9">', 1)[1] for part in svg.split("</text>")
+             if 'font-size="9"' in part]
+    assert cells == ["0.34", "12"]  # not "0" for a pair below 1 GB/s
+    width = int(svg.split('width="', 1)[1].split('"', 1)[0])
+    assert width >= 8 * len(f"{title} (GB/s)")

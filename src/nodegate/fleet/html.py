@@ -93,6 +93,12 @@ def _num(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _cell_label(value: float) -> str:
+    """A heat map cell's figure in its few pixels: whole numbers from 10 up, two significant
+    digits below (a pair at 0.3 GB/s must not read 0)."""
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2g}"
+
+
 # --- SVG primitives ---------------------------------------------------------------------------
 
 
@@ -106,10 +112,12 @@ def heatmap_svg(title: str, entities: Sequence[str], values: Sequence[Sequence[A
     numbers = [v for row in values for v in row if isinstance(v, (int, float))]
     low = min(numbers) if numbers else 0.0
     high = max(numbers) if numbers else 1.0
-    width, height = left + cell * size + 10, top + cell * size + 34
+    heading = f"{title} ({unit})"
+    # wide enough for the heading too (about 8 px a character at the page's font size)
+    width, height = max(left + cell * size + 10, 8 * len(heading) + 8), top + cell * size + 34
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'role="img" aria-label="{escape(title)}">',
-             f'<text x="4" y="14" font-weight="600">{escape(title)} ({escape(unit)})</text>',
+             f'<text x="4" y="14" font-weight="600">{escape(heading)}</text>',
              f'<text x="4" y="30" class="muted">row -> column; range {_num(low)} to '
              f'{_num(high)}</text>']
     for index, name in enumerate(entities):
@@ -131,7 +139,7 @@ def heatmap_svg(title: str, entities: Sequence[str], values: Sequence[Sequence[A
                          f'fill="{color}"><title>{escape(tip)}</title></rect>')
             if label != "n/a":
                 parts.append(f'<text x="{x + cell / 2:.0f}" y="{y + cell / 2 + 4:.0f}" '
-                             f'text-anchor="middle" font-size="9">{escape(f"{value:.0f}")}'
+                             f'text-anchor="middle" font-size="9">{escape(_cell_label(value))}'
                              f'</text>')
     parts.append("</svg>")
     return "".join(parts)
