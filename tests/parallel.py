@@ -34,7 +34,7 @@ LAB_GROUPS: dict[str, tuple[str, ...]] = {
     "lab-session": ("tests/lab/test_lab_hosts.py", "tests/roles/test_lab_e2e.py",
                     "tests/roles/test_lab_slurm.py"),
     "lab-upgrade": ("tests/roles/test_lab_upgrade.py", "tests/roles/test_lab_slurm_hooks.py",
-                    "tests/roles/test_lab_drain_budget.py"),
+                    "tests/roles/test_lab_drain_budget.py", "tests/roles/test_lab_remediation.py"),
     "lab-multinode": ("tests/roles/test_lab_multinode.py",
                       "tests/roles/test_lab_multinode_group.py",
                       "tests/roles/test_lab_scale.py"),

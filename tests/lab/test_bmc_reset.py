@@ -231,8 +231,12 @@ def test_the_supervisor_restarts_its_host_on_each_restart_type(supervised: Path)
     for boots, reset_type in enumerate(("PowerCycle", "ForceRestart", "GracefulRestart"), 2):
         before = _guest(host)
         request_reset(host, reset_type)
-        _wait(lambda b=boots: _boots(host) == b and (host / "nspawn.pid").is_file()  # type: ignore[misc]
-              and _guest(host) != before, f"boot {boots} after {reset_type}")
+
+        def rebooted(count: int = boots, old: int = before) -> bool:
+            return _boots(host) == count and (host / "nspawn.pid").is_file() \
+                and _guest(host) != old
+
+        _wait(rebooted, f"boot {boots} after {reset_type}")
         with pytest.raises(ProcessLookupError):
             os.kill(before, 0)  # the old guest is gone, not left running beside the new
 
