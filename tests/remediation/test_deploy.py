@@ -84,3 +84,23 @@ def test_not_a_slurm_node_is_nothing() -> None:
     data.pop("nodegate_slurm")
     result = run(remediate, data=data, facts={"gpu.SlurmNode": NODEGATE_DRAIN})
     assert _commands(result) == [] and "not a Slurm node" in result.noops[0]
+
+
+def test_where_remediation_is_on_the_agent_carries_torch() -> None:
+    """The re-qualification is the standard level: its load needs torch on the node even
+    where the gate itself only runs the quick check."""
+    from roles.agent import agent
+    from tests.roles.scenarios import converged_facts, converged_files
+
+    facts = converged_facts("ubuntu22")
+    facts["packages.VenvDistributions"] = {"nodegate": ["0.1.0"], "pysnmp": ["7.1.22"]}
+
+    def pip(**data: Any) -> list[str]:
+        result = run(agent, data=host_data(gate_level="quick", **data), facts=facts,
+                     files=converged_files("ubuntu22"), converged=True)
+        return [c for c in result.commands if "/bin/pip install" in c]
+
+    assert pip() == []
+    [install] = pip(remediate_enabled=True)
+    assert install.endswith(" torch"), install
+    assert pip(remediate_enabled=False) == []

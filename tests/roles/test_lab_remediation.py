@@ -5,8 +5,8 @@ One lab of 4 nodes (the lab-upgrade group's, tests/roles/lab_group.py), reset to
 with two faults: node1's GPU 3 fell off the bus (``xid79``: lives only while the board is
 powered, so the power cycle clears it), node2's GPU 5 ran out of spare rows
 (``remap-failure``: kept by the card through every reset). The tests drive the node's own
-steps as its timer would (health, gate, ``nodegate remediate``), with cron stopped on the two
-nodes so no scheduled run lands between the steps; nobody else touches a node:
+steps as its timer would (health, gate, ``nodegate remediate``; the lab's nodes run no cron
+daemon, so no scheduled run lands between the steps); nobody else touches a node:
 
 1. node1, running a job when its fault is found: drained by the gate (DRAINING), the
    remediation waits while the job runs, power-cycles the node through its BMC (Redfish
@@ -31,6 +31,7 @@ import pytest
 from nodegate.cluster.slurm import parse_show_node
 from nodegate_lab import config as lab_config
 from tests.roles.lab_group import group_lab, lab_command
+from tests.roles.test_lab_e2e import pyinfra
 from tests.roles.test_lab_upgrade import pytestmark, sh  # noqa: F401  (same skips)
 
 FAULTS = {"node1": "xid79@gpu3", "node2": "remap-failure@gpu5"}
@@ -45,13 +46,13 @@ JOB_S = 25  # long enough to be seen running through the gate's drain and one re
 @pytest.fixture(scope="module")
 def lab(request: pytest.FixtureRequest) -> Iterator[None]:
     with group_lab(request, FAULTS):
-        for node in FAULTS:  # the test is the timer: no scheduled run between its steps
-            sh(node, "systemctl stop cron")
-        try:
-            yield
-        finally:
-            for node in FAULTS:
-                lab_command("shell", node, "--", "systemctl start cron", timeout=60)
+        # where remediation is on, the agent carries torch: the re-qualification is the
+        # standard level, whose load the baseline's quick-only gate never needed
+        agent = pyinfra("roles/agent.py", "--limit", "node1", "--data",
+                        "remediate_enabled=true", timeout=900)
+        assert agent.returncode == 0, agent.stdout[-4000:]
+        assert "nodegate[power,torch]" in agent.stdout, agent.stdout[-4000:]
+        yield
 
 
 def with_env(command: str) -> str:
@@ -152,8 +153,10 @@ def test_a_transient_fault_under_a_job_is_power_cycled_and_back_in_service(lab: 
              90)
     wait_for(f"{node} registered", lambda: "NOT_RESPONDING" not in slurm(node)[0]
              and "*" not in sh("slurmctl", f"sinfo -h -N -n {node} -o %T"), 120)
-    code, out = remediate(node)
-    assert code == 0 and "re-qualified at standard: PASS; resumed" in out, out
+    # the control side's entry point takes the step after the boot: settle, re-qualify, resume
+    run = pyinfra("deploy/remediate.py", "--limit", node, "--data", "remediate_enabled=true",
+                  "--data", f"remediate_duration_scale={SCALE}", timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:]
     state = json.loads(sh(node, f"cat {STATE}"))
     assert state["phase"] == "in_service"
     assert [(a["action"], a["outcome"]) for a in state["history"]] == [("power_cycle", "done")]
