@@ -27,11 +27,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from nodegate.cluster.slurm import parse_show_node
 from nodegate_lab import config as lab_config
 from tests.roles.lab_group import group_lab, lab_command
-from tests.roles.test_lab_e2e import pyinfra
+from tests.roles.test_lab_e2e import SITE, pyinfra
 from tests.roles.test_lab_upgrade import pytestmark, sh  # noqa: F401  (same skips)
 
 FAULTS = {"node1": "xid79@gpu3", "node2": "remap-failure@gpu5"}
@@ -46,13 +47,29 @@ JOB_S = 25  # long enough to be seen running through the gate's drain and one re
 @pytest.fixture(scope="module")
 def lab(request: pytest.FixtureRequest) -> Iterator[None]:
     with group_lab(request, FAULTS):
-        # where remediation is on, the agent carries torch: the re-qualification is the
-        # standard level, whose load the baseline's quick-only gate never needed
-        agent = pyinfra("roles/agent.py", "--limit", "node1", "--data",
-                        "remediate_enabled=true", timeout=900)
-        assert agent.returncode == 0, agent.stdout[-4000:]
-        assert "nodegate[power,torch]" in agent.stdout, agent.stdout[-4000:]
-        yield
+        original = SITE.read_text()
+        try:
+            site = yaml.safe_load(original)
+            node1 = site["hosts"]["node1"]
+            # the site's opt-in for this node (deploy/remediate.py reads it)
+            node1.setdefault("data", {})["remediate_enabled"] = True
+            # the p2p floor of sim-h100-hgx was measured on a quiet CI machine; 8 CPU ranks on
+            # 2 cores shared with other labs measured 0.5-1.0 GB/s here: this run judges the
+            # remediation, not the lab machine's load
+            node1["profile_overrides"] = {"thresholds": {"p2p_unidir_gbps_min": {
+                "min": 0.2, "unit": "GB/s",
+                "source": "policy: lab test, 8 CPU ranks on a loaded 2-core machine"}}}
+            SITE.write_text(yaml.safe_dump(site, sort_keys=False))
+            # where remediation is on, the agent carries torch (the re-qualification is the
+            # standard level, whose load the baseline's quick-only gate never needed) and
+            # the profile above
+            agent = pyinfra("roles/agent.py", "--limit", "node1", timeout=900)
+            assert agent.returncode == 0, agent.stdout[-4000:]
+            assert "nodegate[power,torch]" in agent.stdout, agent.stdout[-4000:]
+            yield
+        finally:
+            if SITE.exists():
+                SITE.write_text(original)
 
 
 def with_env(command: str) -> str:
@@ -154,8 +171,8 @@ def test_a_transient_fault_under_a_job_is_power_cycled_and_back_in_service(lab: 
     wait_for(f"{node} registered", lambda: "NOT_RESPONDING" not in slurm(node)[0]
              and "*" not in sh("slurmctl", f"sinfo -h -N -n {node} -o %T"), 120)
     # the control side's entry point takes the step after the boot: settle, re-qualify, resume
-    run = pyinfra("deploy/remediate.py", "--limit", node, "--data", "remediate_enabled=true",
-                  "--data", f"remediate_duration_scale={SCALE}", timeout=900)
+    run = pyinfra("deploy/remediate.py", "--limit", node, "--data",
+                  f"remediate_duration_scale={SCALE}", timeout=900)
     assert run.returncode == 0, run.stdout[-4000:]
     state = json.loads(sh(node, f"cat {STATE}"))
     assert state["phase"] == "in_service"
@@ -164,7 +181,8 @@ def test_a_transient_fault_under_a_job_is_power_cycled_and_back_in_service(lab: 
     assert slurm(node)[0] == "IDLE", slurm(node)
     assert boots(node) == before + 1
     standard = json.loads(sh(node, "cat /var/lib/nodegate/reports/standard-latest.json"))
-    assert standard["summary"]["verdict"] == "PASS", standard["summary"]
+    assert (standard["level"], standard["verdict"]) == ("standard", "PASS"), standard["counts"]
+    assert standard["boot_id"] == state["history"][0]["detail"].removeprefix("new boot ")
 
 
 def test_a_persistent_fault_ends_in_rma_with_its_bundle(lab: None) -> None:
