@@ -127,12 +127,17 @@ class Supervisor:
         if reset_type == "On" or self.pending is not None:
             return  # already on, or a reset already under way
         self.pending = reset_type
-        hard = RESETS[reset_type][0]
-        if self.child is not None and self.child.poll() is None:
-            if hard:
-                _kill_guest(self.child)  # no shutdown: the reset line, or the power gone
-            else:
-                self.child.send_signal(signal.SIGTERM)  # the guest's clean poweroff
+        self._stop_guest()
+
+    def _stop_guest(self) -> None:
+        """Stop the running guest for the pending reset (a no-op between boots: the boot
+        that follows checks again)."""
+        if self.pending is None or self.child is None or self.child.poll() is not None:
+            return
+        if RESETS[self.pending][0]:
+            _kill_guest(self.child)  # no shutdown: the reset line, or the power gone
+        else:
+            self.child.send_signal(signal.SIGTERM)  # the guest's clean poweroff
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
@@ -192,6 +197,7 @@ class Supervisor:
                     self.child = subprocess.Popen(self.spec["argv"], stdin=subprocess.DEVNULL,
                                                   stdout=log, stderr=log)
                 (self.host_dir / "nspawn.pid").write_text(f"{self.child.pid}\n")
+                self._stop_guest()  # a reset that came while no guest ran
                 code = self._wait()
                 reset, self.pending = self.pending, None
                 if reset is not None and not self.stopping:
