@@ -181,7 +181,10 @@ def test_a_transient_fault_under_a_job_is_power_cycled_and_back_in_service(lab: 
     assert slurm(node)[0] == "IDLE", slurm(node)
     assert boots(node) == before + 1
     standard = json.loads(sh(node, "cat /var/lib/nodegate/reports/standard-latest.json"))
-    assert (standard["level"], standard["verdict"]) == ("standard", "PASS"), standard["counts"]
+    # a passing verdict (PASS, or WARN: the load's outlier notes on a loaded machine)
+    assert standard["level"] == "standard" and standard["verdict"] in ("PASS", "WARN"), \
+        standard["counts"]
+    assert standard["counts"]["FAIL"] == 0 and standard["counts"]["ERROR"] == 0
     assert standard["boot_id"] == state["history"][0]["detail"].removeprefix("new boot ")
 
 
