@@ -108,7 +108,9 @@ EXTRA_NEEDS = {"torch": "torch", "power": "pysnmp"}
 def agent_extras() -> list[str]:
     """``agent_extras``, or when None: ``power`` where the power poller runs (the host has PDUs
     or a BMC and ``pdu_monitor_enabled`` is not false), ``torch`` where the gate loads the GPUs
-    (``gate_level`` standard/acceptance, or a multi-node check with ``gate_multinode_peer``)."""
+    (``gate_level`` standard/acceptance, or a multi-node check with ``gate_multinode_peer``)
+    or where remediation is on (``remediate_enabled``, else the profile's
+    ``remediation.enabled``: its re-qualification runs the standard level's load)."""
     extras = knob("agent_extras")
     if extras is not None:
         return [str(e) for e in extras]
@@ -119,7 +121,9 @@ def agent_extras() -> list[str]:
         out.append("power")
     gate = host.data.get("gate_enabled", DEFAULTS["gate_enabled"])
     level = host.data.get("gate_level", DEFAULTS["gate_level"])
-    if gate and (level in ("standard", "acceptance") or host.data.get("gate_multinode_peer")):
+    remediates = knob("remediate_enabled", "remediation.enabled")  # re-qualifies at standard
+    if (gate and (level in ("standard", "acceptance")
+                  or host.data.get("gate_multinode_peer"))) or remediates:
         out.append("torch")
     return out
 

@@ -144,6 +144,11 @@ DEFAULTS: dict[str, Any] = {
                                           # None: rolling_batch
     "rolling_job_timeout_s": 3600,        # wait this long for running jobs, then skip the node
     "rolling_gate_level": "standard",     # the validation each node must pass to rejoin
+    # remediation (deploy/remediate.py, docs/remediation.md)
+    "remediate_enabled": None,            # None: the profile's remediation.enabled; true: the
+                                          # site's (or a group's: a partition's) opt-in
+    "remediate_dry_run": False,           # the nodes say what they would do, change nothing
+    "remediate_duration_scale": 1.0,      # the standard re-qualification's load phases
     # the gate (deploy.py)
     "gate_enabled": True,
     "gate_fetch_dir": "reports",          # operator side: reports/<host>/<level>-latest.json

@@ -1,5 +1,12 @@
 """A small Redfish BMC for the lab: session auth, Chassis Power/Thermal and PowerSubsystem,
-EnvironmentMetrics and Sensors, with node power that follows the simulated GPU board.
+EnvironmentMetrics and Sensors, with node power that follows the simulated GPU board, and the
+host's ``ComputerSystem`` with its ``#ComputerSystem.Reset`` action.
+
+The reset action is laid out as DMTF's ComputerSystem schema and its public mockups have it
+(``Actions`` -> ``#ComputerSystem.Reset`` -> ``target`` and
+``ResetType@Redfish.AllowableValues``; a POST of ``{"ResetType": ...}`` to the target). What a
+reset does is injected (``BmcState.reset_handler``); in the lab (``--host-dir``) it asks the
+host's supervisor (``nodegate_lab.supervisor.request_reset``) to restart that lab host for real.
 
 Node power = ``--base-power-w`` (CPUs, fans, NICs: the part NVML cannot see) + the GPU power sum
 read through pynvml (which, under the simulator, is the project's libnvidia-ml.so.1). The
@@ -30,6 +37,15 @@ from typing import Any
 LOG = logging.getLogger("nodegate_lab.bmc_emulator")
 
 PowerSource = Callable[[], float]
+#: Called with an accepted ResetType; raises OSError when the host cannot be reached.
+ResetHandler = Callable[[str], None]
+
+#: DMTF Resource.ResetType values this BMC offers for its system (the ComputerSystem schema's
+#: enum, the subset that means something for a lab host): a PowerCycle removes power (the
+#: board comes back cold); ForceRestart resets without removing it; the graceful ones ask the
+#: OS first.
+RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart",
+               "PowerCycle")
 
 
 def nvml_gpu_power_w() -> float:
@@ -70,6 +86,12 @@ class BmcState:
     # A static resource tree (DMTF mockup layout: <dir>/Chassis/1U/index.json serves
     # /redfish/v1/Chassis/1U) served instead of the built-in one; sessions work as usual.
     mockup_dir: Path | None = None
+    power_state: str = "On"  # the system's PowerState: On | Off
+    reset_handler: ResetHandler | None = None  # None: the state changes, nothing restarts
+    # a real BMC answers the POST, then acts: the host's own request (a node power-cycling
+    # itself) gets its 204 before the power goes; 0: the handler runs before the answer
+    reset_delay_s: float = 0.0
+    resets: list[str] = field(default_factory=list)  # every accepted ResetType, in order
 
     def node_power_w(self) -> float:
         return round(self.base_power_w + max(0.0, float(self.power_source())), 1)
@@ -89,6 +111,10 @@ class RedfishBmc:
 
     @property
     def chassis_id(self) -> str:
+        return "System.Embedded.1" if self.state.vendor == "dell" else "1"
+
+    @property
+    def system_id(self) -> str:
         return "System.Embedded.1" if self.state.vendor == "dell" else "1"
 
     def psu_id(self, n: int) -> str:
@@ -155,6 +181,7 @@ class RedfishBmc:
                 "Product": "Integrated Dell Remote Access Controller" if s.vendor == "dell"
                 else "ProLiant DL iLO 6",
                 "Chassis": {"@odata.id": "/redfish/v1/Chassis"},
+                "Systems": {"@odata.id": "/redfish/v1/Systems"},
                 "Managers": {"@odata.id": "/redfish/v1/Managers"},
                 "SessionService": {"@odata.id": "/redfish/v1/SessionService"},
                 "Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}},
@@ -169,6 +196,8 @@ class RedfishBmc:
             "/redfish/v1/Managers": _collection("/redfish/v1/Managers", [
                 "/redfish/v1/Managers/" + ("iDRAC.Embedded.1" if s.vendor == "dell" else "1")]),
             "/redfish/v1/Chassis": _collection("/redfish/v1/Chassis", [c]),
+            "/redfish/v1/Systems": _collection("/redfish/v1/Systems", [self.system_path]),
+            self.system_path: self.system(),
         }
         chassis: dict[str, Any] = {
             "@odata.id": c, "@odata.type": "#Chassis.v1_23_0.Chassis", "Id": self.chassis_id,
@@ -276,6 +305,67 @@ class RedfishBmc:
         return trees.get(path.rstrip("/") or "/")
 
 
+    @property
+    def system_path(self) -> str:
+        return f"/redfish/v1/Systems/{self.system_id}"
+
+    def system(self) -> dict[str, Any]:
+        """The host as a ComputerSystem: its power state and the reset action."""
+        s = self.state
+        return {
+            "@odata.id": self.system_path, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem",
+            "Id": self.system_id, "Name": "System", "SystemType": "Physical",
+            "Manufacturer": "Dell Inc." if s.vendor == "dell" else "HPE",
+            "PowerState": s.power_state,
+            "Status": {"State": "Enabled" if s.power_state == "On" else "StandbyOffline",
+                       "Health": "OK"},
+            "Links": {"Chassis": [{"@odata.id": f"/redfish/v1/Chassis/{self.chassis_id}"}]},
+            "Actions": {"#ComputerSystem.Reset": {
+                "target": f"{self.system_path}/Actions/ComputerSystem.Reset",
+                "ResetType@Redfish.AllowableValues": list(RESET_TYPES)}},
+        }
+
+    def reset(self, body: Any) -> tuple[int, dict[str, Any] | None]:
+        """POST to the reset target: 204 once the host was asked; a ResetType this BMC does
+        not offer is a 400 with a Redfish error body, as is a body without one."""
+        reset_type = body.get("ResetType") if isinstance(body, dict) else None
+        if reset_type is None:
+            return 400, _error("Base.1.8.ActionParameterMissing",
+                               "The action ComputerSystem.Reset requires the parameter "
+                               "ResetType to be present in the request body.")
+        if reset_type not in RESET_TYPES:
+            return 400, _error("Base.1.8.ActionParameterNotSupported",
+                               f"The parameter ResetType for the action ComputerSystem.Reset "
+                               f"is not supported on the target resource: {reset_type!r} is "
+                               f"not one of {', '.join(RESET_TYPES)}.")
+        s = self.state
+        if (reset_type == "On") == (s.power_state == "On") and reset_type in (
+                "On", "ForceOff", "GracefulShutdown"):
+            return 204, None  # already there: nothing to do
+        if s.reset_handler is not None and s.reset_delay_s > 0:
+            timer = threading.Timer(s.reset_delay_s, _run_logged, (s.reset_handler, reset_type))
+            timer.daemon = True
+            timer.start()
+        elif s.reset_handler is not None:
+            try:
+                s.reset_handler(reset_type)
+            except OSError as exc:
+                return 500, _error("Base.1.8.InternalError", f"the host did not take the "
+                                   f"reset: {exc}")
+        with self.lock:
+            s.resets.append(reset_type)
+            s.power_state = "Off" if reset_type in ("ForceOff", "GracefulShutdown") else "On"
+        LOG.info("ComputerSystem.Reset %s", reset_type)
+        return 204, None
+
+
+def _run_logged(handler: ResetHandler, reset_type: str) -> None:
+    try:
+        handler(reset_type)
+    except OSError as exc:
+        LOG.error("ComputerSystem.Reset %s: the host did not take it: %s", reset_type, exc)
+
+
 def _static_resource(root: Path, path: str) -> dict[str, Any] | None:
     """``/redfish/v1/A/B`` -> ``root/A/B/index.json`` (the layout of DMTF's mockups); None for
     anything outside the tree or not a JSON object."""
@@ -350,13 +440,24 @@ class _BmcHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b"{}"
-        if self._path() != "/redfish/v1/SessionService/Sessions":
+        path = self._path()
+        reset = (self.bmc.state.mockup_dir is None
+                 and path == f"{self.bmc.system_path}/Actions/ComputerSystem.Reset")
+        if path != "/redfish/v1/SessionService/Sessions" and not reset:
             self._send(405, _error("Base.1.8.OperationNotAllowed", "POST not allowed"))
+            return
+        if reset and not self.bmc.authorized(self.headers):
+            self._send(401, _error("Base.1.8.NoValidSession", "authentication required"),
+                       {"WWW-Authenticate": 'Basic realm="nodegate"'})
             return
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
             self._send(400, _error("Base.1.8.MalformedJSON", "malformed JSON"))
+            return
+        if reset:
+            code, payload = self.bmc.reset(body)
+            self._send(code, payload)
             return
         code, payload, headers = self.bmc.create_session(body if isinstance(body, dict) else {})
         self._send(code, payload, headers)
@@ -424,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-sessions", type=int, default=8)
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--host-dir", type=Path,
+                        help="the lab host this BMC powers: ComputerSystem.Reset restarts it "
+                             "through its supervisor (nodegate_lab.supervisor)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     host, _, port = args.listen.rpartition(":")
@@ -439,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
                      psu_min_needed=args.psu_min_needed, failed_psus=set(args.failed_psu),
                      inlet_temp_c=args.inlet_temp_c, schema=args.schema,
                      mockup_dir=Path(args.mockup) if args.mockup else None)
+    if args.host_dir is not None:
+        from nodegate_lab.supervisor import request_reset
+
+        host_dir: Path = args.host_dir
+        state.reset_handler = lambda reset_type: request_reset(host_dir, reset_type)
+        state.reset_delay_s = 0.5
     if state.mockup_dir is not None and not (state.mockup_dir / "index.json").is_file():
         print(f"bmc_emulator: error: --mockup {args.mockup}: no index.json (service root) there",
               file=sys.stderr)

@@ -258,7 +258,9 @@ def start_bmc(member: Member, lib_dir: Path, board_dir: Path) -> bool:
                   "--username", creds[BMC_USER_ENV], "--password-env", BMC_PASSWORD_ENV,
                   "--base-power-w", str(BMC_BASE_POWER_W), "--psu-count", "2",
                   "--psu-watts", "3000", "--psu-min-needed", "1",
-                  "--tls-cert", str(cert), "--tls-key", str(key)], env)
+                  "--tls-cert", str(cert), "--tls-key", str(key),
+                  # ComputerSystem.Reset restarts this host through its supervisor
+                  "--host-dir", str(member.dir)], env)
     return True
 
 

@@ -14,11 +14,12 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
+from nodegate.bounds import arg_number
 
 if TYPE_CHECKING:
     from nodegate.remediation.engine import BoardView, Runners
@@ -45,6 +46,15 @@ def register(subparsers: Any) -> None:
                         help="write nodegate_remediation.prom (the phase as gauges) there")
     parser.add_argument("--dry-run", action="store_true",
                         help="say what would be done; change nothing (no state, no Slurm)")
+    parser.add_argument("--enable", action="store_true",
+                        help="remediate even where the profile leaves remediation.enabled "
+                             "off: the control side's opt-in (deploy/remediate.py)")
+    parser.add_argument("--duration-scale", type=arg_number(float, 0, 100, low_open=True),
+                        default=1.0, help="passed to the standard re-qualification "
+                                          "(nodegate validate --duration-scale)")
+    parser.add_argument("--node-file", type=Path,
+                        help="the power wiring naming the node's BMC (default "
+                             "$NODEGATE_NODE_FILE or /etc/nodegate/node.json)")
     parser.set_defaults(func=run)
 
 
@@ -68,11 +78,15 @@ def run(args: argparse.Namespace) -> int:
                           file=str(report_dir))
     node = hint or scheduler_name(newest)
     state_dir: Path = args.state_dir or default_state_dir()
+    profile: dict[str, Any] = dict(select_profile(args.profile or None).data)
+    if args.enable:
+        profile["remediation"] = {**(profile.get("remediation") or {}), "enabled": True}
+    runners = real_runners(report_dir, profile=args.profile,
+                           duration_scale=args.duration_scale, node_file=args.node_file)
     ctx = Context(node=node, scheduler=SlurmScheduler(conf=args.slurm_conf),
-                  store=StateStore(state_dir), reports=lambda: reports,
-                  profile=select_profile(args.profile or None).data,
-                  runners=real_runners(report_dir), bundle_dir=args.bundle_dir or
-                  state_dir / "rma", dry_run=args.dry_run)
+                  store=StateStore(state_dir), reports=lambda: reports, profile=profile,
+                  runners=runners, bundle_dir=args.bundle_dir or state_dir / "rma",
+                  dry_run=args.dry_run)
     outcome = step(ctx)
     print(f"nodegate remediate: {node}: {outcome.phase.value}: {outcome.message}")
     if args.textfile_dir is not None and not args.dry_run:
@@ -85,17 +99,48 @@ def run(args: argparse.Namespace) -> int:
 # --- the real runners -----------------------------------------------------------------------
 
 
-def real_runners(report_dir: Path) -> Runners:
+def real_runners(report_dir: Path, *, profile: str | None = None,
+                 duration_scale: float = 1.0, node_file: Path | None = None) -> Runners:
     from nodegate.probes.kernel_log import read_boot_id
     from nodegate.remediation.bundle import default_bug_report
     from nodegate.remediation.engine import Runners
 
+    cycle, why_not = bmc_power_cycle(node_file)
     return Runners(board=read_board_view, reset_gpus=nvidia_smi_reset, reboot=systemctl_reboot,
-                   # not built on the node: the BMC's Redfish ComputerSystem.Reset needs its
-                   # address and credentials, which live on the control side
-                   power_cycle=None, requalify=lambda: requalify(report_dir),
+                   power_cycle=cycle, no_power_cycle=why_not,
+                   requalify=lambda: requalify(report_dir, profile, duration_scale),
                    boot_id=read_boot_id, kernel_log=kernel_log_text,
                    bug_report=default_bug_report, chassis=dmi_identity)
+
+
+def bmc_power_cycle(node_file: Path | None) -> tuple[Callable[[], None] | None, str]:
+    """The node's BMC power cycle, or (None, why not). The BMC is the one the pdu_monitor
+    role wired for the power poller (node.json -> the poller config's ``bmcs``), read with
+    the poller's own loader, so its address, CA and password reference (env:/file:, resolved
+    at the last moment, redacted everywhere) are the poller's; nothing is configured twice."""
+    from nodegate.battery.power import load_wiring
+    from nodegate.errors import ConfigError
+    from nodegate.power.bmc import power_cycle
+    from nodegate.power.credentials import redact
+    from nodegate.power.poller import load_config
+
+    try:
+        wiring = load_wiring(node_file)
+        if wiring is None:
+            return None, "no power wiring (node.json, the pdu_monitor role) names a BMC here"
+        bmcs = load_config(wiring.power_config).bmcs
+    except ConfigError as exc:
+        return None, f"the node's BMC cannot be used: {redact(str(exc))}"
+    if len(bmcs) != 1:
+        return None, f"{wiring.power_config} lists {len(bmcs)} BMCs, not this node's one"
+    name, target = bmcs[0]
+
+    def cycle() -> None:
+        posted = power_cycle(target)
+        print(f"nodegate remediate: {name}: ComputerSystem.Reset {posted} accepted by "
+              f"{target.display}", flush=True)
+
+    return cycle, ""
 
 
 def _run(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
@@ -128,10 +173,12 @@ def systemctl_reboot() -> None:
                              f"{proc.stderr.strip()[:200]}")
 
 
-def requalify(report_dir: Path) -> bool | None:
+def requalify(report_dir: Path, profile: str | None = None,
+              duration_scale: float = 1.0) -> bool | None:
     """``nodegate validate --level standard``: exit 0 PASS, 1 FAIL, anything else None."""
     argv = [sys.executable, "-m", "nodegate.cli", "validate", "--level", "standard",
-            "--report-dir", str(report_dir)]
+            "--report-dir", str(report_dir), "--duration-scale", f"{duration_scale:g}",
+            *(["--profile", profile] if profile else [])]
     proc = subprocess.run(argv, check=False)
     return {0: True, 1: False}.get(proc.returncode)
 

@@ -2,8 +2,8 @@
 node reports.
 
 ``nodegate cluster-check`` runs 2-node jobs and writes each pair's result into both nodes'
-reports as a check result whose check name starts with ``cluster_pair_`` (``PREFIX``, the
-cluster check's own ``pairs.RESULT_PREFIX``; ``cluster_check.node_report`` writes them). What
+reports as a check result whose check name starts with ``cluster_pair_`` (``PREFIX``, that is
+``nodegate.judge.pairs.RESULT_PREFIX``; ``cluster_check.node_report`` writes them). What
 this reader takes from such a result, and nothing more:
 
 - the peer: ``evidence.peer``; else the one of the evidence's ``pair`` (or of its ``a`` and
@@ -20,7 +20,7 @@ shaped as above are passed over, never a reason to fail the page.
 
 Where the two nodes' records of one pair differ (two rails, two checks, two reports), the
 cell shows the worse: the lower figure, the worse verdict. What the matrix names is
-``cluster.pairs.localise``'s reading of the same results, one rail at a time.
+``judge.pairs.localise``'s reading of the same results, one rail at a time.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodegate.cluster.pairs import RESULT_PREFIX, parse_entity
 from nodegate.fleet.aggregate import FleetView, NodeView, Summary
+from nodegate.judge.pairs import RESULT_PREFIX, parse_entity
 
 __all__ = ["MAX_NODES", "PREFIX", "PairMatrix", "has_pairs", "pair_matrix", "pair_records"]
 
@@ -192,7 +192,7 @@ def _worse(old: tuple[int, float | None] | None,
 def _named(merged: Mapping[tuple[str, str, str | None], tuple[int, float | None]]
            ) -> list[str]:
     """What ``cluster.pairs.localise`` names, each rail read on its own."""
-    from nodegate.cluster.pairs import PairResult, by_rail, localise
+    from nodegate.judge.pairs import PairResult, by_rail, localise
 
     results = [PairResult(a, b, _VERDICTS[rank], rail, value)
                for (a, b, rail), (rank, value) in merged.items()]

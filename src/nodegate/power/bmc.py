@@ -174,6 +174,22 @@ class _Client:
         data = resp.dict
         return data if isinstance(data, dict) else {}
 
+    def post(self, path: str, body: dict[str, Any]) -> None:
+        """An action: 200/202/204 is taken; anything else a BmcError naming the status and
+        the Redfish error's MessageId (never the request's headers or body)."""
+        resp = self._client.post(path, body=body)
+        if resp.status == 401:
+            raise BmcError(f"{self.target.display}: authentication refused (HTTP 401)")
+        if 300 <= resp.status < 400:
+            raise BmcRedirect(f"{self.target.display}{path}: HTTP {resp.status} redirect not "
+                              "followed (credentials go to the configured BMC only)")
+        if resp.status not in (200, 202, 204):
+            data = resp.dict if resp.status != 204 else None
+            error = data.get("error") if isinstance(data, dict) else None
+            code = error.get("code") if isinstance(error, dict) else None
+            raise BmcError(f"{self.target.display}{path}: HTTP {resp.status}"
+                           + (f" ({code})" if code else ""))
+
     def get_opt(self, link: Any) -> dict[str, Any] | None:
         if not isinstance(link, dict) or "@odata.id" not in link:
             return None
@@ -242,6 +258,56 @@ def read_bmc(name: str, target: BmcTarget) -> DeviceReading:
         cap.release()
     dev.elapsed_s = time.monotonic() - start
     return dev
+
+
+def _reset_action(client: _Client) -> tuple[str, list[str] | None]:
+    """The system's ``#ComputerSystem.Reset`` target and its allowable ResetTypes (None: the
+    BMC lists none). An HGX server is one system; a BMC listing several is refused rather
+    than guessed at."""
+    systems = client.members(client.root.get("Systems"))
+    if len(systems) != 1:
+        raise BmcError(f"{client.target.display}: {len(systems)} Systems; power cycle needs "
+                       "exactly one")
+    action = (systems[0].get("Actions") or {}).get("#ComputerSystem.Reset")
+    if not isinstance(action, dict) or not isinstance(action.get("target"), str):
+        raise BmcError(f"{client.target.display}: the system offers no ComputerSystem.Reset")
+    allowed = action.get("ResetType@Redfish.AllowableValues")
+    return str(action["target"]), [str(v) for v in allowed] if isinstance(allowed, list) \
+        else None
+
+
+def power_cycle(target: BmcTarget, *, off_wait_s: float = 5.0) -> str:
+    """Power-cycle the BMC's system through Redfish ``ComputerSystem.Reset`` (DMTF
+    ComputerSystem schema): ``PowerCycle`` where the BMC offers it (or lists no values), else
+    ``ForceOff`` then ``On``: a full removal of power either way, never a warm reset. Returns
+    what was posted; raises BmcError with a message safe to print (no credentials)."""
+    cap = _session_cap(target)
+    if not cap.acquire(timeout=target.timeout_s * (target.retries + 1)):
+        raise BmcError(f"{target.display}: {target.max_sessions} sessions already open from "
+                       "this host")
+    client: _Client | None = None
+    try:
+        client = _Client(target, time.monotonic() + device_budget(target) + off_wait_s)
+        client.login()
+        path, allowed = _reset_action(client)
+        if allowed is None or "PowerCycle" in allowed:
+            client.post(path, {"ResetType": "PowerCycle"})
+            return "PowerCycle"
+        if "ForceOff" in allowed and "On" in allowed:
+            client.post(path, {"ResetType": "ForceOff"})
+            time.sleep(off_wait_s)
+            client.post(path, {"ResetType": "On"})
+            return "ForceOff, On"
+        raise BmcError(f"{target.display}: neither PowerCycle nor ForceOff and On among the "
+                       f"ResetTypes offered ({', '.join(allowed)})")
+    except BmcError as exc:
+        raise BmcError(redact(str(exc))) from None
+    except Exception as exc:
+        raise BmcError(redact(_describe(exc, target))) from None
+    finally:
+        if client is not None and client.logged_in:
+            client.logout()
+        cap.release()
 
 
 def _describe(exc: Exception, target: BmcTarget) -> str:

@@ -70,6 +70,7 @@ class Runners:
     bug_report: _bundle.BugReportRunner | None = None
     chassis: Callable[[], dict[str, Any] | None] = lambda: None
     bmc: Callable[[], dict[str, Any] | None] = lambda: None
+    no_power_cycle: str = ""  # why ``power_cycle`` is None, for the operator
 
 
 @dataclass(frozen=True)
@@ -264,8 +265,9 @@ def _run(ctx: Context, st: NodeRemediation, plan: Plan, *, remedy: Remedy,
          every_gpu: bool = False) -> Outcome:
     what = f"{remedy.value} {', '.join(targets) or 'node'}" + (f" ({note})" if note else "")
     if remedy is Remedy.POWER_CYCLE and ctx.runners.power_cycle is None:
+        why = f" ({ctx.runners.no_power_cycle})" if ctx.runners.no_power_cycle else ""
         return Outcome(st.phase, "blocked", f"{what} is needed but no BMC power cycle is "
-                       "available here; power-cycle the node by hand (the next run "
+                       f"available here{why}; power-cycle the node by hand (the next run "
                        "re-checks)", ExitCode.FAILED, plan=plan)
     if ctx.dry_run:
         return Outcome(st.phase, "dry-run", f"would {what}: {plan.describe()}", plan=plan)

@@ -6,6 +6,18 @@ overlays in order. Targets name GPUs by their slot on the healthy board (``gpu6`
 seventh GPU of the scenario even when ``gpu-missing`` removes an earlier one).
 
 The registry is explicit (one table, no register-on-import).
+
+What a power cycle does to a fault (``Fault.clears_on_power_cycle``): every fault persists
+across warm reboots and resets, because the lab re-applies the board's spec at each boot. A
+fault marked to clear stands for a condition that lives only while the board is powered and
+that NVIDIA says a power cycle cures: a GPU that fell off the bus (its PCIe link lost; the
+slot's power removed and restored, the card re-initialises and the link trains again at the
+next cold boot; nvidia-smi(1): "If any GPU is not healthy a complete reset should be
+instigated by power cycling the node"). After a power cycle the lab boots the board without
+it (``nodegate.sim.runtime.power_cycled``). Everything else persists, power cycles included:
+it stands for what is stored in the card or broken in it, e.g. a row-remapping failure (no
+spare rows left in the bank: the remap table lives in the GPU's memory and InfoROM, and NVIDIA
+defines it as an RMA condition).
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ class Fault:
     description: str
     apply: Callable[[Board, Target], None]
     arg: str | None = None  # name of the required ``:ARG``, when the fault takes one
+    clears_on_power_cycle: bool = False  # lives only while the board is powered (module doc)
 
     def usage(self) -> str:
         target = {"node": "", "gpu": "@gpuN", "link": "@gpuN.linkM", "nic": "@nicN"}[self.scope]
@@ -76,6 +89,8 @@ def gpu_missing(board: Board, t: Target) -> None:
 
 
 def xid79(board: Board, t: Target) -> None:
+    """The GPU fell off the bus (NVRM Xid 79): its PCIe link is lost, every call on it
+    returns GPU_IS_LOST. Cleared by a power cycle (the link trains again at the cold boot)."""
     _gpu(board, t)["lost"] = True
     _xid(board, t, 79)
 
@@ -232,6 +247,8 @@ def remap_pending(board: Board, t: Target) -> None:
 
 
 def remap_failure(board: Board, t: Target) -> None:
+    """Row remapping failed: the bank has no spare row left (Xid 64). Persists across resets,
+    reboots and power cycles: the remaps are kept by the card, so no reset cures it (RMA)."""
     rows = _gpu(board, t)["remapped_rows"]
     rows["uncorrectable"] += 1
     rows["failure"] = True
@@ -429,9 +446,10 @@ CATALOG: dict[str, Fault] = {
     f.name: f
     for f in (
         Fault("gpu-missing", "gpu", "GPU absent from the bus: NVML counts one fewer", gpu_missing),
-        Fault("xid79", "gpu", "GPU fell off the bus: calls return GPU_IS_LOST, Xid 79", xid79),
+        Fault("xid79", "gpu", "GPU fell off the bus: calls return GPU_IS_LOST, Xid 79", xid79,
+              clears_on_power_cycle=True),
         Fault("fallen-off-bus", "gpu", "GPU lost: the driver's fallen-off-the-bus message, "
-              "no Xid line", fallen_off_bus),
+              "no Xid line", fallen_off_bus, clears_on_power_cycle=True),
         Fault("recovery-reset", "gpu", "NVML recovery action GPU_RESET, Xid 154",
               recovery_reset),
         Fault("recovery-reboot", "gpu", "NVML recovery action NODE_REBOOT, Xid 154",

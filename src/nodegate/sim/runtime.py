@@ -33,6 +33,14 @@ def split_spec(spec: str) -> tuple[str, list[str]]:
     return head, tokens
 
 
+def power_cycled(spec: str) -> str:
+    """The spec a board comes back with after its power was removed: the faults that live
+    only while it is powered (``Fault.clears_on_power_cycle``) dropped, the rest kept."""
+    head, tokens = split_spec(spec)
+    kept = [t for t in tokens if not faults.parse(t)[0].clears_on_power_cycle]
+    return "+".join([head, *kept])
+
+
 def resolve_spec(spec: str) -> Board:
     """Load the scenario and apply every fault in the spec, in order."""
     head, tokens = split_spec(spec)
