@@ -218,3 +218,24 @@ def test_an_upgrade_drain_is_left_to_the_upgrade() -> None:
         is Action.RESUME
     failed = decide_join(out, [quick_fail], policy=JoinPolicy(level=Level.QUICK))
     assert (failed.action, failed.reason) == (Action.DRAIN, "nodegate: nvlink_state[gpu3.link5]")
+
+
+def test_an_rma_drain_is_lifted_by_no_report_only_by_a_person() -> None:
+    """Remediation gave the card up: a quick pass after a reset that cleared the symptom, a
+    standard pass, a join and a new failure all leave the RMA drain as it is."""
+    from nodegate.cluster.gate import decide_join, is_rma_hold
+    from nodegate.remediation.escalation import rma_reason
+
+    reason = rma_reason("gpu5", {"serial": "1654922001234"}, "row remap failure")
+    assert reason.startswith("nodegate: RMA gpu5 serial 1654922001234") and is_rma_hold(reason)
+    assert is_rma_hold(rma_reason(None, {})) and not is_rma_hold("nodegate: RMAed_by_hand")
+    assert not is_rma_hold("nodegate: nvlink_state[gpu3.link5]") and not is_rma_hold(None)
+    out = NodeState("n1", "idle", frozenset({"DRAIN"}), reason)
+    recent = dt.timedelta(minutes=1)
+    for latest in (report("n1", level="quick", age=recent),
+                   report("n1", level="standard", age=recent),
+                   report("n1", level="quick", faults=NVLINK, age=recent)):
+        kept = decide_health(out, latest)
+        assert kept.action is Action.NONE and "RMA" in kept.why, kept
+        joined = decide_join(out, [latest], policy=JoinPolicy(level=Level.QUICK))
+        assert joined.action is Action.NONE and "RMA" in joined.why, joined

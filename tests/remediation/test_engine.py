@@ -56,7 +56,9 @@ def test_a_node_whose_jobs_still_run_waits(store: StateStore, tmp_path: Path,
     scheduler.current = FakeScheduler("idle", ("DRAIN",)).current  # the job ended
     outcome = step(context(store, scheduler, recorder, [RESET], tmp_path))
     assert recorder.done == [("reset", ("GPU-00000003",)), ("requalify", ())]
-    assert outcome.step == "resumed" and scheduler.calls == [("resume", None)]
+    # a standard hold before the reset (no quick pass may lift it), lifted by the resume
+    assert outcome.step == "resumed" and scheduler.calls == [
+        ("drain", "nodegate: standard re-qualification after reset_gpu gpu3"), ("resume", None)]
     assert store.load("gpu-node-01").phase is Phase.IN_SERVICE
 
 
@@ -235,3 +237,25 @@ def test_a_failed_reset_climbs_to_a_reboot_not_to_rma(store: StateStore,
     recorder = Recorder(board())
     outcome = step(context(store, scheduler, recorder, [RESET], tmp_path))
     assert recorder.done == [("reboot", ())] and outcome.phase is Phase.REMEDIATING
+
+
+def test_the_hold_before_an_action_is_lifted_by_a_standard_pass_only() -> None:
+    """After a reset or a boot the symptom may be gone: the cron gate's quick pass keeps the
+    node drained; the standard re-qualification's pass is what resumes it."""
+    import datetime as dt
+
+    from nodegate.cluster.gate import Action, decide_health, hold_level
+    from nodegate.cluster.scheduler import NodeState
+    from nodegate.remediation.engine import requalify_reason
+    from nodegate.vocabulary import Level
+    from tests.cluster.helpers import report
+
+    reason = requalify_reason("power_cycle", ["gpu3"])
+    assert reason == "nodegate: standard re-qualification after power_cycle gpu3"
+    assert hold_level(reason) is Level.STANDARD
+    held = NodeState("n1", "idle", frozenset({"DRAIN"}), reason)
+    recent = dt.timedelta(minutes=1)
+    quick = decide_health(held, report("n1", level="quick", age=recent))
+    assert quick.action is Action.NONE and "standard" in quick.why
+    assert decide_health(held, report("n1", level="standard", age=recent)).action \
+        is Action.RESUME

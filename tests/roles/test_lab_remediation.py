@@ -170,6 +170,12 @@ def test_a_transient_fault_under_a_job_is_power_cycled_and_back_in_service(lab: 
              90)
     wait_for(f"{node} registered", lambda: "NOT_RESPONDING" not in slurm(node)[0]
              and "*" not in sh("slurmctl", f"sinfo -h -N -n {node} -o %T"), 120)
+    # the power cycle cleared the symptom: the scheduled quick check passes, and the standard
+    # hold put before the action keeps the node out until the standard run
+    held = slurm(node)
+    assert held[1] == "nodegate: standard re-qualification after power_cycle gpu3", held
+    gate = health_and_gate(node)
+    assert slurm(node) == held, (slurm(node), gate)
     # the control side's entry point takes the step after the boot: settle, re-qualify, resume
     run = pyinfra("deploy/remediate.py", "--limit", node, "--data",
                   f"remediate_duration_scale={SCALE}", timeout=900)

@@ -17,6 +17,9 @@ Drain reasons are a small grammar, so ownership survives in the scheduler itself
 * ``nodegate: upgrade <from> -> <to>`` - a node out for a driver upgrade (deploy/upgrade_driver.py,
   deploy/rolling_upgrade.py). The periodic health never lifts or rewrites it, pass or fail:
   only the upgrade's own validation and join do.
+* ``nodegate: RMA gpuN serial ...`` - remediation gave the card up (nodegate.remediation):
+  neither the health gate nor a join lifts or rewrites it, pass or fail. A person resumes the
+  node once the card is replaced; a reset that cleared the symptom is no repair.
 * anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``) belongs to
   someone else: nodegate never resumes it and never overwrites it.
 """
@@ -40,6 +43,8 @@ from nodegate.vocabulary import LEVEL_RANK, Level
 
 REASON_PREFIX = "nodegate:"
 UPGRADE_REASON = f"{REASON_PREFIX} upgrade"
+#: Remediation's verdict on a card no reset cures (``remediation.escalation.rma_reason``).
+RMA_REASON = f"{REASON_PREFIX} RMA"
 
 
 _HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
@@ -106,6 +111,11 @@ def upgrade_reason(previous: str | None, target: str) -> str:
 def is_upgrade_hold(reason: str | None) -> bool:
     return bool(reason) and (str(reason) == UPGRADE_REASON
                              or str(reason).startswith(UPGRADE_REASON + " "))
+
+
+def is_rma_hold(reason: str | None) -> bool:
+    return bool(reason) and (str(reason) == RMA_REASON
+                             or str(reason).startswith(RMA_REASON + " "))
 
 
 def hold_level(reason: str | None) -> Level | None:
@@ -253,6 +263,14 @@ def _upgrading(state: NodeState) -> Decision | None:
     return None
 
 
+def _in_rma(state: NodeState) -> Decision | None:
+    """Given up for an RMA: only a person resumes it (after the card is replaced)."""
+    if state.drained and is_rma_hold(state.reason):
+        return _leave(state, f"drained for an RMA ({state.reason}); a person resumes it once "
+                      "the card is replaced")
+    return None
+
+
 def _leave(state: NodeState, why: str, report: NodeReport | None = None) -> Decision:
     """No change to the node, for ``why``, resting on ``report`` when there is one."""
     return Decision(state.node, Action.NONE, why, report_id=report.report_id if report else None)
@@ -284,7 +302,7 @@ def decide_join(
     ``profile`` no check is exempt."""
     policy = policy or JoinPolicy()
     now = now or dt.datetime.now(dt.timezone.utc)
-    foreign = _foreign(state)
+    foreign = _foreign(state) or _in_rma(state)
     if foreign is not None:
         return foreign
     suites = [r for r in reports if suite_of(r) is not None]
@@ -400,7 +418,7 @@ def decide_health(
     """
     policy = policy or HealthPolicy()
     now = now or dt.datetime.now(dt.timezone.utc)
-    foreign = _foreign(state) or _upgrading(state)
+    foreign = _foreign(state) or _upgrading(state) or _in_rma(state)
     if foreign is not None:
         return foreign
     if report is None:
@@ -469,7 +487,8 @@ def with_unreadable(decision: Decision, state: NodeState,
     note = f"unreadable report{'s' if len(unreadable) > 1 else ''} (ERROR): {names}"
     if decision.action is Action.DRAIN:
         return dataclasses.replace(decision, why=f"{decision.why}; also {note}")
-    if _foreign(state) is not None or _upgrading(state) is not None:
+    if _foreign(state) is not None or _upgrading(state) is not None or \
+            _in_rma(state) is not None:
         return dataclasses.replace(decision, why=f"{decision.why}; {note}")
     if state.drained and is_nodegate_reason(state.reason) and decision.action is Action.NONE:
         return dataclasses.replace(decision, why=f"{decision.why}; {note}")

@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.cluster.gate import (
+    REASON_PREFIX,
     battery_reports,
     is_nodegate_reason,
     is_upgrade_hold,
     latest,
 )
 from nodegate.cluster.scheduler import NodeState, Scheduler
+from nodegate.cluster.slurm import clean_reason
 from nodegate.errors import ExitCode
 from nodegate.remediation import actions as _actions
 from nodegate.remediation import bundle as _bundle
@@ -271,6 +273,9 @@ def _run(ctx: Context, st: NodeRemediation, plan: Plan, *, remedy: Remedy,
                        "re-checks)", ExitCode.FAILED, plan=plan)
     if ctx.dry_run:
         return Outcome(st.phase, "dry-run", f"would {what}: {plan.describe()}", plan=plan)
+    # a standard hold first: a reset or a boot may clear the symptom, and a quick health pass
+    # (the cron gate) must not resume the node before the standard re-qualification does
+    ctx.scheduler.drain(ctx.node, requalify_reason(remedy.value, targets))
     serials = {t: _actions_key(t, idents) for t in targets}
     record = ActionRecord(remedy.value, list(targets), serials, now, ctx.runners.boot_id())
     ctx.store.record_intent(st, record, now)  # on disk before the action runs
@@ -293,6 +298,13 @@ def _run(ctx: Context, st: NodeRemediation, plan: Plan, *, remedy: Remedy,
                        "boot re-qualifies", plan=plan)
     ctx.store.record_outcome(st, "done", ctx.now())
     return _requalify(ctx, st, Policy.from_profile(ctx.profile), ctx.now(), acted=what)
+
+
+def requalify_reason(action: str, targets: Sequence[str]) -> str:
+    """``nodegate: standard re-qualification after power_cycle gpu3``: the gate's own hold
+    grammar (``cluster.gate.hold_level``), so only a passing standard run lifts it."""
+    return clean_reason(f"{REASON_PREFIX} standard re-qualification after {action} "
+                        f"{', '.join(targets) or 'node'}")
 
 
 def _actions_key(entity: str, idents: Mapping[str, Mapping[str, Any]]) -> str:

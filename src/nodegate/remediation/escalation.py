@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodegate.cluster.gate import REASON_PREFIX
+from nodegate.cluster.gate import RMA_REASON
 from nodegate.cluster.slurm import clean_reason
 from nodegate.remediation.state import ActionRecord
 
@@ -75,8 +75,8 @@ def over_limit(targets: Sequence[str], identities: Mapping[str, Mapping[str, str
 def rma_reason(entity: str | None, identity: Mapping[str, str], why: str = "") -> str:
     """``nodegate: RMA gpu3 serial 1654922001234 (...)``, clipped as Slurm stores it."""
     if entity is None:
-        return clean_reason(f"{REASON_PREFIX} RMA node" + (f" ({why})" if why else ""))
+        return clean_reason(f"{RMA_REASON} node" + (f" ({why})" if why else ""))
     serial = identity.get("serial")
     ident = f"serial {serial}" if serial else (
         f"uuid {identity['uuid']}" if identity.get("uuid") else "serial unknown")
-    return clean_reason(f"{REASON_PREFIX} RMA {entity} {ident}" + (f" ({why})" if why else ""))
+    return clean_reason(f"{RMA_REASON} {entity} {ident}" + (f" ({why})" if why else ""))
