@@ -43,12 +43,14 @@ LAB_GROUPS: dict[str, tuple[str, ...]] = {
     "md-vm": ("tests/roles/test_md_vm.py", "tests/storage/test_nvme_vm.py"),
 }
 #: Groups in the order they are handed out: longest first (measured durations, in
-#: docs/testing.md), the two VM groups before the labs: their images build beside the lab
-#: base (which the lab groups share, one building while the others wait), not after it.
-#: Groups not named here follow, in collection order.
+#: docs/testing.md; the workers' timeline after each run shows them): the md VM and the
+#: lab-upgrade group's lab (five files since the sweep and remediation tests joined it) start
+#: at once, building the VM image and the lab base side by side; the Soft-RoCE VMs take the
+#: third worker (they wait for the md VM's image, then boot). Groups not named here follow,
+#: in collection order.
 GROUP_ORDER: tuple[str, ...] = (
-    "md-vm", "tests/roles/test_softroce_vm.py", "lab-multinode", "lab-session",
-    "lab-upgrade", "tests/battery/test_front_ends.py", "tests/test_readme_demo.py",
+    "md-vm", "lab-upgrade", "tests/roles/test_softroce_vm.py", "lab-multinode", "lab-session",
+    "tests/battery/test_front_ends.py", "tests/test_readme_demo.py",
 )
 
 
