@@ -34,7 +34,7 @@ import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that 
 from nodegate.cluster.gate import is_nodegate_reason
 from nodegate.cluster.slurm import parse_state
 from nodegate.facts.gpu import SlurmNode
-from roles.agent import health_env_file
+from roles.agent import health_env_file, remediate_words
 from roles.defaults import role_defaults
 from roles.ops.common import is_deploy_file, knob, refuse
 from roles.ops.slurm import slurm_member
@@ -43,16 +43,7 @@ from roles.ops.slurm import slurm_member
 def remediate_command(node: str, *, enable: bool) -> str:
     """The node's command line: the poller's credentials loaded (when installed), then one
     remediation step."""
-    words = [f"{knob('agent_venv')}/bin/nodegate", "remediate", "--node", node,
-             "--profile", str(knob("agent_profile_path")),
-             "--report-dir", str(knob("agent_report_dir")),
-             "--textfile-dir", str(knob("agent_textfile_dir")),
-             "--duration-scale", f"{float(knob('remediate_duration_scale')):g}"]
-    if enable:
-        words.append("--enable")
-    if knob("remediate_dry_run"):
-        words.append("--dry-run")
-    line = " ".join(quote(w) for w in words)
+    line = " ".join(quote(w) for w in remediate_words(node, enable=enable))
     env_file = health_env_file()
     if env_file is None:
         return line

@@ -179,6 +179,45 @@ def gate_command() -> str | None:
     return line
 
 
+def _remediate_knob(name: str) -> Any:
+    """A ``remediate_*`` knob here, where the agent role's defaults do not carry it."""
+    value = knob(name)
+    return DEFAULTS[name] if value is None else value
+
+
+def remediate_words(node: str, *, enable: bool) -> list[str]:
+    """``nodegate remediate`` for ``node``: one step (docs/remediation.md). The scheduled
+    entry and ``deploy/remediate.py`` run the same words."""
+    words = [f"{knob('agent_venv')}/bin/nodegate", "remediate", "--node", node,
+             "--profile", str(knob("agent_profile_path")),
+             "--report-dir", str(knob("agent_report_dir")),
+             "--textfile-dir", str(knob("agent_textfile_dir")),
+             "--duration-scale", f"{float(_remediate_knob('remediate_duration_scale')):g}"]
+    if enable:
+        words.append("--enable")
+    if _remediate_knob("remediate_dry_run"):
+        words.append("--dry-run")
+    return words
+
+
+def remediate_command() -> str | None:
+    """``nodegate remediate`` after the scheduled gate, where remediation is on
+    (``remediate_enabled``, else the profile's ``remediation.enabled``) on a Slurm node whose
+    gate is scheduled: a node the gate drained is taken on from there (one step a run, and
+    nothing at all on a node in service or drained by someone else). None elsewhere."""
+    from shlex import quote
+
+    node = slurm_member()
+    if not (knob("agent_schedule_gate") and node
+            and knob("remediate_enabled", "remediation.enabled")):
+        return None
+    words = remediate_words(node, enable=host.data.get("remediate_enabled") is True)
+    line = " ".join(quote(w) for w in words)
+    if "%" in line or "\n" in line:
+        raise DeployError(f"{host.name}: agent remediate command may not contain % or newlines")
+    return line
+
+
 def health_env_file() -> str | None:
     """The power poller's EnvironmentFile, loaded (when present) by the scheduled health check
     so the power group can resolve the poller config's ``env:`` credentials; None when the
@@ -230,6 +269,7 @@ def agent() -> None:
         files.directory(name=f"agent: {path}", path=path, mode="755")
     interval = int(knob("agent_interval_min"))
     values = {"interval": interval, "command": health_command(), "gate": gate_command(),
+              "remediate": remediate_command(),
               "report_dir": knob("agent_report_dir"), "env_file": health_env_file()}
     schedule = knob("agent_schedule")
     if schedule == "cron":

@@ -271,6 +271,23 @@ def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
     assert "nodegate gate" not in off
 
 
+def test_scheduled_remediation_follows_the_gate_only_where_it_is_on() -> None:
+    """One ``nodegate remediate`` step after the gate where remediation is on (the site's
+    opt-in), the same words deploy/remediate.py runs; nothing of it where it is off."""
+    cron = run(agent, data=host_data(remediate_enabled=True)).uploads[
+        "/etc/cron.d/nodegate-health"]
+    line = next(x for x in cron.splitlines() if x.startswith("*/5"))
+    gate, step = line.index("nodegate gate --node gpu-b01"), line.index(
+        "nodegate remediate --node gpu-b01")
+    assert gate < step and line[step:].split(";")[0].endswith(" --enable")
+    timer = run(agent, data=host_data(agent_schedule="systemd-timer", remediate_enabled=True))
+    unit = timer.uploads["/etc/systemd/system/nodegate-health.service"]
+    assert [x.split()[1] for x in unit.splitlines() if x.startswith("ExecStart=")] == [
+        "health", "gate", "remediate"]
+    for data in (host_data(), host_data(remediate_enabled=True, agent_schedule_gate=False)):
+        assert "remediate" not in run(agent, data=data).uploads["/etc/cron.d/nodegate-health"]
+
+
 def test_the_scheduled_gate_carries_the_sites_drain_budget() -> None:
     data = host_data(nodegate_slurm={"node_name": "gpu-b01", "drain_budget": 0.5})
     cron = run(agent, data=data).uploads["/etc/cron.d/nodegate-health"]
