@@ -175,6 +175,17 @@ def test_a_side_without_a_report_is_error() -> None:
     assert got[0].detail.startswith("n2 printed no report (srun exit 1)")
 
 
+def test_a_bisection_plan_names_the_slow_node_in_fewer_jobs(tmp_path: Path) -> None:
+    nodes = [f"b{i:02d}" for i in range(16)]
+    slurm = FakeSlurm([NodeState(n, "idle", partitions=("gpu",)) for n in nodes])
+    srun = FakeSrun(bad="b05")
+    policy = cc.CheckPolicy("gpu", plan="bisection")
+    outcome = cc.run_check(slurm, policy, srun)
+    assert len(outcome.rounds) == 4 and len(srun.pair_jobs) == 32  # all pairs: 15 and 120
+    assert outcome.localisations[None].nodes == ("b05",)
+    assert cc.report_dict(policy, outcome)["plan"] == "bisection"
+
+
 def test_the_pairs_of_a_round_run_at_once() -> None:
     srun = FakeSrun(barrier=threading.Barrier(2))
     outcome = cc.run_check(FakeSlurm(members()), cc.CheckPolicy("gpu"), srun)

@@ -87,3 +87,34 @@ def test_the_heat_map_shows_each_pair_and_the_named_node_first() -> None:
     assert page.count("FAIL<br>12.0 GB/s") == 6  # 3 pairs, each shown in both halves
     assert page.count("PASS<br>180.0 GB/s") == 6
     assert "<th class=named>&lt;d&gt;</th>" in page
+
+
+def test_bisection_takes_log2_rounds_and_names_any_one_faulty_node() -> None:
+    """For every partition size up to 40 and every faulty node: disjoint pairs in each round,
+    every node with at least two partners, about log2(n) rounds, and the reading names the
+    faulty node and no other."""
+    import math
+
+    from nodegate.cluster.pairs import MIN_PARTNERS, PairResult, bisection_rounds, localise
+
+    assert bisection_rounds([]) == [] and bisection_rounds(["a"]) == []
+    assert bisection_rounds(["a", "b"]) == [[("a", "b")]]
+    assert bisection_rounds([f"n{i}" for i in range(4)]) == [
+        [("n0", "n1"), ("n2", "n3")], [("n0", "n2"), ("n1", "n3")]]
+    for n in range(3, 41):
+        nodes = [f"n{i:02d}" for i in range(n)]
+        plan = bisection_rounds(nodes)
+        pairs = [p for r in plan for p in r]
+        assert len(pairs) == len({frozenset(p) for p in pairs}), n  # no pair twice
+        for round_pairs in plan:
+            used = [node for p in round_pairs for node in p]
+            assert len(used) == len(set(used)), (n, round_pairs)
+        for node in nodes:
+            assert sum(node in p for p in pairs) >= min(MIN_PARTNERS, n - 1), (n, node)
+        assert len(plan) <= math.ceil(math.log2(n)) + 2, (n, len(plan))
+        if n >= 16:
+            assert len(pairs) < n * (n - 1) // 4, n  # far fewer jobs than all pairs
+        for bad in nodes:
+            results = [PairResult(a, b, "FAIL" if bad in (a, b) else "PASS")
+                       for a, b in pairs]
+            assert localise(results).nodes == (bad,), (n, bad)

@@ -22,7 +22,10 @@ rail ``ib_write_bw`` measured), and:
   the failing pairs, within the drain budget when one is given; the gate keeps that hold
   (``gate.suite_hold``) until a passing cluster check and a join lift it.
 
-Bisection (log2 rounds for a large partition) is not done: every pair runs, ``n - 1`` rounds.
+The plan is every pair (``n - 1`` rounds, ``n(n-1)/2`` jobs) by default; ``bisection``
+(``pairs.bisection_rounds``) runs about ``log2(n)`` rounds instead, each node meeting about
+``log2(n)`` others: enough to name one bad node on a large partition, not to tell a bad path
+between two good nodes from the other pairs it was never run against.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ _RANK = {v: i for i, v in enumerate(pr.PAIR_VERDICTS)}
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
 
 
+#: The pairing plans: every pair, or about log2(n) rounds (module docstring).
+PLANS: dict[str, Callable[[Sequence[str]], list[list[tuple[str, str]]]]] = {
+    "all-pairs": pr.rounds, "bisection": pr.bisection_rounds}
+
+
 @dataclass(frozen=True)
 class CheckPolicy:
     """What the site chose for one cluster check."""
@@ -74,6 +82,7 @@ class CheckPolicy:
     report_dir: str = NODE_REPORT_DIR
     drain: bool = True
     drain_budget: float | None = None
+    plan: str = "all-pairs"  # or "bisection" (PLANS)
 
 
 @dataclass(frozen=True)
@@ -303,7 +312,7 @@ def run_check(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, *,
     """Pair the nodes round by round (the pairs of a round at once), then localise."""
     members = scheduler.partition_nodes(policy.partition)
     chosen, skipped = choose_nodes(members, nodes)
-    outcome = Outcome(chosen, pr.rounds(chosen), skipped=skipped, started=time.time())
+    outcome = Outcome(chosen, PLANS[policy.plan](chosen), skipped=skipped, started=time.time())
     addresses = {n: scheduler.node_address(n) for n in chosen}
     for index, round_pairs in enumerate(outcome.rounds, start=1):
         log(f"round {index}/{len(outcome.rounds)}: "
@@ -419,7 +428,7 @@ def report_dict(policy: CheckPolicy, outcome: Outcome) -> dict[str, Any]:
     return {
         "schema": REPORT_SCHEMA, "partition": policy.partition,
         "started_at": stamp(outcome.started), "finished_at": stamp(outcome.finished),
-        "nodes": outcome.nodes, "skipped": outcome.skipped,
+        "nodes": outcome.nodes, "skipped": outcome.skipped, "plan": policy.plan,
         "rounds": [[list(p) for p in r] for r in outcome.rounds],
         "pairs": [{"a": r.a, "b": r.b, "rail": r.rail, "verdict": r.verdict,
                    "busbw_gbps": r.busbw_gbps, "detail": r.detail} for r in outcome.results],

@@ -32,6 +32,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--partition", required=True, help="the partition whose nodes pair")
     parser.add_argument("--nodes", help="comma-separated nodes to pair (default: the "
                                         "partition's idle nodes in service)")
+    parser.add_argument("--plan", choices=("all-pairs", "bisection"), default="all-pairs",
+                        help="every pair (n-1 rounds), or about log2(n) rounds for a large "
+                             "partition: names one bad node, not a bad path "
+                             "(default %(default)s)")
     parser.add_argument("--timeout", type=arg_number(float, 0, 86400, low_open=True),
                         default=600.0, help="seconds each pair's srun may take, start to end "
                                             "(default %(default)s)")
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port, join_timeout_s=args.join_timeout, ranks_per_node=args.ranks_per_node,
         profile=args.profile, qos=args.qos, time_limit=args.time_limit,
         report_dir=args.node_report_dir, drain=not args.no_drain,
-        drain_budget=args.drain_budget)
+        drain_budget=args.drain_budget, plan=args.plan)
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     runner = srun_runner(scheduler._bin("srun"), scheduler._bin("scancel"))
 

@@ -39,8 +39,8 @@ from nodegate.judge.pairs import (
 if TYPE_CHECKING:
     from nodegate.fleet.pair_records import PairMatrix
 
-__all__ = ["PAIR_VERDICTS", "RESULT_PREFIX", "Localisation", "PairResult", "by_rail",
-           "localise", "matrix_html", "pair_matrix", "parse_entity", "reason_for",
+__all__ = ["PAIR_VERDICTS", "RESULT_PREFIX", "Localisation", "PairResult", "bisection_rounds",
+           "by_rail", "localise", "matrix_html", "pair_matrix", "parse_entity", "reason_for",
            "result_entity", "rounds"]
 
 
@@ -59,6 +59,55 @@ def rounds(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
         out.append([(a, b) for a, b in pairs if a and b])
         ring = [ring[0], ring[-1], *ring[1:-1]]
     return out
+
+
+#: A node must meet at least this many partners for the reading to clear it: with one, a
+#: node whose only partner is the faulty one would fail every pair it is in and be named too.
+MIN_PARTNERS = 2
+
+
+def bisection_rounds(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """About ``log2(n)`` rounds of disjoint pairs instead of ``n - 1``: in round ``k`` node
+    ``i`` meets node ``i XOR 2**k`` (the hypercube's edges), so every node meets
+    ``ceil(log2 n)`` others and a faulty node fails each of its pairs while each other node
+    fails at most the one pair it had with it. Where ``n`` is no power of two, a node with
+    fewer than ``MIN_PARTNERS`` partners gets more, packed into the rounds (or new ones)
+    where both nodes are free. Same reading as all-pairs (``localise``); a fault needing two
+    bad nodes in one pair to show is beyond it, as it is beyond any plan short of all pairs."""
+    ring = list(dict.fromkeys(nodes))
+    n = len(ring)
+    if n < 2:
+        return []
+    out: list[list[tuple[str, str]]] = []
+    partners: dict[str, set[str]] = {name: set() for name in ring}
+    bit = 1
+    while bit < n:
+        pairs = [(ring[i], ring[i ^ bit]) for i in range(n) if i < (i ^ bit) < n]
+        for a, b in pairs:
+            partners[a].add(b)
+            partners[b].add(a)
+        out.append(pairs)
+        bit <<= 1
+    for index, name in enumerate(ring):
+        step = 1
+        while len(partners[name]) < min(MIN_PARTNERS, n - 1) and step < n:
+            other = ring[(index + step) % n]
+            step += 1
+            if other in partners[name]:
+                continue
+            partners[name].add(other)
+            partners[other].add(name)
+            _place(out, (name, other) if index < ring.index(other) else (other, name))
+    return out
+
+
+def _place(rounds_: list[list[tuple[str, str]]], pair: tuple[str, str]) -> None:
+    """Put ``pair`` in the first round where neither node is busy, else in a new round."""
+    for round_pairs in rounds_:
+        if not any(node in p for p in round_pairs for node in pair):
+            round_pairs.append(pair)
+            return
+    rounds_.append([pair])
 
 
 def reason_for(node: str, loc: Localisation, rail: str | None = None) -> str:
