@@ -106,3 +106,20 @@ def test_without_a_bmc_the_message_says_why(tmp_path: Path) -> None:
     outcome = step(ctx)
     assert outcome.step == "blocked" and int(outcome.code) == 1
     assert "no power wiring (node.json) names a BMC here" in outcome.message
+
+
+def test_the_rma_manifest_names_the_bmc_as_it_names_itself(
+        bmc: tuple[int, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodegate.commands.remediate import bmc_identity_of
+
+    monkeypatch.setenv("CYCLE_TEST_PW", PASSWORD)
+    port, _ = bmc
+    found = bmc_identity_of(_wiring(tmp_path, port))
+    assert found["address"].endswith(f":{port}") and "error" not in found, found
+    assert found["manager"]["ManagerType"] == "BMC" and found["manager"]["Model"]
+    assert found["Vendor"] and found["RedfishVersion"]
+    assert PASSWORD not in json.dumps(found)
+    assert bmc_identity_of(tmp_path / "absent.json") == {
+        "error": "no power wiring (node.json, the pdu_monitor role) names a BMC here"}
+    down = bmc_identity_of(_wiring(tmp_path, 9))
+    assert set(down) == {"address", "error"} and down["address"].endswith(":9"), down

@@ -220,6 +220,7 @@ def test_a_persistent_fault_ends_in_rma_with_its_bundle(lab: None) -> None:
                for r in manifest["failing_results"]), manifest["failing_results"]
     assert manifest["driver_version"] and gpus["gpu5"]["uuid"]
     assert manifest["bmc"] is None or "password" not in json.dumps(manifest["bmc"]).lower()
+    assert manifest["bmc"] is not None  # its identity, or why it could not be read
     secret = sh(node, f"sed -n 's/^NODEGATE_LAB_BMC_PASSWORD=//p' {ENV_FILE}")
     assert secret and secret not in json.dumps(manifest) and secret not in out
 

@@ -174,6 +174,7 @@ class RedfishBmc:
             return {"State": "Enabled", "Health": "OK"} if n in healthy else {
                 "State": "UnavailableOffline", "Health": "Critical"}
 
+        manager = "/redfish/v1/Managers/" + ("iDRAC.Embedded.1" if s.vendor == "dell" else "1")
         trees: dict[str, dict[str, Any]] = {
             "/redfish/v1": {
                 "@odata.id": "/redfish/v1", "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot",
@@ -193,8 +194,15 @@ class RedfishBmc:
             "/redfish/v1/SessionService/Sessions": _collection(
                 "/redfish/v1/SessionService/Sessions",
                 [f"/redfish/v1/SessionService/Sessions/{i}" for i in self.sessions]),
-            "/redfish/v1/Managers": _collection("/redfish/v1/Managers", [
-                "/redfish/v1/Managers/" + ("iDRAC.Embedded.1" if s.vendor == "dell" else "1")]),
+            "/redfish/v1/Managers": _collection("/redfish/v1/Managers", [manager]),
+            # the BMC itself (DMTF Manager schema); the firmware figures are this emulator's
+            manager: {
+                "@odata.id": manager, "@odata.type": "#Manager.v1_19_0.Manager",
+                "Id": manager.rsplit("/", 1)[-1], "ManagerType": "BMC", "Manufacturer": vendor,
+                "Model": "iDRAC9" if s.vendor == "dell" else "iLO 6",
+                "FirmwareVersion": "emulator-1.0", "Status": {"State": "Enabled",
+                                                              "Health": "OK"},
+            },
             "/redfish/v1/Chassis": _collection("/redfish/v1/Chassis", [c]),
             "/redfish/v1/Systems": _collection("/redfish/v1/Systems", [self.system_path]),
             self.system_path: self.system(),

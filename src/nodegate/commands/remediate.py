@@ -110,17 +110,18 @@ def real_runners(report_dir: Path, *, profile: str | None = None,
                    power_cycle=cycle, no_power_cycle=why_not,
                    requalify=lambda: requalify(report_dir, profile, duration_scale),
                    boot_id=read_boot_id, kernel_log=kernel_log_text,
-                   bug_report=default_bug_report, chassis=dmi_identity)
+                   bug_report=default_bug_report, chassis=dmi_identity,
+                   bmc=lambda: bmc_identity_of(node_file))
 
 
-def bmc_power_cycle(node_file: Path | None) -> tuple[Callable[[], None] | None, str]:
-    """The node's BMC power cycle, or (None, why not). The BMC is the one the pdu_monitor
-    role wired for the power poller (node.json -> the poller config's ``bmcs``), read with
-    the poller's own loader, so its address, CA and password reference (env:/file:, resolved
-    at the last moment, redacted everywhere) are the poller's; nothing is configured twice."""
+def node_bmc(node_file: Path | None) -> tuple[tuple[str, Any] | None, str]:
+    """(name, target) of the node's BMC, or (None, why not). The BMC is the one the
+    pdu_monitor role wired for the power poller (node.json -> the poller config's ``bmcs``),
+    read with the poller's own loader, so its address, CA and password reference (env:/file:,
+    resolved at the last moment, redacted everywhere) are the poller's; nothing is configured
+    twice."""
     from nodegate.battery.power import load_wiring
     from nodegate.errors import ConfigError
-    from nodegate.power.bmc import power_cycle
     from nodegate.power.credentials import redact
     from nodegate.power.poller import load_config
 
@@ -133,7 +134,31 @@ def bmc_power_cycle(node_file: Path | None) -> tuple[Callable[[], None] | None, 
         return None, f"the node's BMC cannot be used: {redact(str(exc))}"
     if len(bmcs) != 1:
         return None, f"{wiring.power_config} lists {len(bmcs)} BMCs, not this node's one"
-    name, target = bmcs[0]
+    return bmcs[0], ""
+
+
+def bmc_identity_of(node_file: Path | None) -> dict[str, Any]:
+    """The node's BMC as it names itself, for the RMA manifest; where it cannot be read, why
+    (an RMA bundle is written all the same)."""
+    from nodegate.power.bmc import BmcError, bmc_identity
+
+    found, why_not = node_bmc(node_file)
+    if found is None:
+        return {"error": why_not}
+    try:
+        return bmc_identity(found[1])
+    except BmcError as exc:
+        return {"address": found[1].display, "error": str(exc)}
+
+
+def bmc_power_cycle(node_file: Path | None) -> tuple[Callable[[], None] | None, str]:
+    """The node's BMC power cycle (``node_bmc``), or (None, why not)."""
+    from nodegate.power.bmc import power_cycle
+
+    found, why_not = node_bmc(node_file)
+    if found is None:
+        return None, why_not
+    name, target = found
 
     def cycle() -> None:
         posted = power_cycle(target)

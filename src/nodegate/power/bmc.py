@@ -310,6 +310,42 @@ def power_cycle(target: BmcTarget, *, off_wait_s: float = 5.0) -> str:
         cap.release()
 
 
+#: What the RMA manifest keeps of the service root and of the BMC's Manager resource (DMTF
+#: ServiceRoot and Manager schemas): who made it, what it is, its firmware.
+_ROOT_IDENTITY = ("Vendor", "Product", "RedfishVersion", "UUID")
+_MANAGER_IDENTITY = ("Id", "ManagerType", "Manufacturer", "Model", "FirmwareVersion", "UUID",
+                     "SerialNumber", "PartNumber")
+
+
+def bmc_identity(target: BmcTarget) -> dict[str, Any]:
+    """The BMC as it names itself: the service root's vendor and product, and the first
+    Manager's type, model, firmware and identifiers (only the fields present, as strings).
+    Raises BmcError with a message safe to print."""
+    cap = _session_cap(target)
+    if not cap.acquire(timeout=target.timeout_s * (target.retries + 1)):
+        raise BmcError(f"{target.display}: {target.max_sessions} sessions already open from "
+                       "this host")
+    client: _Client | None = None
+    try:
+        client = _Client(target, time.monotonic() + device_budget(target))
+        client.login()
+        out: dict[str, Any] = {"address": target.display}
+        out.update({k: str(client.root[k]) for k in _ROOT_IDENTITY if client.root.get(k)})
+        managers = client.members(client.root.get("Managers"))
+        if managers:
+            out["manager"] = {k: str(managers[0][k]) for k in _MANAGER_IDENTITY
+                              if managers[0].get(k)}
+        return out
+    except BmcError as exc:
+        raise BmcError(redact(str(exc))) from None
+    except Exception as exc:
+        raise BmcError(redact(_describe(exc, target))) from None
+    finally:
+        if client is not None and client.logged_in:
+            client.logout()
+        cap.release()
+
+
 def _describe(exc: Exception, target: BmcTarget) -> str:
     name = type(exc).__name__
     cause = exc.__cause__ or exc.__context__
