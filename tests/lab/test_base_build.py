@@ -19,6 +19,9 @@ def _fake_run(calls: list[list[str]], debootstrap_rc: int = 0) -> Any:
         calls.append(cmd)
         if cmd[0] == "mmdebstrap":
             Path(cmd[-2]).mkdir(parents=True)  # the root mmdebstrap fills
+            aptopt = Path(cmd[-2]) / base.APTOPT_FILE  # and the options it leaves behind
+            aptopt.parent.mkdir(parents=True)
+            aptopt.write_text('APT::Install-Recommends "false";\n')
             return subprocess.CompletedProcess(cmd, debootstrap_rc, "I: Base system installed\n",
                                                "" if debootstrap_rc == 0 else "E: no mirror\n")
         if cmd[0] == "tar":
@@ -33,16 +36,22 @@ def test_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(base, "need", lambda *tools: None)
     monkeypatch.setattr(base, "debian_mirror", lambda: "http://mirror.invalid/debian")
     customised: list[Path] = []
+    seen_aptopt: list[bool] = []
+
+    def customise(root: Path) -> None:
+        customised.append(root)
+        seen_aptopt.append((root / base.APTOPT_FILE).exists())
+
     target = tmp_path / "cache" / "img-abc.tar"
     log = tmp_path / "debootstrap.log"
-    got = base.bootstrap_tarball(target, ["openssh-server", "mdadm"], customised.append,
-                                 log=log)
+    got = base.bootstrap_tarball(target, ["openssh-server", "mdadm"], customise, log=log)
     assert got == target and target.read_bytes() == b"tar"
     assert calls[0][:5] == ["mmdebstrap", "--mode=root", "--variant=minbase",
                             '--aptopt=APT::Install-Recommends "false"',
                             "--include=openssh-server,mdadm"]
     assert calls[0][-1] == "http://mirror.invalid/debian"
     assert len(customised) == 1 and customised[0].name == "root"
+    assert seen_aptopt == [False]  # the hosts' apt is Debian's own, Recommends included
     assert "Base system installed" in log.read_text()
     assert not target.with_suffix(".partial").exists()
     calls.clear()

@@ -22,8 +22,8 @@ from nodegate_lab import config
 from nodegate_lab.proc import need, run
 
 #: Bump when the customisation below changes: it is part of the cache key.
-#: 4: built by mmdebstrap (was debootstrap).
-RECIPE_VERSION = "4"
+#: 5: built by mmdebstrap (was debootstrap), its apt options not kept in the image.
+RECIPE_VERSION = "5"
 #: The root is made by mmdebstrap, not debootstrap: apt resolves and dpkg unpacks the whole
 #: set in a few batches instead of one package at a time. Measured here, the md VM's package
 #: list under load 7-9 (2026-12-07): 198 s wall and 76 s CPU, against debootstrap's 326 s
@@ -32,6 +32,8 @@ RECIPE_VERSION = "4"
 #: perl, which it needs) where debootstrap took usr-is-merged, and no transitional lsb-base.
 BOOTSTRAP = ("mmdebstrap", "--mode=root", "--variant=minbase",
              '--aptopt=APT::Install-Recommends "false"')
+#: Where mmdebstrap writes its --aptopt into the root (removed after the build).
+APTOPT_FILE = "etc/apt/apt.conf.d/99mmdebstrap"
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
 
 
@@ -166,6 +168,9 @@ def _bootstrap_to(target: Path, packages: Sequence[str], customise: Callable[[Pa
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
             raise CannotRunError(f"{BOOTSTRAP[0]} failed ({proc.returncode}): "
                                  f"{' | '.join(tail)}")
+        # mmdebstrap keeps its --aptopt in the image; the hosts' apt must be Debian's own
+        # (Recommends installed, as on any server: the driver's libcuda1 is one)
+        (root / APTOPT_FILE).unlink(missing_ok=True)
         customise(root)
         partial = target.with_suffix(".partial")
         run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."],

@@ -52,7 +52,7 @@ PACKAGES: tuple[str, ...] = (
     "fio",  # the storage checks' throughput tool
 )
 #: Bump when _customise changes: it is part of the cache key.
-RECIPE_VERSION = "4"
+RECIPE_VERSION = "5"
 HOSTNAME = "mdvm"
 DISK_SERIALS = ("nodegate-md0", "nodegate-md1")
 DISK_SIZE_MIB = 1024  # sparse; two make a 2 GiB array (mkfs.xfs wants >= 300 MB)
