@@ -254,3 +254,27 @@ def test_prebuild_builds_the_three_images_at_once_and_says_which_failed(
     assert cli.main(["prebuild"]) == 1
     assert ("nodegate-lab prebuild: package mirror: not built: apt-get download failed"
             in capsys.readouterr().out)
+
+
+def test_a_host_booted_on_another_checkouts_simulator_is_stale(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lab up`` over a lab left up before a pull: a node booted on another build of the
+    simulated driver is powered off and booted on this one (docs/lab.md)."""
+    import json
+
+    from nodegate.sim import build
+    from nodegate_lab import hosts
+
+    member = config.node(1)
+    monkeypatch.setattr(config.Member, "dir", property(lambda self: tmp_path / self.name))
+    (tmp_path / member.name).mkdir()
+    assert hosts.running_sim_lib(member) is None and not lab._stale_simulator(member)
+    old, new = tmp_path / "sim" / "old", tmp_path / "sim" / "new"
+    argv = ["systemd-nspawn", "--bind=/dev/loop12", f"--bind-ro={old}:{hosts.SIM_LIB_IN_NODE}",
+            "--bind-ro=/var/lib/nodegate-lab/pki:/var/lib/nodegate-lab/pki"]
+    (tmp_path / member.name / "supervisor.json").write_text(json.dumps({"argv": argv}))
+    assert hosts.running_sim_lib(member) == str(old)
+    monkeypatch.setattr(build, "ensure_built", lambda: new)
+    assert lab._stale_simulator(member)
+    monkeypatch.setattr(build, "ensure_built", lambda: old)
+    assert not lab._stale_simulator(member)

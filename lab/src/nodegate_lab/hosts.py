@@ -190,6 +190,18 @@ def nspawn_pid(member: Member) -> int | None:
     return _pid(member.dir / "nspawn.pid")
 
 
+def running_sim_lib(member: Member) -> str | None:
+    """The simulated driver library the running host was booted with (its nspawn bind onto
+    ``SIM_LIB_IN_NODE``, as its supervisor recorded it); None when not known."""
+    try:
+        argv = json.loads((member.dir / "supervisor.json").read_text()).get("argv") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    suffix = f":{SIM_LIB_IN_NODE}"
+    return next((str(a)[len("--bind-ro="):-len(suffix)] for a in argv
+                 if str(a).startswith("--bind-ro=") and str(a).endswith(suffix)), None)
+
+
 def stop(member: Member, timeout_s: float = 30.0) -> None:
     """Ask the supervisor to power the host off; kill what is left after ``timeout_s``."""
     pid = supervisor_pid(member)

@@ -294,6 +294,14 @@ def _bring_up(member: Member, boot: _Boot) -> None:
         boot.started.append(member.name)
 
 
+def _stale_simulator(member: Member) -> bool:
+    """The running host's simulated driver library is not the one this checkout builds."""
+    from nodegate.sim.build import ensure_built
+
+    booted = hosts.running_sim_lib(member)
+    return booted is not None and Path(booted) != ensure_built()
+
+
 def _prepare_node(member: Member, root: Path, boot: _Boot, binds: list[str],
                   binds_ro: list[str]) -> tuple[dict[str, str | bool], dict[str, str]]:
     """A node's simulated board, disks, GPU device nodes and BMC; appends the node's binds and
@@ -303,6 +311,13 @@ def _prepare_node(member: Member, root: Path, boot: _Boot, binds: list[str],
     spec = "+".join([boot.scenario, *boot.faults.get(member.name, [])])
     boot.specs[member.name] = spec
     running = hosts.supervisor_pid(member) is not None
+    if running and _stale_simulator(member):
+        # booted on another checkout's simulated driver (a lab left up before a pull): that
+        # library may not read today's boards. Power the host and its BMC off; both boot
+        # below on this checkout's build, the board prepared afresh.
+        hosts.stop(member)
+        services.stop(f"bmc-{member.name}")
+        running = False
     env, state_dir, lib_dir = hosts.board_env(member, spec, fresh=not running)
     board: dict[str, str | bool] = {
         "spec": spec, "state_dir": str(state_dir),
