@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from nodegate_lab import config as lab_config
+from tests.conftest import run_cli
 from tests.roles.lab_group import SCENARIO, group_lab, lab_command
 from tests.roles.test_lab_e2e import pyinfra
 from tests.roles.test_lab_upgrade import pytestmark, sh  # noqa: F401  (same skips)
@@ -47,6 +48,8 @@ FAULT = "ecc-dbe@gpu5"
 PROFILE = "/etc/nodegate/profile.json"
 #: Written where screenshots are taken from (docs/sweeps.md); any run leaves its own copy.
 HTML_COPY = Path("/tmp/nodegate-sweeplab-cluster-check.html")
+#: The fleet page of the nodes' reports after the cluster check (docs/img/fleet-page-lab.png).
+FLEET_COPY = Path("/tmp/nodegate-sweeplab-fleet.html")
 
 
 def long_sh(node: str, command: str, timeout: int = 900) -> tuple[int, str]:
@@ -180,7 +183,8 @@ def test_sweep_takes_idle_due_nodes_within_its_limits_and_drains_a_new_fault(
     sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
 
 
-def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None) -> None:
+def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None,
+                                                             tmp_path: Path) -> None:
     wait_for("every node idle", lambda: all(s == "idle" for s, _ in states().values()))
     # node3's fabric below its floor: its all_reduce floor past anything the lab reaches
     sh("node3", f"cp {PROFILE} {PROFILE}.orig && /opt/nodegate/venv/bin/python -c "
@@ -220,4 +224,17 @@ def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None) -> None
     page = sh(CONTROL, "cat /var/lib/nodegate/cluster-check/cluster-check.html")
     assert "Named by the localisation: node3" in page and page.count("<svg") == 1
     HTML_COPY.write_text(page)
+    # the fleet page reads the pairs back from the nodes' own reports, as an operator's
+    # fetch_reports copy holds them, and names the same node
+    for name in NODES:
+        folder = tmp_path / "reports" / name
+        folder.mkdir(parents=True)
+        for file in sh(name, "cd /var/lib/nodegate/reports && ls *-latest.json").split():
+            (folder / file).write_text(sh(name, f"cat /var/lib/nodegate/reports/{file}"))
+    fleet = run_cli("report", str(tmp_path / "reports"), "--html", str(FLEET_COPY))
+    assert fleet.returncode in (0, 1), fleet.stderr  # 1: a node's report failed
+    html = FLEET_COPY.read_text()
+    assert 'id="pairs"' in html, fleet.stdout[-2000:]
+    pairs_part = html[html.index('id="pairs"'):]
+    assert "Named by the localisation: node3" in pairs_part, pairs_part[:2000]
     sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
