@@ -10,10 +10,10 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.nodegate-installed
 # Both parts on pytest-xdist workers, whole test files per worker; the slow part's workers
 # each get their own lab instance and the files that share a lab stay together
-# (tests/parallel.py). FAST_WORKERS=0 / TEST_WORKERS=0 run a part serially. The slow part
-# runs 4 workers on 2 cores: its lab and VM tests wait on boots, timers and deadlines.
+# (tests/parallel.py). FAST_WORKERS=0 / TEST_WORKERS=0 run a part serially. Four slow
+# workers measured slower than three on 2 cores, twice (docs/testing.md: runs 1 and 10).
 FAST_WORKERS ?= 2
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 xdist   = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: setup host-setup test test-fast lint demo bench fuzz clean

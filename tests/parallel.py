@@ -45,11 +45,13 @@ LAB_GROUPS: dict[str, tuple[str, ...]] = {
 #: Groups in the order they are handed out: longest first (measured durations, in
 #: docs/testing.md; the workers' timeline after each run shows them): the md VM and the
 #: lab-upgrade group's lab (five files since the sweep and remediation tests joined it) start
-#: at once, building the VM image and the lab base side by side; the Soft-RoCE VMs take the
-#: third worker (they wait for the md VM's image, then boot). Groups not named here follow,
-#: in collection order.
+#: at once, building the VM image and the lab base side by side, with lab-multinode on the
+#: third worker. The Soft-RoCE VMs come next, on the first worker free: by then the md VM's
+#: image is built (they boot from it), and their two boots no longer land on the md VM's own
+#: (three TCG guests at once, beside two lab bring-ups, was the slowest stretch of the run).
+#: Groups not named here follow, in collection order.
 GROUP_ORDER: tuple[str, ...] = (
-    "md-vm", "lab-upgrade", "tests/roles/test_softroce_vm.py", "lab-multinode", "lab-session",
+    "md-vm", "lab-upgrade", "lab-multinode", "tests/roles/test_softroce_vm.py", "lab-session",
     "tests/battery/test_front_ends.py", "tests/test_readme_demo.py",
 )
 

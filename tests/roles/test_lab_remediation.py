@@ -179,7 +179,9 @@ def test_a_transient_fault_under_a_job_is_power_cycled_and_back_in_service(lab: 
     # the control side's entry point takes the step after the boot: settle, re-qualify, resume
     run = pyinfra("deploy/remediate.py", "--limit", node, "--data",
                   f"remediate_duration_scale={SCALE}", timeout=900)
-    assert run.returncode == 0, run.stdout[-4000:]
+    failing = [line for line in run.stdout.splitlines() if " FAIL " in line
+               or " ERROR " in line]  # the re-qualification's own failures first
+    assert run.returncode == 0, "\n".join(failing[:20]) + "\n" + run.stdout[-3000:]
     state = json.loads(sh(node, f"cat {STATE}"))
     assert state["phase"] == "in_service"
     assert [(a["action"], a["outcome"]) for a in state["history"]] == [("power_cycle", "done")]
