@@ -41,7 +41,22 @@ ENV_FILE = "/etc/nodegate/power-poller.env"  # the power poller's credentials (0
 STATE = "/var/lib/nodegate/remediation/remediation.json"
 #: the standard level's load phases shrunk: 8 simulated GPUs on 2 loaded cores
 SCALE = "0.05"
+PROFILE_NAME = "sim-h100-hgx"  # the lab nodes' profile (tests/roles/lab_group.py)
 JOB_S = 25  # long enough to be seen running through the gate's drain and one remediate step
+
+
+def throughput_floors_lowered(factor: float = 0.02) -> dict[str, dict[str, object]]:
+    """Every TFLOPS and GB/s floor of the lab's profile at ``factor`` of itself; the other
+    thresholds (counts, states, errors) stay as they are."""
+    from nodegate.profiles import resolve_profile
+
+    thresholds = resolve_profile(PROFILE_NAME).data["thresholds"]
+    return {key: {"min": value["min"] * factor, "unit": value["unit"],
+                  "source": "policy: lab test, 8 CPU ranks on a loaded 2-core machine "
+                            f"({factor:g} x the profile's floor)"}
+            for key, value in thresholds.items()
+            if isinstance(value, dict) and value.get("unit") in ("TFLOPS", "GB/s")
+            and isinstance(value.get("min"), (int, float))}
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +68,11 @@ def lab(request: pytest.FixtureRequest) -> Iterator[None]:
             node1 = site["hosts"]["node1"]
             # the site's opt-in for this node (deploy/remediate.py reads it)
             node1.setdefault("data", {})["remediate_enabled"] = True
-            # the p2p floor of sim-h100-hgx was measured on a quiet CI machine; 8 CPU ranks on
-            # 2 cores shared with other labs measured 0.5-1.0 GB/s here: this run judges the
-            # remediation, not the lab machine's load
-            node1["profile_overrides"] = {"thresholds": {"p2p_unidir_gbps_min": {
-                "min": 0.2, "unit": "GB/s",
-                "source": "policy: lab test, 8 CPU ranks on a loaded 2-core machine"}}}
+            # sim-h100-hgx's throughput floors were measured on a quieter CI machine; 8 CPU
+            # ranks on 2 cores shared with two other labs and three VMs measured below them
+            # (p2p 0.1-1.0 GB/s, bf16 GEMM 0.0026 TFLOPS in clean-clone runs 10 and 11): this
+            # run judges the remediation, not the lab machine's load
+            node1["profile_overrides"] = {"thresholds": throughput_floors_lowered()}
             SITE.write_text(yaml.safe_dump(site, sort_keys=False))
             # where remediation is on, the agent carries torch (the re-qualification is the
             # standard level, whose load the baseline's quick-only gate never needed) and
