@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -276,19 +277,35 @@ def _reset_action(client: _Client) -> tuple[str, list[str] | None]:
         else None
 
 
-def power_cycle(target: BmcTarget, *, off_wait_s: float = 5.0) -> str:
-    """Power-cycle the BMC's system through Redfish ``ComputerSystem.Reset`` (DMTF
-    ComputerSystem schema): ``PowerCycle`` where the BMC offers it (or lists no values), else
-    ``ForceOff`` then ``On``: a full removal of power either way, never a warm reset. Returns
-    what was posted; raises BmcError with a message safe to print (no credentials)."""
+@contextlib.contextmanager
+def _session(target: BmcTarget, *, extra_s: float = 0.0) -> Iterator[_Client]:
+    """One logged-in Redfish session within this host's session cap, for an action or a read
+    beyond the poller's; every failure leaves as a BmcError whose message is safe to print."""
     cap = _session_cap(target)
     if not cap.acquire(timeout=target.timeout_s * (target.retries + 1)):
         raise BmcError(f"{target.display}: {target.max_sessions} sessions already open from "
                        "this host")
     client: _Client | None = None
     try:
-        client = _Client(target, time.monotonic() + device_budget(target) + off_wait_s)
+        client = _Client(target, time.monotonic() + device_budget(target) + extra_s)
         client.login()
+        yield client
+    except BmcError as exc:
+        raise BmcError(redact(str(exc))) from None
+    except Exception as exc:
+        raise BmcError(redact(_describe(exc, target))) from None
+    finally:
+        if client is not None and client.logged_in:
+            client.logout()
+        cap.release()
+
+
+def power_cycle(target: BmcTarget, *, off_wait_s: float = 5.0) -> str:
+    """Power-cycle the BMC's system through Redfish ``ComputerSystem.Reset`` (DMTF
+    ComputerSystem schema): ``PowerCycle`` where the BMC offers it (or lists no values), else
+    ``ForceOff`` then ``On``: a full removal of power either way, never a warm reset. Returns
+    what was posted; raises BmcError with a message safe to print (no credentials)."""
+    with _session(target, extra_s=off_wait_s) as client:
         path, allowed = _reset_action(client)
         if allowed is None or "PowerCycle" in allowed:
             client.post(path, {"ResetType": "PowerCycle"})
@@ -300,14 +317,6 @@ def power_cycle(target: BmcTarget, *, off_wait_s: float = 5.0) -> str:
             return "ForceOff, On"
         raise BmcError(f"{target.display}: neither PowerCycle nor ForceOff and On among the "
                        f"ResetTypes offered ({', '.join(allowed)})")
-    except BmcError as exc:
-        raise BmcError(redact(str(exc))) from None
-    except Exception as exc:
-        raise BmcError(redact(_describe(exc, target))) from None
-    finally:
-        if client is not None and client.logged_in:
-            client.logout()
-        cap.release()
 
 
 #: What the RMA manifest keeps of the service root and of the BMC's Manager resource (DMTF
@@ -321,14 +330,7 @@ def bmc_identity(target: BmcTarget) -> dict[str, Any]:
     """The BMC as it names itself: the service root's vendor and product, and the first
     Manager's type, model, firmware and identifiers (only the fields present, as strings).
     Raises BmcError with a message safe to print."""
-    cap = _session_cap(target)
-    if not cap.acquire(timeout=target.timeout_s * (target.retries + 1)):
-        raise BmcError(f"{target.display}: {target.max_sessions} sessions already open from "
-                       "this host")
-    client: _Client | None = None
-    try:
-        client = _Client(target, time.monotonic() + device_budget(target))
-        client.login()
+    with _session(target) as client:
         out: dict[str, Any] = {"address": target.display}
         out.update({k: str(client.root[k]) for k in _ROOT_IDENTITY if client.root.get(k)})
         managers = client.members(client.root.get("Managers"))
@@ -336,14 +338,6 @@ def bmc_identity(target: BmcTarget) -> dict[str, Any]:
             out["manager"] = {k: str(managers[0][k]) for k in _MANAGER_IDENTITY
                               if managers[0].get(k)}
         return out
-    except BmcError as exc:
-        raise BmcError(redact(str(exc))) from None
-    except Exception as exc:
-        raise BmcError(redact(_describe(exc, target))) from None
-    finally:
-        if client is not None and client.logged_in:
-            client.logout()
-        cap.release()
 
 
 def _describe(exc: Exception, target: BmcTarget) -> str:
