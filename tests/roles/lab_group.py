@@ -7,8 +7,8 @@ faults on the boards, the site file's settings and each file's own deploy, all o
 file sets up again on top of the baseline.
 
 The first file of the group (on this lab instance) brings the lab up with its faults, deploys
-it once (``deploy.py``, its gate off: the files' own deploys turn on what they test) and makes
-that state the lab's baseline (``nodegate-lab snapshot``). Every later file asks the lab for
+it once (``deploy.py``, its gate off, torch in the agent's venv: the files' own deploys turn on
+what they test) and makes that state the lab's baseline (``nodegate-lab snapshot``). Every later file asks the lab for
 ``nodegate-lab reset`` with its own faults: every host goes back to the baseline (packages,
 files, Slurm's node states and reasons) and boots on a fresh board. A file needing only 2
 nodes leaves node3 and node4 idle.
@@ -22,6 +22,7 @@ baseline is reset, used and left up.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +39,8 @@ VENV_BIN = Path(sys.executable).parent
 GROUP = "lab-upgrade"
 NODE_COUNT = 4
 SCENARIO = "h100-hgx"
+#: The agent's extras in the baseline: ``power`` (the lab has PDUs and BMCs) and ``torch``.
+BASELINE_EXTRAS = ("power", "torch")
 #: Lab instances whose group lab this process brought up (and so takes down).
 _OURS: set[int] = set()
 
@@ -105,8 +108,13 @@ def group_lab(request: pytest.FixtureRequest, faults: Mapping[str, str]) -> Iter
         up = lab_command("up", "--nodes", str(NODE_COUNT), "--scenario", SCENARIO, *fault_args,
                          timeout=1800)
         assert up.returncode == 0, up.stdout + up.stderr
-        # the agent, the driver at the lab's A, Slurm; the files' own deploys add the rest
-        first = pyinfra("deploy.py", "--data", "gate_enabled=false", timeout=1200)
+        # the agent, the driver at the lab's A, Slurm; the files' own deploys add the rest.
+        # torch in the agent's venv from the start: the sweep's and remediation's files need
+        # it (a standard-level gate, a re-qualification), and each installed it again on top
+        # of the baseline (the reset drops what a file installed)
+        first = pyinfra("deploy.py", "--data", "gate_enabled=false",
+                        "--data", f"agent_extras={json.dumps(list(BASELINE_EXTRAS))}",
+                        timeout=1200)
         assert first.returncode == 0, first.stdout[-4000:]
         snap = lab_command("snapshot", timeout=900)
         assert snap.returncode == 0, snap.stdout + snap.stderr
