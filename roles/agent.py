@@ -63,8 +63,8 @@ def satisfied(installed: list[str], pin: str | None) -> bool:
 
 @operation()
 def venv_package(venv: str, python: str, requirement: str, find_links: str | None,
-                 index_url: str | None, *,
-                 needs: tuple[str, ...] = ()) -> Generator[Any, None, None]:
+                 index_url: str | None, *, needs: tuple[str, ...] = (),
+                 compile_: bool = True) -> Generator[Any, None, None]:
     """Create the venv once; pip-install ``requirement`` when missing or at another version.
 
     ``needs``: distributions an extra brings (``torch``). pip leaves an installed requirement of
@@ -74,7 +74,8 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
     Not pyinfra's ``pip.venv``/``pip.packages``: they compare a pin's text with the installed
     version, so ``nodegate==0.1.0`` would never match an installed ``0.1.0+src.<digest>`` build
     (PEP 440 says it does), and an extra missing beside a same-version install goes unseen; here
-    the pin is compared as pip does (``packaging``)."""
+    the pin is compared as pip does (``packaging``). ``compile_`` False: ``--no-compile``
+    (``agent_pip_compile``), the byte-code written on first import instead."""
     if not host.get_fact(File, path=f"{venv}/pyvenv.cfg"):  # bin/python is a symlink
         yield cmd(q(python), "-m", "venv", q(venv))
     targets = [requirement]
@@ -97,8 +98,8 @@ def venv_package(venv: str, python: str, requirement: str, find_links: str | Non
     url = urlsplit(find_links or index_url or "")
     if url.scheme == "http" and url.netloc:  # the operator named a plain-http wheelhouse
         source += ["--trusted-host", q(url.netloc)]
-    yield cmd(q(f"{venv}/bin/pip"), "install", "--quiet", "--upgrade", *source,
-              *[q(t) for t in targets])
+    yield cmd(q(f"{venv}/bin/pip"), "install", "--quiet", "--upgrade",
+              *([] if compile_ else ["--no-compile"]), *source, *[q(t) for t in targets])
 
 
 #: The distribution each extra is known by in ``pip list`` (what ``venv_package`` checks).
@@ -261,7 +262,8 @@ def agent() -> None:
     venv_package(name=f"agent: {requirement} in {venv}", venv=venv,
                  python=str(knob("agent_python")), requirement=requirement,
                  find_links=knob("agent_wheelhouse_url"), index_url=knob("agent_index_url"),
-                 needs=tuple(EXTRA_NEEDS[e] for e in agent_extras() if e in EXTRA_NEEDS))
+                 needs=tuple(EXTRA_NEEDS[e] for e in agent_extras() if e in EXTRA_NEEDS),
+                 compile_=bool(knob("agent_pip_compile")))
     files.directory(name="agent: /etc/nodegate", path="/etc/nodegate", mode="755")
     put_text(name="agent: resolved profile", dest=str(knob("agent_profile_path")),
              text=json.dumps(node_profile(prof), indent=2, sort_keys=True) + "\n")

@@ -97,6 +97,8 @@ DEFAULTS: dict[str, Any] = {
     "agent_extras": None,                 # None: ["power"] where the power poller runs
     "agent_wheelhouse_url": None,         # pip --find-links (air-gapped)
     "agent_index_url": None,              # pip --index-url
+    "agent_pip_compile": True,            # false: pip --no-compile (modules compile on first
+                                          # import; torch's ~14,000 files halve the install)
     "agent_profile_path": "/etc/nodegate/profile.json",
     "agent_report_dir": "/var/lib/nodegate/reports",
     "agent_textfile_dir": "/var/lib/node_exporter/textfile_collector",

@@ -334,6 +334,17 @@ def test_a_missing_extra_is_installed_beside_a_current_nodegate() -> None:
     assert not [c for c in quick.commands if "/bin/pip install" in c]
 
 
+def test_agent_pip_compile_false_installs_without_byte_code_and_only_then() -> None:
+    facts = converged_facts("ubuntu22")
+    facts["packages.VenvDistributions"] = {"nodegate": ["0.1.0"], "pysnmp": ["7.1.22"]}
+    for compile_, flagged in ((True, False), (False, True)):
+        result = run(agent, data=host_data(gate_level="standard", agent_pip_compile=compile_),
+                     facts=facts, files=converged_files("ubuntu22"), converged=True)
+        pip = [c for c in result.commands if "/bin/pip install" in c]
+        assert len(pip) == 1 and pip[0].endswith(" torch"), pip
+        assert ("--no-compile" in pip[0].split()) is flagged, pip
+
+
 @pytest.mark.parametrize(("installed", "pinned", "installs"), [
     ("0.1.0+src.aaa", "0.1.0+src.bbb", True),    # the lab's source changed: its new build
     ("0.1.0+src.aaa", "0.1.0+src.aaa", False),   # unchanged: a re-deploy changes nothing

@@ -46,7 +46,6 @@ TOOLS = ("qemu-system-x86_64", "mmdebstrap", "mkfs.ext4", "debugfs", "setpriv", 
 MISSING = [t for t in TOOLS if shutil.which(t) is None]
 PROFILE_PATH = "/etc/nodegate/softroce-vm.json"
 SRC = "/opt/nodegate-src"
-BATTERY_DEBS = ("python3-yaml", "python3-jsonschema", "python3-packaging", "python3-debian")
 #: perftest's result row: #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]
 BW_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 FIGURES: dict[str, Any] = {}
@@ -87,7 +86,7 @@ def _ssh(vm: mdvm.VM, command: str, *, timeout: float = 600,
 
 def _push_battery(vm: mdvm.VM) -> None:
     """nodegate's source, pynvml and the resolved profile onto the VM; Debian's packages for
-    the other dependencies."""
+    the other dependencies (``mdvm.BATTERY_PACKAGES``, in the image)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(ROOT / "src" / "nodegate", arcname="nodegate",
@@ -100,8 +99,12 @@ def _push_battery(vm: mdvm.VM) -> None:
     profile = json.dumps(resolve_profile(rxevm.PROFILE).data, sort_keys=True)
     subprocess.run([*_argv(vm), f"cat > {PROFILE_PATH}"], input=profile.encode(),
                    check=True, timeout=60)
-    _ssh(vm, "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install "
-             f"-y -q --no-install-recommends {' '.join(BATTERY_DEBS)} >/dev/null", timeout=1800)
+    debs = mdvm.BATTERY_PACKAGES  # in the image; installed here only where one is not
+    installed = (f"test $(dpkg-query -W -f='${{db:Status-Abbrev}}\\n' {' '.join(debs)} "
+                 f"2>/dev/null | grep -c '^ii') = {len(debs)}")
+    _ssh(vm, f"{installed} || {{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive"
+             f" apt-get install -y -q --no-install-recommends {' '.join(debs)} >/dev/null; }}",
+         timeout=1800)
 
 
 def _deploy(*extra: str) -> subprocess.CompletedProcess[str]:

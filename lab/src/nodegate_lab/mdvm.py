@@ -42,6 +42,11 @@ from nodegate.paths import cache_dir
 from nodegate_lab import base, config
 from nodegate_lab.proc import need, run
 
+#: nodegate's own dependencies as Debian packages: the Soft-RoCE VMs run the battery from this
+#: checkout's source with them (the image carries neither pip nor a wheelhouse). In the image,
+#: not installed per VM: each install was an `apt-get update` under TCG on every boot.
+BATTERY_PACKAGES: tuple[str, ...] = ("python3-yaml", "python3-jsonschema", "python3-packaging",
+                                     "python3-debian")
 #: What the VM's root holds: Debian's kernel (md, raid0), the role's tools, sshd for pyinfra;
 #: busybox as on any Debian server (initramfs-tools recommends it; the initramfs's mdadm
 #: scripts call rm, which klibc alone lacks).
@@ -50,6 +55,7 @@ PACKAGES: tuple[str, ...] = (
     "openssh-server",
     "python3", "mdadm", "xfsprogs", "nvme-cli", "iproute2", "procps",
     "fio",  # the storage checks' throughput tool
+    *BATTERY_PACKAGES,
 )
 #: Bump when _customise changes: it is part of the cache key.
 RECIPE_VERSION = "5"

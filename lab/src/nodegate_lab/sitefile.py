@@ -70,6 +70,9 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "nvidia_driver_mirror_url": mirror.URL,
                             "nvidia_driver_kernel_headers": False,
                             "agent_wheelhouse_url": f"{mirror.URL}/wheels/",
+                            # a test run installs torch on up to 8 lab nodes on 2 cores:
+                            # byte-compiling it was half of each install's CPU (16 s of 8)
+                            "agent_pip_compile": False,
                             "nccl_socket_ifname": "eth0",
                             # quick: the load levels on 8 simulated GPUs per node would take
                             # minutes on 2 cores; the agent installs torch (from the
