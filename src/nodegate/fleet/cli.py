@@ -67,6 +67,7 @@ def _run(args: argparse.Namespace) -> int:
     from nodegate.errors import ConfigError
     from nodegate.fleet import trends
     from nodegate.fleet.aggregate import aggregate
+    from nodegate.fleet.pair_records import pair_matrix, read_report
     from nodegate.fleet.render import render_text, to_data
 
     if args.plots < 0:
@@ -84,16 +85,20 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"none of the {len(view.unreadable)} *.json report files could be "
                           f"read (listed above): nothing to judge", file=str(args.dir))
     trend = trends.trends(view, drift_pct=args.drift)
+    # the cluster check's pairs, for every view: only reports that hold some are decoded
+    pairs = pair_matrix(view, read_report(view.root))
     if args.json:
-        print(json.dumps({**to_data(view), "trends": trends.to_data(trend)}, indent=2))
+        print(json.dumps({**to_data(view, pairs=pairs), "trends": trends.to_data(trend)},
+                         indent=2))
     else:
-        sys.stdout.write(render_text(view) + "".join(
+        sys.stdout.write(render_text(view, pairs=pairs) + "".join(
             line + "\n" for line in trends.text_lines(trend)))
     if args.html:
         from nodegate.fleet.html import write_html
         from nodegate.fleet.trends_html import section
 
-        written = write_html(view, args.html, plots=args.plots, extra=section(trend))
+        written = write_html(view, args.html, plots=args.plots, extra=section(trend),
+                             pairs=pairs)
         print(f"nodegate report: HTML written to {written}", file=sys.stderr)
     _warn_unreadable(args.dir, view.unreadable)
     if view.unreadable:
