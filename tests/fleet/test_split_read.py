@@ -31,7 +31,7 @@ def splits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
     original = read._split
 
-    def counting(mine: Sequence[read.ToRead], theirs: Sequence[read.ToRead]) -> read.Made:
+    def counting(mine: Sequence[read.ToRead], theirs: Sequence[read.ToRead]) -> read.Entries:
         sizes.append(len(theirs))
         return original(mine, theirs)
 
@@ -121,5 +121,10 @@ def test_the_child_entries_are_the_ones_one_process_makes(fleet_dir: Path,
     top = os.path.join(str(fleet_dir), "")
     items = [(rel, size, fleet_summary.name_for(top + rel))
              for rel, size, beside in read.scan(fleet_dir) if beside and size >= 0]
-    assert read.read_entries(items) == read.read_entries(items, split=False)
+    split = read.read_entries(items)
     assert len(splits) == 1
+    single = read.read_entries(items, split=False)
+    assert split.made == single.made and len(single.made) == 12
+    assert list(split.made) == list(single.made)  # path order
+    assert [type(part) for part in split.parts] == [dict, bytes]
+    assert single.parts == [single.made]

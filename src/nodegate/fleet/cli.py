@@ -2,7 +2,9 @@
 
 Exit 0 when every node's latest report passes, 1 when some node's latest FAILs or ERRORs or
 a report file could not be read (it may be a node's newest: never a pass), 2 bad input (no
-such directory, bad margin, no report at all or none that could be read: nothing judged).
+such directory, bad margin, no report at all or none that could be read: nothing judged), 3
+could not run (the second process of a split first read did not deliver its part:
+``fleet.read.read_entries``; no view is printed from half a fleet).
 Module-level imports: argparse only.
 """
 

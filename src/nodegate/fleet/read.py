@@ -34,7 +34,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodegate.errors import CannotRunError, ConfigError
 from nodegate.fileio import read_bytes
@@ -42,9 +42,10 @@ from nodegate.report import fleet_summary
 from nodegate.report.model import decode, load, parse_timestamp
 from nodegate.report.order import key_of
 
-__all__ = ["CACHE_MIN_FILES", "MAX_REPORT_BYTES", "SPLIT_MIN", "UNREADABLE", "History",
-           "Summary", "SummaryCache", "default_cache_file", "entry", "from_report_file",
-           "from_summary", "read_entries", "read_files", "scan", "summaries"]
+__all__ = ["CACHE_MIN_FILES", "MAX_REPORT_BYTES", "SPLIT_MIN", "UNREADABLE", "Entries",
+           "History", "Summary", "SummaryCache", "default_cache_file", "entry",
+           "from_report_file", "from_summary", "read_entries", "read_files", "scan",
+           "summaries"]
 
 #: A report is a few KiB to a few MiB (series included); anything far larger is not one.
 MAX_REPORT_BYTES = 256 * 1024 * 1024
@@ -298,18 +299,27 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def read_entries(items: Sequence[ToRead], *, split: bool = True) -> Made:
+class Entries(NamedTuple):
+    """What ``read_entries`` made, and the same entries as the parts they were made in: a
+    forked child's part as the ``marshal`` it sent, which the cache stores as it is."""
+
+    made: Made
+    parts: list[Made | bytes]
+
+
+def read_entries(items: Sequence[ToRead], *, split: bool = True) -> Entries:
     """The entries of the usable summaries of ``items``. ``split`` (and ``SPLIT_MIN`` items
     or more, and a process that may fork): the last ``1 - SPLIT_SHARE`` of them in a forked
     child, the rest here meanwhile; the same entries either way. Raises CannotRunError when
     the child does not deliver its part (killed, out of memory, a crash): no partial view."""
     if not split or len(items) < SPLIT_MIN or not _can_fork():
-        return _make(items)
+        made = _make(items)
+        return Entries(made, [made])
     cut = int(len(items) * SPLIT_SHARE)
     return _split(items[:cut], items[cut:])
 
 
-def _split(mine: Sequence[ToRead], theirs: Sequence[ToRead]) -> Made:
+def _split(mine: Sequence[ToRead], theirs: Sequence[ToRead]) -> Entries:
     """``mine`` here, ``theirs`` in a forked child that sends its entries back as ``marshal``
     behind their length over a pipe and leaves with ``os._exit`` (none of this process's
     exit handlers or buffered output runs twice)."""
@@ -332,16 +342,15 @@ def _split(mine: Sequence[ToRead], theirs: Sequence[ToRead]) -> Made:
                 os.kill(pid, 9)
         _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    body = memoryview(blob)[8:]
+    body = blob[8:]
     if code != 0 or len(blob) < 8 or int.from_bytes(blob[:8], "big") != len(body):
         ended = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
         raise CannotRunError(
             f"the second process reading fleet summaries {ended} before it delivered the "
             f"entries of its {len(theirs)} summaries ({len(blob)} bytes sent): no partial "
             f"view", file=os.path.dirname(theirs[0][2]))
-    theirs_made = marshal.loads(body)
-    made.update(theirs_made)
-    return made
+    del blob
+    return Entries({**made, **marshal.loads(body)}, [made, body])
 
 
 def _child(rfd: int, wfd: int, items: Sequence[ToRead]) -> None:  # pragma: no cover
@@ -366,7 +375,7 @@ def _child(rfd: int, wfd: int, items: Sequence[ToRead]) -> None:  # pragma: no c
 #: Bump when ``entry`` changes what it makes: every older cache is then ignored. The cache
 #: is also keyed on this module's and the summary checker's files (an upgrade that forgot to
 #: bump it still starts afresh).
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 #: Fleets with fewer reports are read without a cache (``summaries(cache=True)``): they
 #: read in well under 0.1 s, and a test's or a one-node folder needs no file in ~/.cache.
 CACHE_MIN_FILES = 500
@@ -403,11 +412,13 @@ def _code_stamp() -> tuple[object, ...]:
 
 class SummaryCache:
     """The entries made from a fleet's summaries, in one file: ``marshal`` (loading it runs
-    no code, unlike pickle) behind a magic and a CRC-32 of the rest, so a torn or damaged
-    file is ignored, never half believed; a file not owned by this user or writable by
-    others is ignored too. Written to a temporary name and renamed over (atomic), without
-    fsync: a file lost in a crash only costs the next run its speed. Best effort both ways:
-    a cache that cannot be read or written costs speed, never the report."""
+    no code, unlike pickle) of the code's stamp and a list of parts, each the ``marshal`` of
+    a dict of entries (a split read's two), behind a magic and a CRC-32 of the rest, so a
+    torn or damaged file is ignored, never half believed; a file not owned by this user or
+    writable by others is ignored too. Written to a temporary name and renamed over
+    (atomic), without fsync: a file lost in a crash only costs the next run its speed. Best
+    effort both ways: a cache that cannot be read or written costs speed, never the
+    report."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -423,25 +434,36 @@ class SummaryCache:
                 blob = handle.read()
         except OSError:
             return {}
-        if blob[:4] != _MAGIC or int.from_bytes(blob[4:8], "big") != zlib.crc32(blob[8:]):
+        body = memoryview(blob)[8:]
+        if blob[:4] != _MAGIC or int.from_bytes(blob[4:8], "big") != zlib.crc32(body):
             return {}
         try:
-            stamp, entries = marshal.loads(blob[8:])
+            stamp, parts = marshal.loads(body)
+            if stamp != self.stamp or type(parts) is not list:
+                return {}
+            entries: CacheEntries = {}
+            for part in parts:
+                loaded = marshal.loads(part)
+                if type(loaded) is not dict:
+                    return {}
+                entries.update(loaded)
         except (EOFError, ValueError, TypeError):
-            return {}
-        if stamp != self.stamp or type(entries) is not dict:
             return {}
         return entries
 
-    def save(self, entries: CacheEntries) -> None:
-        payload: Any = (self.stamp, entries)  # marshal's stub types no nested containers
+    def save(self, parts: Sequence[CacheEntries | bytes]) -> None:
+        """The entries of ``parts``: each a dict of entries, or one already in ``marshal``
+        (a forked child's part as it sent it: not encoded twice)."""
+        chunks = [part if isinstance(part, bytes) else marshal.dumps(part) for part in parts]
+        payload: Any = (self.stamp, chunks)  # marshal's stub types no nested containers
         body = marshal.dumps(payload)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             with open(fd, "wb") as handle:
-                handle.write(_MAGIC + zlib.crc32(body).to_bytes(4, "big") + body)
+                handle.write(_MAGIC + zlib.crc32(body).to_bytes(4, "big"))
+                handle.write(body)
             os.replace(tmp, self.path)
         except OSError:
             with contextlib.suppress(OSError):
@@ -560,7 +582,7 @@ def summaries(root: Path, *, jobs: int | None = None, strict: bool = False,
     split = jobs is None or jobs > 1
     if store is None:
         made = read_entries([(rel, size, path) for (rel, size), path
-                             in zip(with_summary, paths, strict=True)], split=split)
+                             in zip(with_summary, paths, strict=True)], split=split).made
         for rel, _ in with_summary:
             hit = made.get(rel)
             _take(rel, None if hit is None else hit[1], out, todo, history)
@@ -599,7 +621,8 @@ def _from_cache(store: SummaryCache, with_summary: Sequence[tuple[str, int]],
     misses = [(rel, size, path) for (rel, size), info, path
               in zip(with_summary, stats, paths, strict=True)
               if info is None or rel not in cached or cached[rel][0] != _stat_key(info, size)]
-    made = read_entries(misses, split=split)
+    got = read_entries(misses, split=split)
+    made = got.made
     fresh: CacheEntries = {}
     for (rel, size), info in zip(with_summary, stats, strict=True):
         hit = cached.get(rel)
@@ -610,8 +633,10 @@ def _from_cache(store: SummaryCache, with_summary: Sequence[tuple[str, int]],
             _take(rel, dict(hit[1]), out, todo, history)  # a copy: history edits it
         else:
             _take(rel, None, out, todo, history)
-    if made or fresh.keys() != cached.keys():
-        store.save(fresh)
+    if not cached and made:  # a first run: the cache is what was read, part for part
+        store.save(got.parts)
+    elif made or fresh.keys() != cached.keys():
+        store.save([fresh])
 
 
 def _parse_reports(root: Path, rels: list[str], strict: bool, jobs: int | None,
