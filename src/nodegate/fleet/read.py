@@ -159,22 +159,36 @@ class History:
 
     def _pack(self, node: str, finished: float, metrics: dict[str, Any]) -> None:
         """The trend metrics of one report onto ``node``'s packed series."""
-        series = self.points.setdefault(node, {})
         kept = self._kept
-        shapes = self.shapes
+        series = self.points.get(node)
+        if series is None:  # a node's first report (most of a fleet): each a new series
+            series = self.points[node] = {}
+            for key, metric in metrics.items():
+                keep = kept.get(key)
+                if keep is None:
+                    keep = self._first_sight(key, metric)
+                if keep:
+                    series[key] = array("d", (finished, metric[2]))
+            return
         for key, metric in metrics.items():
             keep = kept.get(key)
             if keep is None:
-                keep = kept[key] = self.keep(key)
+                keep = self._first_sight(key, metric)
             if keep:
                 packed = series.get(key)
-                if packed is None:  # a node's first report: most of a fleet
+                if packed is None:  # a metric this node's earlier reports did not have
                     series[key] = array("d", (finished, metric[2]))
-                    if key not in shapes:
-                        shapes[key] = (metric[0], metric[1])
                 else:
                     packed.append(finished)
                     packed.append(metric[2])
+
+    def _first_sight(self, key: str, metric: Sequence[Any]) -> bool:
+        """Whether the fleet's first metric ``key`` is a trend metric (asked once per key);
+        its (unit, direction) kept if so."""
+        keep = self._kept[key] = self.keep(key)
+        if keep:
+            self.shapes.setdefault(key, (metric[0], metric[1]))
+        return keep
 
 
 def _refuse_constant(name: str) -> Any:
@@ -618,15 +632,17 @@ def _from_cache(store: SummaryCache, with_summary: Sequence[tuple[str, int]],
     cached = store.load()
     # with nothing cached (a first run) every summary is read: no stat of each first
     stats = _summary_stats(paths) if cached else [None] * len(paths)
-    misses = [(rel, size, path) for (rel, size), info, path
-              in zip(with_summary, stats, paths, strict=True)
-              if info is None or rel not in cached or cached[rel][0] != _stat_key(info, size)]
+    keys = [None if info is None else _stat_key(info, size)
+            for (_, size), info in zip(with_summary, stats, strict=True)]
+    misses = [(rel, size, path) for (rel, size), key, path
+              in zip(with_summary, keys, paths, strict=True)
+              if key is None or rel not in cached or cached[rel][0] != key]
     got = read_entries(misses, split=split)
     made = got.made
     fresh: CacheEntries = {}
-    for (rel, size), info in zip(with_summary, stats, strict=True):
+    for (rel, _), key in zip(with_summary, keys, strict=True):
         hit = cached.get(rel)
-        if hit is None or info is None or hit[0] != _stat_key(info, size):
+        if hit is None or key is None or hit[0] != key:
             hit = made.get(rel)
         if hit is not None:
             fresh[rel] = hit
