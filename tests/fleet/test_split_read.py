@@ -66,6 +66,16 @@ def test_below_its_threshold_or_with_other_threads_nothing_is_forked(
     assert splits == []
 
 
+def test_a_long_history_is_read_in_one_process_as_it_streams(
+        fleet_dir: Path, monkeypatch: pytest.MonkeyPatch, splits: list[int]) -> None:
+    """Beyond ``CACHE_MAX_FILES`` each entry goes to the history as it is read (which drops
+    older reports' metrics): no split, which would hold its part's entries whole."""
+    expected = _facts(aggregate(fleet_dir, cache=False, jobs=1))
+    monkeypatch.setattr(read, "CACHE_MAX_FILES", 11)
+    assert _facts(aggregate(fleet_dir, cache=False)) == expected
+    assert splits == []
+
+
 def _child_that(action: Callable[[int], None]) -> Callable[[int, int, Sequence[Any]], None]:
     """A stand-in for ``read._child`` that does ``action(write end)`` and never returns into
     pytest's code."""

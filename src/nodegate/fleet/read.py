@@ -16,7 +16,8 @@ mtime_ns, ctime_ns) and its report has the size the entry was made for; anything
 again. Unreadable files, FIFOs and reports without a usable summary are never cached: they
 are looked at on every run.
 
-A read of ``SPLIT_MIN`` summaries or more (a first run: no cache yet) is split over two
+A read of ``SPLIT_MIN`` summaries or more (a first run: no cache yet), up to
+``CACHE_MAX_FILES`` (a longer history is streamed in one process), is split over two
 processes (``read_entries``): a forked child reads, decodes and checks the second part and
 sends its entries back as ``marshal`` over a pipe while this process does the first part. A
 child that does not deliver all of its part fails the read (``CannotRunError``, exit 3): no
@@ -29,6 +30,7 @@ import contextlib
 import json
 import marshal
 import os
+import signal
 import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -353,7 +355,7 @@ def _split(mine: Sequence[ToRead], theirs: Sequence[ToRead]) -> Entries:
         os.close(rfd)
         if not delivered:  # interrupted here: the child goes too
             with contextlib.suppress(OSError):
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     body = blob[8:]
@@ -394,7 +396,8 @@ CACHE_VERSION = 2
 #: read in well under 0.1 s, and a test's or a one-node folder needs no file in ~/.cache.
 CACHE_MIN_FILES = 500
 #: ... and with more (a long history: 10,000 nodes x 30 reports) too: the cache would hold
-#: every report's metrics in memory, which the history reader drops as it goes.
+#: every report's metrics in memory, which the history reader drops as it goes. Such a
+#: fleet is read in one process, streamed (no split read: it holds its part's entries whole).
 CACHE_MAX_FILES = 50_000
 _MAGIC = b"NGFC"
 
@@ -595,11 +598,7 @@ def summaries(root: Path, *, jobs: int | None = None, strict: bool = False,
     store = None if strict else _cache_for(cache, root, len(with_summary))
     split = jobs is None or jobs > 1
     if store is None:
-        made = read_entries([(rel, size, path) for (rel, size), path
-                             in zip(with_summary, paths, strict=True)], split=split).made
-        for rel, _ in with_summary:
-            hit = made.get(rel)
-            _take(rel, None if hit is None else hit[1], out, todo, history)
+        _without_cache(with_summary, paths, out=out, todo=todo, history=history, split=split)
     else:
         _from_cache(store, with_summary, paths, out=out, todo=todo, history=history,
                     split=split)
@@ -608,6 +607,24 @@ def summaries(root: Path, *, jobs: int | None = None, strict: bool = False,
         for rel in todo:
             history.add(out[rel])
     return [out[rel] for rel, _, _ in files], len(todo)
+
+
+def _without_cache(with_summary: Sequence[tuple[str, int]], paths: Sequence[str], *,
+                   out: dict[str, Summary], todo: list[str], history: History | None,
+                   split: bool) -> None:
+    """``summaries`` without a cache: every summary read (``read_entries``), but a long
+    history's in one process, each entry to ``history`` as it is read: it drops the metrics
+    of older reports as it goes (300,000 entries held at once would be ~4 GB)."""
+    if len(with_summary) > CACHE_MAX_FILES:
+        for (rel, size), read in zip(with_summary, read_files(paths), strict=True):
+            found = from_summary(None if read is None else read[0], rel, size)
+            _take(rel, found, out, todo, history)
+        return
+    made = read_entries([(rel, size, path) for (rel, size), path
+                         in zip(with_summary, paths, strict=True)], split=split).made
+    for rel, _ in with_summary:
+        hit = made.get(rel)
+        _take(rel, None if hit is None else hit[1], out, todo, history)
 
 
 def _take(rel: str, found: Summary | None, out: dict[str, Summary], todo: list[str],
