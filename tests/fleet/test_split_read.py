@@ -44,7 +44,7 @@ def test_the_split_read_gives_the_view_of_one_process(fleet_dir: Path, tmp_path:
     single = aggregate(fleet_dir, cache=False, jobs=1)  # one process: no split
     assert splits == []
     split = aggregate(fleet_dir, cache=False)
-    assert splits == [12 - int(12 * read.SPLIT_SHARE)]  # 12 summaries; the child 7 of them
+    assert splits == [12 - int(12 * read.SPLIT_SHARE)]  # 12 summaries; the child 5 of them
     assert _facts(split) == _facts(single)
     # with a cache: the first run splits and writes it, the rerun reads it alone
     cache = tmp_path / "fleet.marshal"
@@ -64,6 +64,18 @@ def test_below_its_threshold_or_with_other_threads_nothing_is_forked(
     monkeypatch.setattr(read, "_can_fork", lambda: False)
     aggregate(fleet_dir, cache=False)
     assert splits == []
+
+
+def test_on_one_cpu_nothing_is_forked(fleet_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                      splits: list[int]) -> None:
+    """A second process on the same single CPU only adds the fork's and the pipe's cost."""
+    expected = _facts(aggregate(fleet_dir, cache=False, jobs=1))
+    monkeypatch.setattr(read, "_cpus", lambda: 1)
+    assert _facts(aggregate(fleet_dir, cache=False)) == expected
+    assert splits == []
+    monkeypatch.setattr(read, "_cpus", lambda: 2)
+    aggregate(fleet_dir, cache=False)
+    assert len(splits) == 1
 
 
 def test_a_long_history_is_read_in_one_process_as_it_streams(

@@ -285,9 +285,10 @@ def read_files(paths: Sequence[str]) -> Iterator[tuple[bytes, os.stat_result] | 
 #: summary costs ~70 us to read, decode and check, forking and sending the entries back a
 #: few milliseconds; below this a second process saves too little to be worth one.
 SPLIT_MIN = 2000
-#: The parent's share of a split read: it also loads what the child sends, so a little less
-#: than half (measured: docs/benchmarks.md).
-SPLIT_SHARE = 0.45
+#: The parent's share of a split read: more than half, as the child also pays for the fork
+#: (its copy-on-write faults) and for encoding and sending its entries; at 0.45 the parent
+#: waited for it, at 0.6 both end together (10,000 summaries: docs/benchmarks.md).
+SPLIT_SHARE = 0.6
 
 #: rel path -> (the summary file's StatKey as read, the entry made from it): usable summaries.
 Made = dict[str, tuple[StatKey, Summary]]
@@ -312,7 +313,15 @@ def _can_fork() -> bool:
     holding a lock at the fork would leave the child's copy of that lock held for ever."""
     import threading
 
-    return hasattr(os, "fork") and threading.active_count() == 1
+    return hasattr(os, "fork") and threading.active_count() == 1 and _cpus() >= 2
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on: with one, a second process only adds its cost."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class Entries(NamedTuple):
