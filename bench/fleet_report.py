@@ -33,6 +33,10 @@ reads as a node's second report. Each timed run includes the pair matrix
 (``nodegate.fleet.pair_records.pair_matrix``: those reports decoded in full), and fails
 unless it names ``PAIR_FAULT`` and no other node. The sweep's results are standard reports
 (``nodegate sweep`` runs the standard level): the fleet's own reports stand for them.
+A first read of 2,000 summaries or more is split over two processes (``nodegate.fleet.read.
+read_entries``: a forked child reads, decodes and checks part of them); each line gives this
+process's CPU time and the children's apart. ``--jobs 1`` reads in one process (no split),
+as ``nodegate report --jobs 1`` does, to compare the two on the same machine.
 ``--page FILE`` writes the fleet page (``nodegate report --html``) of the last round's view
 and prints how long it took to render.
 
@@ -301,11 +305,13 @@ def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool,
           history: int = 1, cache: Path | None = None) -> tuple[float, float, FleetView]:
     """Wall and CPU seconds (this process: user + system) of one ``aggregate`` and its pair
     matrix (and, with a history, the trends), and the view. CPU time is the figure that
-    other work on the machine does not inflate (with a parser pool it leaves out the
-    workers). Raises BenchFailed, before printing anything, on a wrong view."""
+    other work on the machine does not inflate (a split read's child and a parser pool's
+    workers are printed apart). Raises BenchFailed, before printing anything, on a wrong
+    view."""
     gc.disable()  # as ``nodegate report`` runs (fleet/cli.py); the collection it defers:
     t0 = time.perf_counter()
     c0 = time.process_time()
+    k0 = _children_cpu()
     view = aggregate(root, jobs=jobs, cache=cache or False)
     read_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -324,6 +330,7 @@ def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool,
                       f"{len(found.metrics)} metrics)")
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - c0
+    children = _children_cpu() - k0
     t2 = time.perf_counter()
     gc.enable()
     gc.collect()  # what an in-process caller with the collector on pays later (not timed)
@@ -332,13 +339,20 @@ def timed(label: str, root: Path, jobs: int | None, count: int, summaries: bool,
     check_pairs(matrix, count, history)
     outliers = sum(len(metric.outliers) for metric in view.metrics)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{label:6s} {elapsed:6.2f} s (cpu {cpu:4.2f} s; read {read_s:.2f} s, pair matrix "
+    print(f"{label:6s} {elapsed:6.2f} s (cpu {cpu:4.2f} s + children {children:4.2f} s; read "
+          f"{read_s:.2f} s, pair matrix "
           f"{pairs_s:.3f} s{trend_text}) "
           f" {view.n_reports} reports, {len(view.nodes)} nodes, {view.full_reads} read in "
           f"full, {len(view.metrics)} metrics, {outliers} outliers, verdicts "
           f"{view.verdicts()}, peak RSS {peak:.0f} MiB; a full collection after: "
           f"{deferred:.2f} s")
     return elapsed, cpu, view
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's reaped children (the split read's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def one_round(figures: dict[str, list[tuple[float, float]]], root: Path,
@@ -404,7 +418,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reports", type=int, default=10_000)
     parser.add_argument("--dir", type=Path, help="keep generated reports here (reused)")
-    parser.add_argument("--jobs", type=int, help="processes parsing reports in full")
+    parser.add_argument("--jobs", type=int,
+                        help="processes parsing reports in full; 1: no split first read")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (figures: min-max)")
     parser.add_argument("--without-summaries", action="store_true",
                         help="reports alone, as written before summaries: times the fallback")

@@ -2,7 +2,9 @@
 
 Exit 0 when every node's latest report passes, 1 when some node's latest FAILs or ERRORs or
 a report file could not be read (it may be a node's newest: never a pass), 2 bad input (no
-such directory, bad margin, no report at all or none that could be read: nothing judged).
+such directory, bad margin, no report at all or none that could be read: nothing judged), 3
+could not run (the second process of a split first read did not deliver its part:
+``fleet.read.read_entries``; no view is printed from half a fleet).
 Module-level imports: argparse only.
 """
 
@@ -67,6 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     from nodegate.errors import ConfigError
     from nodegate.fleet import trends
     from nodegate.fleet.aggregate import aggregate
+    from nodegate.fleet.pair_records import pair_matrix, read_report
     from nodegate.fleet.render import render_text, to_data
 
     if args.plots < 0:
@@ -84,16 +87,20 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"none of the {len(view.unreadable)} *.json report files could be "
                           f"read (listed above): nothing to judge", file=str(args.dir))
     trend = trends.trends(view, drift_pct=args.drift)
+    # the cluster check's pairs, for every view: only reports that hold some are decoded
+    pairs = pair_matrix(view, read_report(view.root))
     if args.json:
-        print(json.dumps({**to_data(view), "trends": trends.to_data(trend)}, indent=2))
+        print(json.dumps({**to_data(view, pairs=pairs), "trends": trends.to_data(trend)},
+                         indent=2))
     else:
-        sys.stdout.write(render_text(view) + "".join(
+        sys.stdout.write(render_text(view, pairs=pairs) + "".join(
             line + "\n" for line in trends.text_lines(trend)))
     if args.html:
         from nodegate.fleet.html import write_html
         from nodegate.fleet.trends_html import section
 
-        written = write_html(view, args.html, plots=args.plots, extra=section(trend))
+        written = write_html(view, args.html, plots=args.plots, extra=section(trend),
+                             pairs=pairs)
         print(f"nodegate report: HTML written to {written}", file=sys.stderr)
     _warn_unreadable(args.dir, view.unreadable)
     if view.unreadable:

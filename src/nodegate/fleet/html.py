@@ -729,10 +729,11 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def write_html(view: FleetView, path: str | Path, *, plots: int = 50,
-               extra: Sequence[str] = ()) -> Path:
+               extra: Sequence[str] = (), pairs: PairMatrix | None = None) -> Path:
     """Write the page atomically; only a regular file (or a link to one) is replaced and no
-    folder is created (``check_html_target`` said why up front)."""
+    folder is created (``check_html_target`` said why up front). ``pairs``: as
+    ``render_html``'s."""
     from nodegate.report._atomic import atomic_write_text
 
-    return atomic_write_text(path, render_html(view, plots=plots, extra=extra),
+    return atomic_write_text(path, render_html(view, plots=plots, extra=extra, pairs=pairs),
                              make_parents=False)

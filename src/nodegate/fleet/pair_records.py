@@ -20,23 +20,31 @@ shaped as above are passed over, never a reason to fail the page.
 
 Where the two nodes' records of one pair differ (two rails, two checks, two reports), the
 cell shows the worse: the lower figure, the worse verdict. What the matrix names is
-``judge.pairs.localise``'s reading of the same results, one rail at a time.
+``judge.pairs.localise``'s reading of the same results, one rail at a time; beside it, the
+cluster check's own word on each node its reports carry (``LOCALISATION``, FAIL with the
+reason where it named the node), so the text, JSON and HTML views can say why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nodegate.fleet.aggregate import FleetView, NodeView, Summary
 from nodegate.judge.pairs import RESULT_PREFIX, parse_entity
 
-__all__ = ["MAX_NODES", "PREFIX", "PairMatrix", "has_pairs", "pair_matrix", "pair_records"]
+__all__ = ["LOCALISATION", "MAX_NODES", "PREFIX", "FailingPair", "PairMatrix", "has_pairs",
+           "localisation_of", "pair_matrix", "pair_records", "read_report"]
 
 #: The check names of pair results start with this.
 PREFIX = RESULT_PREFIX
+#: The result ``cluster_check.node_report`` adds to each node's report after its pairs: FAIL,
+#: with the reason in ``measured``, where the localisation named the node.
+LOCALISATION = "cluster_check_localisation"
 #: The most nodes drawn in the matrix (their reports are decoded in full).
 MAX_NODES = 64
 #: A pair's verdicts from best to worst; any other counts as ERROR (never as a pass), and a
@@ -44,6 +52,17 @@ MAX_NODES = 64
 _VERDICTS = ("PASS", "WARN", "FAIL", "ERROR")
 _RANK = {verdict: rank for rank, verdict in enumerate(_VERDICTS)}
 ERROR = _RANK["ERROR"]
+
+
+@dataclass(frozen=True)
+class FailingPair:
+    """One pair (on one rail, when it tested one) whose worse record failed."""
+
+    a: str
+    b: str
+    rail: str | None
+    verdict: str
+    value: float | None
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,12 @@ class PairMatrix:
     values: Sequence[Sequence[float | None]]
     unit: str
     named: Sequence[str] = ()
+    #: ``verdicts[i][j]``: the pair's worse verdict over its rails (None: not run)
+    verdicts: Sequence[Sequence[str | None]] = ()
+    #: every failing (FAIL or ERROR) pair and rail, by pair
+    failing: Sequence[FailingPair] = ()
+    #: (node, reason) for each node whose own report says the cluster check named it
+    localised: Sequence[tuple[str, str]] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +132,35 @@ def pair_records(node: str, report: Mapping[str, Any]) -> list[PairRecord]:
     return out
 
 
+def localisation_of(report: Mapping[str, Any]) -> str | None:
+    """The reason the cluster check named this report's node (its ``LOCALISATION`` result
+    FAILed; a result without a text reason reads "named"); None when it did not."""
+    results = report.get("results")
+    for result in results if isinstance(results, list) else ():
+        if isinstance(result, dict) and result.get("check") == LOCALISATION and \
+                result.get("verdict") in ("FAIL", "ERROR"):
+            why = result.get("measured")
+            return why if isinstance(why, str) and why else "named"
+    return None
+
+
+def read_report(root: Path) -> Callable[[str], Mapping[str, Any] | None]:
+    """A loader for ``pair_matrix``: a report's path below ``root`` -> the report decoded
+    in full (None when it cannot be read or is no JSON object)."""
+    from nodegate.errors import ConfigError
+    from nodegate.fileio import read_bytes
+    from nodegate.report.model import decode
+
+    def load(rel: str) -> Mapping[str, Any] | None:
+        try:
+            data = decode(read_bytes(root / rel, kind="report"))
+        except (OSError, ValueError, ConfigError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    return load
+
+
 def _peer(node: str, entity: Any, evidence: Mapping[str, Any]) -> str | None:
     peer = evidence.get("peer")
     if isinstance(peer, str) and peer:
@@ -147,14 +201,19 @@ def pair_matrix(view: FleetView,
     report has any."""
     chosen, total = _report_nodes(view)
     records: list[PairRecord] = []
+    localised: dict[str, str] = {}
     for node, reports in chosen:
         for summary in reports:
             data = load(summary["path"])
             if data is not None:
                 records.extend(pair_records(node.node, data))
+                why = localisation_of(data)
+                if why is not None:
+                    localised.setdefault(node.node, why)
     if not records:
         return None
-    return _matrix(records, reporting=len(chosen), total=total)
+    matrix = _matrix(records, reporting=len(chosen), total=total)
+    return dataclasses.replace(matrix, localised=tuple(sorted(localised.items())))
 
 
 def _matrix(records: Sequence[PairRecord], *, reporting: int, total: int) -> PairMatrix:
@@ -172,12 +231,19 @@ def _matrix(records: Sequence[PairRecord], *, reporting: int, total: int) -> Pai
     nodes = sorted({name for key in cells for name in key})
     index = {name: i for i, name in enumerate(nodes)}
     values: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
-    for (a, b), (_, value) in cells.items():
+    verdicts: list[list[str | None]] = [[None] * len(nodes) for _ in nodes]
+    for (a, b), (rank, value) in cells.items():
         values[index[a]][index[b]] = values[index[b]][index[a]] = value
+        verdicts[index[a]][index[b]] = verdicts[index[b]][index[a]] = _VERDICTS[rank]
+    failing = [FailingPair(a, b, rail, _VERDICTS[rank], value)
+               for (a, b, rail), (rank, value) in sorted(
+                   merged.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or ""))
+               if rank >= _RANK["FAIL"]]
     units = sorted({record.unit for record in records if record.unit})
     read = f"{reporting} of {total}" if total > reporting else f"{reporting}"
     return PairMatrix(f"cluster check: pairs from {read} nodes' reports", nodes, values,
-                      units[0] if len(units) == 1 else "", tuple(_named(merged)))
+                      units[0] if len(units) == 1 else "", tuple(_named(merged)),
+                      verdicts, tuple(failing))
 
 
 def _worse(old: tuple[int, float | None] | None,

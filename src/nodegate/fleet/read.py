@@ -15,6 +15,13 @@ is reused only while its summary file is the same one, unchanged (device, inode,
 mtime_ns, ctime_ns) and its report has the size the entry was made for; anything else is read
 again. Unreadable files, FIFOs and reports without a usable summary are never cached: they
 are looked at on every run.
+
+A read of ``SPLIT_MIN`` summaries or more (a first run: no cache yet), up to
+``CACHE_MAX_FILES`` (a longer history is streamed in one process), is split over two
+processes (``read_entries``): a forked child reads, decodes and checks the second part and
+sends its entries back as ``marshal`` over a pipe while this process does the first part. A
+child that does not deliver all of its part fails the read (``CannotRunError``, exit 3): no
+partial view.
 """
 
 from __future__ import annotations
@@ -23,22 +30,24 @@ import contextlib
 import json
 import marshal
 import os
+import signal
 import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any
+from typing import Any, NamedTuple
 
-from nodegate.errors import ConfigError
+from nodegate.errors import CannotRunError, ConfigError
 from nodegate.fileio import read_bytes
 from nodegate.report import fleet_summary
 from nodegate.report.model import decode, load, parse_timestamp
 from nodegate.report.order import key_of
 
-__all__ = ["CACHE_MIN_FILES", "MAX_REPORT_BYTES", "UNREADABLE", "History", "Summary",
-           "SummaryCache", "default_cache_file", "entry", "from_report_file", "from_summary",
-           "read_files", "scan", "summaries"]
+__all__ = ["CACHE_MIN_FILES", "MAX_REPORT_BYTES", "SPLIT_MIN", "UNREADABLE", "Entries",
+           "History", "Summary", "SummaryCache", "default_cache_file", "entry",
+           "from_report_file", "from_summary", "read_entries", "read_files", "scan",
+           "summaries"]
 
 #: A report is a few KiB to a few MiB (series included); anything far larger is not one.
 MAX_REPORT_BYTES = 256 * 1024 * 1024
@@ -152,22 +161,36 @@ class History:
 
     def _pack(self, node: str, finished: float, metrics: dict[str, Any]) -> None:
         """The trend metrics of one report onto ``node``'s packed series."""
-        series = self.points.setdefault(node, {})
         kept = self._kept
-        shapes = self.shapes
+        series = self.points.get(node)
+        if series is None:  # a node's first report (most of a fleet): each a new series
+            series = self.points[node] = {}
+            for key, metric in metrics.items():
+                keep = kept.get(key)
+                if keep is None:
+                    keep = self._first_sight(key, metric)
+                if keep:
+                    series[key] = array("d", (finished, metric[2]))
+            return
         for key, metric in metrics.items():
             keep = kept.get(key)
             if keep is None:
-                keep = kept[key] = self.keep(key)
+                keep = self._first_sight(key, metric)
             if keep:
                 packed = series.get(key)
-                if packed is None:  # a node's first report: most of a fleet
+                if packed is None:  # a metric this node's earlier reports did not have
                     series[key] = array("d", (finished, metric[2]))
-                    if key not in shapes:
-                        shapes[key] = (metric[0], metric[1])
                 else:
                     packed.append(finished)
                     packed.append(metric[2])
+
+    def _first_sight(self, key: str, metric: Sequence[Any]) -> bool:
+        """Whether the fleet's first metric ``key`` is a trend metric (asked once per key);
+        its (unit, direction) kept if so."""
+        keep = self._kept[key] = self.keep(key)
+        if keep:
+            self.shapes.setdefault(key, (metric[0], metric[1]))
+        return keep
 
 
 def _refuse_constant(name: str) -> Any:
@@ -256,17 +279,134 @@ def read_files(paths: Sequence[str]) -> Iterator[tuple[bytes, os.stat_result] | 
             yield from chunk
 
 
+# --- the split read ---------------------------------------------------------------------------
+
+#: Reads of this many summaries or more are split over two processes (``read_entries``): a
+#: summary costs ~70 us to read, decode and check, forking and sending the entries back a
+#: few milliseconds; below this a second process saves too little to be worth one.
+SPLIT_MIN = 2000
+#: The parent's share of a split read: more than half, as the child also pays for the fork
+#: (its copy-on-write faults) and for encoding and sending its entries; at 0.45 the parent
+#: waited for it, at 0.6 both end together (10,000 summaries: docs/benchmarks.md).
+SPLIT_SHARE = 0.6
+
+#: rel path -> (the summary file's StatKey as read, the entry made from it): usable summaries.
+Made = dict[str, tuple[StatKey, Summary]]
+#: What ``read_entries`` reads: (rel path of the report, its size, its summary's path).
+ToRead = tuple[str, int, str]
+
+
+def _make(items: Sequence[ToRead]) -> Made:
+    """Read, decode and check each summary of ``items``; the entries of the usable ones."""
+    out: Made = {}
+    reads = read_files([path for _, _, path in items])
+    for (rel, size, _), read in zip(items, reads, strict=True):
+        if read is not None:
+            found = from_summary(read[0], rel, size)
+            if found is not None:
+                out[rel] = (_stat_key(read[1], size), found)
+    return out
+
+
+def _can_fork() -> bool:
+    """A child by ``fork`` only from a process running one thread: a thread of the caller's
+    holding a lock at the fork would leave the child's copy of that lock held for ever."""
+    import threading
+
+    return hasattr(os, "fork") and threading.active_count() == 1 and _cpus() >= 2
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on: with one, a second process only adds its cost."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class Entries(NamedTuple):
+    """What ``read_entries`` made, and the same entries as the parts they were made in: a
+    forked child's part as the ``marshal`` it sent, which the cache stores as it is."""
+
+    made: Made
+    parts: list[Made | bytes]
+
+
+def read_entries(items: Sequence[ToRead], *, split: bool = True) -> Entries:
+    """The entries of the usable summaries of ``items``. ``split`` (and ``SPLIT_MIN`` items
+    or more, and a process that may fork): the last ``1 - SPLIT_SHARE`` of them in a forked
+    child, the rest here meanwhile; the same entries either way. Raises CannotRunError when
+    the child does not deliver its part (killed, out of memory, a crash): no partial view."""
+    if not split or len(items) < SPLIT_MIN or not _can_fork():
+        made = _make(items)
+        return Entries(made, [made])
+    cut = int(len(items) * SPLIT_SHARE)
+    return _split(items[:cut], items[cut:])
+
+
+def _split(mine: Sequence[ToRead], theirs: Sequence[ToRead]) -> Entries:
+    """``mine`` here, ``theirs`` in a forked child that sends its entries back as ``marshal``
+    behind their length over a pipe and leaves with ``os._exit`` (none of this process's
+    exit handlers or buffered output runs twice)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; what it sends is what the tests compare
+        _child(rfd, wfd, theirs)
+    os.close(wfd)
+    blob = b""
+    delivered = False
+    try:
+        made = _make(mine)
+        with open(rfd, "rb", buffering=0, closefd=False) as pipe:
+            blob = pipe.readall()
+        delivered = True
+    finally:
+        os.close(rfd)
+        if not delivered:  # interrupted here: the child goes too
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    body = blob[8:]
+    if code != 0 or len(blob) < 8 or int.from_bytes(blob[:8], "big") != len(body):
+        ended = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+        raise CannotRunError(
+            f"the second process reading fleet summaries {ended} before it delivered the "
+            f"entries of its {len(theirs)} summaries ({len(blob)} bytes sent): no partial "
+            f"view", file=os.path.dirname(theirs[0][2]))
+    del blob
+    return Entries({**made, **marshal.loads(body)}, [made, body])
+
+
+def _child(rfd: int, wfd: int, items: Sequence[ToRead]) -> None:  # pragma: no cover
+    """The forked child of ``_split``: never returns."""
+    status = 1
+    try:
+        os.close(rfd)
+        body = marshal.dumps(_make(items))
+        with open(wfd, "wb", closefd=False) as pipe:
+            pipe.write(len(body).to_bytes(8, "big"))
+            pipe.write(body)
+        status = 0
+    except BaseException as exc:  # reported here; the exit status tells the parent
+        with contextlib.suppress(OSError):
+            os.write(2, f"nodegate report: summary reader child: {exc!r}\n".encode())
+    finally:
+        os._exit(status)
+
+
 # --- the summary cache ------------------------------------------------------------------------
 
 #: Bump when ``entry`` changes what it makes: every older cache is then ignored. The cache
 #: is also keyed on this module's and the summary checker's files (an upgrade that forgot to
 #: bump it still starts afresh).
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 #: Fleets with fewer reports are read without a cache (``summaries(cache=True)``): they
 #: read in well under 0.1 s, and a test's or a one-node folder needs no file in ~/.cache.
 CACHE_MIN_FILES = 500
 #: ... and with more (a long history: 10,000 nodes x 30 reports) too: the cache would hold
-#: every report's metrics in memory, which the history reader drops as it goes.
+#: every report's metrics in memory, which the history reader drops as it goes. Such a
+#: fleet is read in one process, streamed (no split read: it holds its part's entries whole).
 CACHE_MAX_FILES = 50_000
 _MAGIC = b"NGFC"
 
@@ -298,11 +438,13 @@ def _code_stamp() -> tuple[object, ...]:
 
 class SummaryCache:
     """The entries made from a fleet's summaries, in one file: ``marshal`` (loading it runs
-    no code, unlike pickle) behind a magic and a CRC-32 of the rest, so a torn or damaged
-    file is ignored, never half believed; a file not owned by this user or writable by
-    others is ignored too. Written to a temporary name and renamed over (atomic), without
-    fsync: a file lost in a crash only costs the next run its speed. Best effort both ways:
-    a cache that cannot be read or written costs speed, never the report."""
+    no code, unlike pickle) of the code's stamp and a list of parts, each the ``marshal`` of
+    a dict of entries (a split read's two), behind a magic and a CRC-32 of the rest, so a
+    torn or damaged file is ignored, never half believed; a file not owned by this user or
+    writable by others is ignored too. Written to a temporary name and renamed over
+    (atomic), without fsync: a file lost in a crash only costs the next run its speed. Best
+    effort both ways: a cache that cannot be read or written costs speed, never the
+    report."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -318,25 +460,36 @@ class SummaryCache:
                 blob = handle.read()
         except OSError:
             return {}
-        if blob[:4] != _MAGIC or int.from_bytes(blob[4:8], "big") != zlib.crc32(blob[8:]):
+        body = memoryview(blob)[8:]
+        if blob[:4] != _MAGIC or int.from_bytes(blob[4:8], "big") != zlib.crc32(body):
             return {}
         try:
-            stamp, entries = marshal.loads(blob[8:])
+            stamp, parts = marshal.loads(body)
+            if stamp != self.stamp or type(parts) is not list:
+                return {}
+            entries: CacheEntries = {}
+            for part in parts:
+                loaded = marshal.loads(part)
+                if type(loaded) is not dict:
+                    return {}
+                entries.update(loaded)
         except (EOFError, ValueError, TypeError):
-            return {}
-        if stamp != self.stamp or type(entries) is not dict:
             return {}
         return entries
 
-    def save(self, entries: CacheEntries) -> None:
-        payload: Any = (self.stamp, entries)  # marshal's stub types no nested containers
+    def save(self, parts: Sequence[CacheEntries | bytes]) -> None:
+        """The entries of ``parts``: each a dict of entries, or one already in ``marshal``
+        (a forked child's part as it sent it: not encoded twice)."""
+        chunks = [part if isinstance(part, bytes) else marshal.dumps(part) for part in parts]
+        payload: Any = (self.stamp, chunks)  # marshal's stub types no nested containers
         body = marshal.dumps(payload)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             with open(fd, "wb") as handle:
-                handle.write(_MAGIC + zlib.crc32(body).to_bytes(4, "big") + body)
+                handle.write(_MAGIC + zlib.crc32(body).to_bytes(4, "big"))
+                handle.write(body)
             os.replace(tmp, self.path)
         except OSError:
             with contextlib.suppress(OSError):
@@ -452,17 +605,35 @@ def summaries(root: Path, *, jobs: int | None = None, strict: bool = False,
     top = os.path.join(str(root), "")
     paths = [fleet_summary.name_for(top + rel) for rel, _ in with_summary]
     store = None if strict else _cache_for(cache, root, len(with_summary))
+    split = jobs is None or jobs > 1
     if store is None:
-        for (rel, size), read in zip(with_summary, read_files(paths), strict=True):
-            found = from_summary(None if read is None else read[0], rel, size)
-            _take(rel, found, out, todo, history)
+        _without_cache(with_summary, paths, out=out, todo=todo, history=history, split=split)
     else:
-        _from_cache(store, with_summary, paths, out=out, todo=todo, history=history)
+        _from_cache(store, with_summary, paths, out=out, todo=todo, history=history,
+                    split=split)
     _parse_reports(root, todo, strict, jobs, out)
     if history is not None:
         for rel in todo:
             history.add(out[rel])
     return [out[rel] for rel, _, _ in files], len(todo)
+
+
+def _without_cache(with_summary: Sequence[tuple[str, int]], paths: Sequence[str], *,
+                   out: dict[str, Summary], todo: list[str], history: History | None,
+                   split: bool) -> None:
+    """``summaries`` without a cache: every summary read (``read_entries``), but a long
+    history's in one process, each entry to ``history`` as it is read: it drops the metrics
+    of older reports as it goes (300,000 entries held at once would be ~4 GB)."""
+    if len(with_summary) > CACHE_MAX_FILES:
+        for (rel, size), read in zip(with_summary, read_files(paths), strict=True):
+            found = from_summary(None if read is None else read[0], rel, size)
+            _take(rel, found, out, todo, history)
+        return
+    made = read_entries([(rel, size, path) for (rel, size), path
+                         in zip(with_summary, paths, strict=True)], split=split).made
+    for rel, _ in with_summary:
+        hit = made.get(rel)
+        _take(rel, None if hit is None else hit[1], out, todo, history)
 
 
 def _take(rel: str, found: Summary | None, out: dict[str, Summary], todo: list[str],
@@ -478,35 +649,36 @@ def _take(rel: str, found: Summary | None, out: dict[str, Summary], todo: list[s
 
 def _from_cache(store: SummaryCache, with_summary: Sequence[tuple[str, int]],
                 paths: Sequence[str], *, out: dict[str, Summary], todo: list[str],
-                history: History | None) -> None:
+                history: History | None, split: bool) -> None:
     """``summaries`` with a cache: entries whose key is unchanged come from it, the rest are
-    read (in path order all the same: which of two copies of a report ``history`` calls the
-    duplicate depends on it); the cache is rewritten when anything in it changed."""
+    read (``read_entries``: split over two processes when there are many, as on a first
+    run); ``history`` sees them in path order all the same (which of two copies of a report
+    it calls the duplicate depends on it); the cache is rewritten when anything in it
+    changed."""
     cached = store.load()
     # with nothing cached (a first run) every summary is read: no stat of each first
     stats = _summary_stats(paths) if cached else [None] * len(paths)
-    misses = [path for (rel, size), info, path in zip(with_summary, stats, paths, strict=True)
-              if info is None or rel not in cached
-              or cached[rel][0] != _stat_key(info, size)]
-    reads = read_files(misses)
+    keys = [None if info is None else _stat_key(info, size)
+            for (_, size), info in zip(with_summary, stats, strict=True)]
+    misses = [(rel, size, path) for (rel, size), key, path
+              in zip(with_summary, keys, paths, strict=True)
+              if key is None or rel not in cached or cached[rel][0] != key]
+    got = read_entries(misses, split=split)
+    made = got.made
     fresh: CacheEntries = {}
-    changed = False
-    for (rel, size), info in zip(with_summary, stats, strict=True):
+    for (rel, _), key in zip(with_summary, keys, strict=True):
         hit = cached.get(rel)
-        if hit is not None and info is not None and hit[0] == _stat_key(info, size):
+        if hit is None or key is None or hit[0] != key:
+            hit = made.get(rel)
+        if hit is not None:
             fresh[rel] = hit
             _take(rel, dict(hit[1]), out, todo, history)  # a copy: history edits it
-            continue
-        read = next(reads)
-        found = from_summary(None if read is None else read[0], rel, size)
-        if found is not None and read is not None:
-            fresh[rel] = (_stat_key(read[1], size), dict(found))
-            changed = True
-        _take(rel, found, out, todo, history)
-    for _ in reads:  # none left; ends the reader threads
-        pass
-    if changed or fresh.keys() != cached.keys():
-        store.save(fresh)
+        else:
+            _take(rel, None, out, todo, history)
+    if not cached and made:  # a first run: the cache is what was read, part for part
+        store.save(got.parts)
+    elif made or fresh.keys() != cached.keys():
+        store.save([fresh])
 
 
 def _parse_reports(root: Path, rels: list[str], strict: bool, jobs: int | None,

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodegate.fleet.aggregate import FleetView, NodeView, Swap
 from nodegate.vocabulary import FAILING
+
+if TYPE_CHECKING:
+    from nodegate.fleet.pair_records import FailingPair, PairMatrix
+
+#: Failing pairs listed in the text view (``--json`` lists every one).
+PAIR_LINES = 10
 
 
 def failing_text(node: NodeView, limit: int = 3) -> str:
@@ -36,14 +42,50 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
 
 
-def render_text(view: FleetView, *, history: int = 5) -> str:
+def render_text(view: FleetView, *, history: int = 5, pairs: PairMatrix | None = None) -> str:
     """The fleet summary an operator reads in a terminal: nodes (failing first), metrics with
-    their spread and outliers per profile, and the recent history of nodes that have one."""
+    their spread and outliers per profile, the cluster check's pairs (``pairs``, from
+    ``pair_records.pair_matrix``; none: no section), and the recent history of nodes that
+    have one."""
     ordered = sorted(view.nodes, key=lambda n: (n.verdict not in FAILING, n.node))
     lines = [*_header_lines(view), "", *_node_lines(ordered), *_metric_lines(view),
-             *_card_lines(ordered), *_swap_lines(view), *_history_lines(view, history),
-             *_unreadable_lines(view)]
+             *pair_lines(pairs), *_card_lines(ordered), *_swap_lines(view),
+             *_history_lines(view, history), *_unreadable_lines(view)]
     return "\n".join(lines) + "\n"
+
+
+def pair_lines(matrix: PairMatrix | None) -> list[str]:
+    """The cluster check's pairs in a few lines (led by a blank one): how many fail, what the
+    localisation names and why (each named node's own report), then the failing pairs, up
+    to ``PAIR_LINES``. Nothing without a matrix."""
+    if matrix is None or not matrix.nodes:
+        return []
+    grid = matrix.verdicts or matrix.values  # a matrix made by hand may give figures alone
+    ran = sum(cell is not None for row in grid for cell in row) // 2
+    failing = {(pair.a, pair.b) for pair in matrix.failing}
+    lines = ["", f"Pairs ({matrix.title}): "
+             + (f"{len(failing)} of {ran} pairs fail" if failing else f"all {ran} pairs pass")]
+    if matrix.named:
+        lines.append("  Named by the localisation: " + ", ".join(matrix.named))
+    for node, why in matrix.localised:
+        lines.append(f"  {node}, as its report says: {_clip(why, 160)}")
+    for pair in matrix.failing[:PAIR_LINES]:
+        lines.append(f"  {pair.verdict:<5} {pair_text(pair, matrix.unit)}")
+    more = len(matrix.failing) - PAIR_LINES
+    if more > 0:
+        lines.append(f"  ... and {more} more failing pair(s) (--json lists every one)")
+    return lines
+
+
+def pair_text(pair: FailingPair, unit: str) -> str:
+    """``hgx0 - hgx3 (rail mlx5_1): 12 GB/s``."""
+    rail = f" (rail {pair.rail})" if pair.rail else ""
+    figure = f"{_fmt(pair.value)} {unit}".rstrip() if pair.value is not None else "no figure"
+    return f"{pair.a} - {pair.b}{rail}: {figure}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _header_lines(view: FleetView) -> list[str]:
@@ -149,8 +191,26 @@ def _unreadable_lines(view: FleetView) -> list[str]:
     return lines
 
 
-def to_data(view: FleetView) -> dict[str, Any]:
-    """Plain JSON for scripts (``nodegate report DIR --json``)."""
+def pairs_data(matrix: PairMatrix) -> dict[str, Any]:
+    """The pair matrix as plain JSON: one row per node (the figure and the verdict of its
+    pair with each node, in ``nodes`` order; null: not run), what the localisation names,
+    each named node's reason as its report gives it, every failing pair."""
+    return {
+        "title": matrix.title, "unit": matrix.unit, "nodes": list(matrix.nodes),
+        "rows": [{"node": node, "values": list(values),
+                  "verdicts": list(matrix.verdicts[i]) if matrix.verdicts else []}
+                 for i, (node, values) in enumerate(zip(matrix.nodes, matrix.values,
+                                                        strict=True))],
+        "named": list(matrix.named),
+        "localisation": dict(matrix.localised),
+        "failing": [{"a": p.a, "b": p.b, "rail": p.rail, "verdict": p.verdict,
+                     "value": p.value} for p in matrix.failing],
+    }
+
+
+def to_data(view: FleetView, *, pairs: PairMatrix | None = None) -> dict[str, Any]:
+    """Plain JSON for scripts (``nodegate report DIR --json``); ``pairs`` (a cluster check's
+    matrix, ``pairs_data``) only where the reports carry pair results."""
     return {
         "root": str(view.root),
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -197,4 +257,5 @@ def to_data(view: FleetView) -> dict[str, Any]:
             for m in view.metrics
         ],
         "unreadable": [{"report": path, "error": error} for path, error in view.unreadable],
+        **({"pairs": pairs_data(pairs)} if pairs is not None and pairs.nodes else {}),
     }
