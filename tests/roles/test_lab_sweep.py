@@ -16,7 +16,8 @@ checkout's code (the lab's wheel).
   raised past anything a lab link reaches: the lab's containers share one bridge, so a slow
   link cannot be made), ``nodegate cluster-check`` runs the 6 pairs in 3 rounds of 2 as
   ``srun`` jobs and names node3 and no other, drains it with a reason naming its pairs, and
-  every node keeps its pairs in ``cluster-check-latest.json``.
+  every node keeps its pairs in ``cluster-check-latest.json``. Then ``--plan bisection``: 2
+  rounds of 2 pairs, node3 named again and no other.
 
 The sweep jobs run the quick level, then the gate (``--command``): the standard level's load
 on 8 simulated GPUs per node takes minutes on two cores; what is tested is the sweep's choice
@@ -183,10 +184,10 @@ def test_sweep_takes_idle_due_nodes_within_its_limits_and_drains_a_new_fault(
     sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
 
 
-def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None,
-                                                             tmp_path: Path) -> None:
+def cluster_check_with_node3_below_its_floor(*options: str) -> tuple[int, str]:
+    """``nodegate cluster-check OPTIONS`` on the controller side, node3's fabric below its
+    floor (its all_reduce floor past anything the lab reaches) for the run's duration."""
     wait_for("every node idle", lambda: all(s == "idle" for s, _ in states().values()))
-    # node3's fabric below its floor: its all_reduce floor past anything the lab reaches
     sh("node3", f"cp {PROFILE} {PROFILE}.orig && /opt/nodegate/venv/bin/python -c "
        + shlex.quote(
            "import json; p = '/etc/nodegate/profile.json'; d = json.load(open(p)); "
@@ -194,11 +195,16 @@ def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None,
            "{'min': 1000.0, 'unit': 'GB/s', 'source': 'policy: lab test, unreachable'}; "
            "json.dump(d, open(p, 'w'), indent=1)"))
     try:
-        rc, out = long_sh(CONTROL, f"{NG} cluster-check --partition gpu --ranks-per-node 1 "
-                                   "--timeout 420 --join-timeout 180 --json "
-                                   "--out /var/lib/nodegate/cluster-check", timeout=1800)
+        return long_sh(CONTROL, f"{NG} cluster-check --partition gpu --ranks-per-node 1 "
+                                "--timeout 420 --join-timeout 180 --json "
+                                f"{' '.join(options)}", timeout=1800)
     finally:
         sh("node3", f"mv -f {PROFILE}.orig {PROFILE}")
+
+
+def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None,
+                                                             tmp_path: Path) -> None:
+    rc, out = cluster_check_with_node3_below_its_floor("--out /var/lib/nodegate/cluster-check")
     assert rc == 1, out
     report = json.loads(out[out.index("{"):])
     assert report["nodes"] == list(NODES) and len(report["rounds"]) == 3
@@ -238,3 +244,28 @@ def test_the_pair_matrix_names_the_one_slow_node_and_no_other(lab: None,
     pairs_part = html[html.index('id="pairs"'):]
     assert "Named by the localisation: node3" in pairs_part, pairs_part[:2000]
     sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
+
+
+def test_bisection_names_the_slow_node_in_two_rounds_of_two_pairs(lab: None) -> None:
+    """``--plan bisection`` on Slurm: node i meets node i XOR 2^k, log2(4) = 2 rounds, 4 of
+    the 6 pairs; node3 failed with both its partners, each of which passed with another."""
+    rc, out = cluster_check_with_node3_below_its_floor(
+        "--plan bisection --out /var/lib/nodegate/cluster-check-bisection")
+    try:
+        assert rc == 1, out
+        report = json.loads(out[out.index("{"):])
+        assert [sorted(tuple(p) for p in round_) for round_ in report["rounds"]] == \
+            [[("node1", "node2"), ("node3", "node4")],
+             [("node1", "node3"), ("node2", "node4")]], report["rounds"]
+        pairs = {(p["a"], p["b"]): p["verdict"] for p in report["pairs"] if p["rail"] is None}
+        assert pairs == {("node1", "node2"): "PASS", ("node3", "node4"): "FAIL",
+                         ("node1", "node3"): "FAIL", ("node2", "node4"): "PASS"}, pairs
+        loc = report["localisation"]["collectives"]
+        assert loc["nodes"] == ["node3"] and loc["undetermined"] is None, loc
+        reason = "nodegate: cluster-check: failed with node1, node4; passed with none"
+        assert report["named"] == {"node3": reason}
+        rows = states()
+        assert "drain" in rows["node3"][0] and rows["node3"][1] == reason, rows
+        assert all(rows[n] == ("idle", "none") for n in NODES if n != "node3"), rows
+    finally:
+        sh("slurmctl", "scontrol update NodeName=node3 State=RESUME")
