@@ -84,6 +84,25 @@ def ensure_host(member: Member) -> Path:
     return netns_path(member.netns)
 
 
+def limit_rate(member: Member, mbit: int | None) -> None:
+    """A slow NIC on ``member``: its link shaped to ``mbit`` Mbit/s each way, a token bucket
+    (``tc qdisc ... tbf``) on both ends of its veth: the bridge's end shapes what the host
+    receives, its ``eth0`` what it sends. ``None`` takes both off. The one fault of the
+    network that the lab's shared bridge can show: one host's link slower than the others'
+    (what a NIC trained down or a bad cable does to the pairs that host is in)."""
+    if mbit is not None and mbit <= 0:
+        raise ValueError(f"{member.name}: link rate {mbit} Mbit/s: must be positive")
+    for ns, dev in [(config.BRIDGE_NS, member.veth), (member.netns, "eth0")]:
+        if mbit is None:
+            run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"],
+                check=False)  # none there: nothing to take off
+        else:
+            # burst (kB): 10 ms at the rate, above one timer tick (rate / HZ); queue <= 100 ms
+            burst = max(32, mbit * 1000 // 8 // 100)
+            run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+                 "rate", f"{mbit}mbit", "burst", f"{burst}kb", "latency", "100ms"])
+
+
 def lab_namespaces() -> list[str]:
     """Every namespace the lab owns (by prefix), for status and teardown."""
     if not NETNS_DIR.is_dir():
