@@ -139,6 +139,10 @@ def test_first_deploy_installs_and_configures(vms: list[mdvm.VM]) -> None:
         assert "rxe0" in _ssh(vm, "ibv_devinfo -l").stdout
         assert _ssh(vm, "systemctl is-enabled nodegate-roce.service").stdout.strip() == \
             "enabled"
+        # installed from the repository in the guest's root, its only apt source
+        policy = _ssh(vm, "apt-cache policy perftest").stdout
+        assert f"file:/{rxevm.GUEST_REPO} ./" in policy and "Installed: (none)" not in policy, \
+            policy
 
 
 def test_second_deploy_changes_nothing(vms: list[mdvm.VM]) -> None:

@@ -69,9 +69,11 @@ def _closure(names: tuple[str, ...]) -> list[str]:
     return sorted(found)
 
 
-def _fetch_debian(dest: Path) -> None:
+def fetch_debian(dest: Path, packages: tuple[str, ...] = DEBIAN_PACKAGES) -> None:
+    """``packages`` and their dependencies as this machine's apt resolves them, downloaded
+    as .debs into ``dest`` (the lab mirror's, and the Soft-RoCE VMs' repository)."""
     dest.mkdir(parents=True, exist_ok=True)
-    names = _closure(DEBIAN_PACKAGES)
+    names = _closure(packages)
     # apt drops to _apt for downloads; it must be able to write here
     os.chmod(dest, 0o777)
     proc = subprocess.run(["apt-get", "download", "-q", *names], cwd=dest, capture_output=True,
@@ -158,13 +160,13 @@ def _build(target: Path, *, wheels: bool) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="mirror-", dir=target.parent))
     try:
-        _fetch_debian(tmp / "debian")
-        served = driver_graph.served_packages(_scan(tmp, "debian"))
+        fetch_debian(tmp / "debian")
+        served = driver_graph.served_packages(scan(tmp, "debian"))
         lab_dir = tmp / "lab"
         lab_dir.mkdir()
         for deb in packages.catalogue(ensure_built() / LIBRARY_NAME, _snapshot(), served):
             packages.build(deb, lab_dir)
-        index = _scan(tmp, ".")
+        index = scan(tmp, ".")
         (tmp / "Packages").write_text(index)
         with gzip.open(tmp / "Packages.gz", "wt") as fh:
             fh.write(index)
@@ -179,7 +181,7 @@ def _build(target: Path, *, wheels: bool) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _scan(root: Path, directory: str) -> str:
+def scan(root: Path, directory: str) -> str:
     """The Packages index of ``directory`` under ``root``, paths relative to ``root``."""
     return subprocess.run(["dpkg-scanpackages", "--multiversion", directory], cwd=root,
                           capture_output=True, text=True, check=True).stdout

@@ -9,6 +9,11 @@ network. In each guest ``rdma link add rxe0 type rxe netdev eth1`` makes ``rxe0`
 ``/sys/class/infiniband`` tree, real ``ibv_devinfo``, real ``ib_write_bw`` between the VMs,
 real counters (rxe's ``hw_counters``; it has no PMA, so no ``ports/1/counters``).
 
+The guests' only apt source is a flat repository of real Debian packages baked into their root
+(``repo_dir``, like the lab nodes' mirror): the network role's packages and their dependencies,
+downloaded once here. The role still runs a real ``apt-get update`` and ``apt-get install``;
+under TCG an update against all of bookworm's index was a minute of emulated CPU per guest.
+
 The virtio NIC reports 100 Gb/s full duplex (qemu's ``speed``/``duplex``), so rxe's port
 rate is ``100 Gb/sec (4X EDR)`` as ib_core derives it from the netdev's ethtool speed. It is
 a label, not a capacity: the measured bandwidth is what the emulated path gives.
@@ -20,16 +25,19 @@ a label, not a capacity: the measured bandwidth is what the emulated path gives.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodegate.errors import CannotRunError
-from nodegate_lab import config, mdvm
+from nodegate.paths import cache_dir
+from nodegate_lab import base, config, mdvm, mirror
 from nodegate_lab.proc import need, run
 
 NAMES = ("rxe-a", "rxe-b")
@@ -41,6 +49,12 @@ RXE_DEVICE = "rxe0"
 LINK_SPEED_MBPS = 100000
 BRIDGE_MTU = 9216  # the largest MTU a profile may ask of a rail (profiles/schema.py)
 PROFILE = "softroce-vm"
+#: What the guests' repository holds (with dependencies): the network role's Debian packages
+#: (roles/network.py DISTRO_PACKAGES; tests/roles/test_rxevm_repo.py holds the two equal).
+REPO_PACKAGES: tuple[str, ...] = ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest")
+REPO_RECIPE = "1"
+#: Where the repository sits in each guest's root.
+GUEST_REPO = "var/lib/nodegate-repo"
 
 
 def base_dir() -> Path:
@@ -75,6 +89,50 @@ def _nic_args(member: Member) -> list[str]:
     return ["-netdev", f"tap,id=rdma0,ifname={member.tap},script=no,downscript=no",
             "-device", f"virtio-net-pci,netdev=rdma0,mac={member.mac},"
                        f"speed={LINK_SPEED_MBPS},duplex=full"]
+
+
+def repo_dir() -> Path:
+    """The cached repository (keyed by suite, recipe and package list)."""
+    text = "\n".join([config.SUITE, REPO_RECIPE, *sorted(REPO_PACKAGES)])
+    return cache_dir() / "rxevm" / f"repo-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def build_repo() -> Path:
+    """The guests' repository: ``REPO_PACKAGES`` and their dependencies as this machine's apt
+    resolves them (``mirror.fetch_debian``), with a ``Packages`` index; built once, one
+    builder at a time."""
+    target = repo_dir()
+    if (target / ".complete").is_file():
+        return target
+    with base.building(target):
+        if (target / ".complete").is_file():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix="repo-", dir=target.parent))
+        try:
+            mirror.fetch_debian(tmp / "debian", REPO_PACKAGES)
+            (tmp / "Packages").write_text(mirror.scan(tmp, "debian"))
+            os.chmod(tmp, 0o755)
+            (tmp / ".complete").write_text("\n".join(REPO_PACKAGES) + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def install_repo(repo: Path, root: Path) -> None:
+    """Copy the repository into a guest's root and make it the only apt source there."""
+    dest = root / GUEST_REPO
+    shutil.copytree(repo, dest, ignore=shutil.ignore_patterns(".complete"))
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (root / "etc/apt/sources.list").write_text(
+        f"# the Soft-RoCE VMs' repository (nodegate_lab.rxevm)\n"
+        f"deb [trusted=yes] file:/{GUEST_REPO} ./\n")
+    sources_d = root / "etc/apt/sources.list.d"
+    if sources_d.is_dir():
+        for extra in sources_d.iterdir():
+            extra.unlink()
 
 
 def _ns_run(*argv: str, check: bool = True) -> None:
@@ -116,12 +174,14 @@ def up(*, accel: str = "auto", tie_to_parent: bool = False) -> list[mdvm.VM]:
     need("ip", "qemu-system-x86_64")
     down()
     tarball = mdvm.build()  # the md VM's image: built once, shared
+    repo = build_repo()
     _bridge()
     vms = []
     try:
         for member in MEMBERS:  # both boot side by side: each mostly waits on its own vCPU
             run(["ip", "tuntap", "add", "dev", member.tap, "mode", "tap"])
-            vm = mdvm.prepare(base_dir() / member.name, tarball)
+            vm = mdvm.prepare(base_dir() / member.name, tarball,
+                              populate=lambda root: install_repo(repo, root))
             vm.extra_qemu = _nic_args(member)
             vm.save()
             vms.append(vm)
