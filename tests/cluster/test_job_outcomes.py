@@ -344,3 +344,22 @@ def test_a_ledger_over_its_cap_is_rotated_not_a_reason_to_stop(
     assert any("over its" in note for note in out.notes)
     assert (tmp_path / "ledger.json.1").stat().st_size > 1024 * 1024
     assert set(sw.read_ledger(ledger)) == {"n1", "n2"}
+
+
+# --- finding 4 (cluster-check's part): Slurm's answer verified -------------------------------
+
+def test_an_empty_sinfo_answer_is_could_not_ask_not_bad_input(
+        fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (fake / "bin" / "sinfo").write_text("#!/bin/sh\nexit 0\n")
+    assert check(fake) == 3
+    assert "could not ask" in capsys.readouterr().err
+    assert srun_calls(fake) == [] and updates(fake) == ""
+
+
+def test_an_scontrol_answer_for_another_node_is_could_not_ask(
+        fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (fake / "bin" / "scontrol").write_text(
+        "#!/bin/sh\necho 'NodeName=n2 NodeAddr=10.9.9.2 State=IDLE Partitions=gpu'\n")
+    assert check(fake) == 3
+    assert "answered for 'n2'" in capsys.readouterr().err
+    assert srun_calls(fake) == [] and updates(fake) == ""

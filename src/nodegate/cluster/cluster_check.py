@@ -326,6 +326,37 @@ def choose_nodes(members: Sequence[NodeState], wanted: Sequence[str] | None
     return chosen, skipped
 
 
+def ask_members(scheduler: CheckScheduler, partition: str) -> list[NodeState]:
+    """The partition's nodes, the answer verified: an empty answer, a name that is not a
+    node's or a node listed twice is "could not ask" (CannotRunError, exit 3), never bad
+    input and never a verdict."""
+    from nodegate.cluster.slurm import NODE_NAME
+
+    try:
+        members = scheduler.partition_nodes(partition)
+    except ConfigError as exc:  # sinfo answered nothing for it
+        raise CannotRunError(f"could not ask Slurm for partition {partition}'s nodes: "
+                             f"{exc.message}") from None
+    names = [m.node for m in members]
+    bad = [n for n in names if not NODE_NAME.fullmatch(n)]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if not members or bad or twice:
+        raise CannotRunError(f"a garbled answer for partition {partition}'s nodes "
+                             f"({len(members)} node(s); not names: {bad[:3]}; listed twice: "
+                             f"{twice[:3]}): nothing run")
+    return members
+
+
+def ask_address(scheduler: CheckScheduler, node: str) -> str:
+    """Where ``node`` is reached, once Slurm's answer about it names ``node`` itself: an
+    answer for another node is "could not ask" (exit 3), never that node's address."""
+    answered = scheduler.state(node).node
+    if answered != node:
+        raise CannotRunError(f"asked Slurm about {node}, it answered for {answered[:60]!r}: "
+                             "nothing run", host=node)
+    return scheduler.node_address(node)
+
+
 def _disjoint(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     """``pairs`` packed into rounds where no node is in two pairs at once."""
     out: list[list[tuple[str, str]]] = []
@@ -346,11 +377,11 @@ def run_check(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, *,
     never started (``policy.start_retries`` more tries, in rounds of their own), then
     localise from what ran. An unreachable controller stops the check (CannotRunError,
     exit 3) before anything is judged or drained."""
-    members = scheduler.partition_nodes(policy.partition)
+    members = ask_members(scheduler, policy.partition)
     chosen, skipped = choose_nodes(members, nodes)
     outcome = Outcome(chosen, PLANS[policy.plan](chosen), skipped=skipped, started=time.time())
     check_ports(policy, len(outcome.rounds))
-    addresses = {n: scheduler.node_address(n) for n in chosen}
+    addresses = {n: ask_address(scheduler, n) for n in chosen}
     span = port_span(len(outcome.rounds))
     index = 0
 

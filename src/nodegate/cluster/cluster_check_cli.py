@@ -86,9 +86,11 @@ def run(args: argparse.Namespace) -> int:
         srun_runner,
         write_outputs,
     )
-    from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
+    from nodegate.cluster.slurm import NODE_NAME, RetryPolicy, SlurmScheduler
     from nodegate.errors import ConfigError, ExitCode, NodegateError
 
+    if not NODE_NAME.fullmatch(args.partition):
+        raise ConfigError(f"{args.partition[:80]!r} is not a partition name", key="--partition")
     nodes = node_list(args.nodes)
     if nodes is not None and len(nodes) < 2:
         raise ConfigError("name at least two nodes", key="--nodes")
