@@ -162,8 +162,8 @@ def pair_script(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
             f'--local-addr {q(addresses[0])}; else set -- --role join --peer-name {q(a)} '
             f'--local-addr {q(addresses[1])}; fi; '
             f'{" ".join(common)} "$@" > "$d/pair-report.json"; rc=$?; '
-            f"echo {q(jo.REPORT_BEGIN)}; cat \"$d/pair-report.json\"; echo; "
-            f'echo {q(jo.REPORT_END)}; rm -rf "$d"; exit $rc')
+            f"printf '%s\\n' {q(jo.REPORT_BEGIN)}; cat \"$d/pair-report.json\"; "
+            f"printf '\\n%s\\n' {q(jo.REPORT_END)}; rm -rf \"$d\"; exit $rc")
 
 
 def pair_argv(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
