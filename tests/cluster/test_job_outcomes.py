@@ -10,12 +10,13 @@ or an empty one when told; ``scontrol``/``sinfo``/``scancel`` keep their state i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -363,3 +364,33 @@ def test_an_scontrol_answer_for_another_node_is_could_not_ask(
     assert check(fake) == 3
     assert "answered for 'n2'" in capsys.readouterr().err
     assert srun_calls(fake) == [] and updates(fake) == ""
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs with one page free (the lock's pid takes it): a full ledger disk."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+            capture_output=True, check=False).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        (mount / "gap").write_bytes(b"x" * 4096)
+        with contextlib.suppress(OSError), (mount / "filler").open("wb") as out:
+            while True:
+                out.write(b"x" * 4096)
+                out.flush()
+        (mount / "gap").unlink()
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_submission_that_cannot_be_recorded_is_exit_3_naming_the_job(
+        full_disk: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slurm = SweepSlurm("4242\n")
+    out = sw.sweep(_scheduler(slurm), POLICY, full_disk / "ledger.json", now=1_800_000_000.0)
+    assert slurm.sbatch == 1  # stopped at the first job it could not record
+    assert out.error is not None and out.error.startswith("n1: job 4242 submitted but not "
+                                                          "recorded")
