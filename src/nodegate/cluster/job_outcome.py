@@ -90,12 +90,12 @@ def never_started(a: str, b: str, run: Run, timeout_s: float) -> NotStarted | No
     if any(marker in said for marker in UNREACHABLE_MARKERS):
         return NotStarted(a, b, f"Slurm controller unreachable: {_scrub(run.stderr)}",
                           unreachable=True)
-    if any(marker in said for marker in REFUSED_MARKERS):
-        return NotStarted(a, b, f"not started: Slurm refused the job: {_scrub(run.stderr)}")
-    if run.returncode is None:
+    if run.returncode is None:  # stopped at the deadline: what srun said after is its exit
         pending = "pending (a job holds a node, or no resources)" \
             if "queued and waiting" in said or not said.strip() else _scrub(run.stderr)
         return NotStarted(a, b, f"not started within {timeout_s:g} s: {pending}; cancelled")
+    if any(marker in said for marker in REFUSED_MARKERS):
+        return NotStarted(a, b, f"not started: Slurm refused the job: {_scrub(run.stderr)}")
     return NotStarted(a, b, f"not started: srun ended (exit {run.returncode}) before any task "
                             f"started: {_scrub(run.stderr) or 'no message'}")
 
