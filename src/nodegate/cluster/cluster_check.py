@@ -9,10 +9,13 @@ implementation. Both sides are under test here (no known-good peer), so both sid
 are read and the pair's verdict is the worse of the two. One round at a time, the pairs of a
 round at once (their nodes are disjoint, ``pairs.rounds``).
 
-Every ``srun`` is bounded: a pair that did not answer within the timeout (its job did not
-start, a side hung) is cancelled and is ERROR for that pair, never PASS; so is a side that
-printed no report. The matrix is then read by ``pairs.localise`` (the collectives, then each
-rail ``ib_write_bw`` measured), and:
+Every ``srun`` is bounded in time and output (``jobrun``) and its outcome classified
+(``job_outcome``): a pair whose job never started (pending past the timeout, refused, the
+controller unreachable) is no evidence about either node: it is retried, reported and kept
+out of the matrix, and an unreachable controller stops the check (exit 3). A pair that
+started and then hung, printed no valid framed report or no collective figure, or printed
+more than the cap, is ERROR for that pair, never PASS. The matrix is then read by
+``pairs.localise`` (the collectives, then each rail ``ib_write_bw`` measured), and:
 
 - each node gets a suite report (``cluster-check-latest.json``, label ``suite=cluster-check``)
   with its pairs and the localisation's word on it, written into its report folder through a
