@@ -64,7 +64,7 @@ def test_a_pair_held_by_a_users_job_never_started_and_drains_nothing(
         slurm: SlurmCluster, stand_in: Path, tmp_path: Path) -> None:
     held = slurm.run("sbatch", "--parsable", "--job-name=users-training-run",
                      "--nodelist=ng4", "--exclusive", "--partition=quad",
-                     "--wrap=sleep 300").stdout.strip().split(";")[0]
+                     f"--output={tmp_path}/held-%j.out", "--wrap=sleep 300").stdout.strip().split(";")[0]
     try:
         deadline = time.monotonic() + 30
         while "RUNNING" not in _jobs(slurm) and time.monotonic() < deadline:
