@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from nodegate.cluster import cluster_check as cc
+from nodegate.cluster import job_outcome as jo
 from nodegate.cluster import pairs as pr
 from nodegate.cluster.gate import Action, decide_health, decide_join, suite_hold
 from nodegate.cluster.scheduler import Change, NodeState
@@ -58,21 +59,27 @@ class FakeSlurm:
         return Change(node, "comment", False, before, before)
 
 
-def side(node: str, peer: str, busbw: float, *, floor: float = 10.0) -> str:
-    """What ``nodegate multinode --json`` prints on one side of a pair."""
-    verdict = Verdict.PASS if busbw >= floor else Verdict.FAIL
+def side(node: str, peer: str, busbw: float, *, floor: float = 10.0,
+         verdict: Verdict | None = None) -> str:
+    """What ``nodegate multinode --json`` prints on one side of a pair (``verdict``: the
+    collective's, whatever the figure)."""
+    verdict = verdict or (Verdict.PASS if busbw >= floor else Verdict.FAIL)
     results = [
         CheckResult("multinode_completed", f"peer-{peer}", 2, "completed", "ranks",
                     Verdict.PASS, Severity.INFO, {}),
         CheckResult(cc.MATRIX_CHECK, f"peer-{peer}", busbw, {"min": floor}, "GB/s", verdict,
                     Severity.INFO if verdict is Verdict.PASS else Severity.CRITICAL, {})]
     return to_json(build(results, node=node, profile="h100-hgx", level="standard",
-                         started_at=1_800_000_000.0, backend="cpu",
+                         started_at=1_700_000_000.0, backend="cpu",
                          labels={"suite": "multinode"}))
 
 
 def labelled(*tasks: str) -> str:
-    return "\n".join(f"{i}: {line}" for i, text in enumerate(tasks) for line in
+    """What ``srun --label`` prints of the pair script's tasks: each starts, then prints its
+    report in a frame (``cluster_check.pair_script``)."""
+    printed = [f"{jo.TASK_STARTED}\n{jo.REPORT_BEGIN}\n{text}\n{jo.REPORT_END}"
+               for text in tasks]
+    return "\n".join(f"{i}: {line}" for i, text in enumerate(printed) for line in
                      text.splitlines())
 
 
@@ -158,21 +165,38 @@ def test_one_slow_node_of_four_is_named_drained_and_every_node_keeps_its_pairs(
     assert n1["peer-n2"]["verdict"] == "PASS" and n1["peer-n2"]["measured"] == 40.0
 
 
-def test_a_pair_that_never_answers_is_error_never_pass() -> None:
-    outcome = cc.run_check(FakeSlurm(members()), cc.CheckPolicy("gpu", timeout_s=30),
-                           FakeSrun(silent=frozenset({"n4"})))
-    by_pair = {r.key(): r for r in outcome.results}
-    assert all(by_pair[k].verdict == "ERROR" for k in by_pair if "n4" in k)
-    assert "no answer within 30 s" in by_pair[("n1", "n4")].detail
-    assert outcome.localisations[None].nodes == ("n4",) and not outcome.passed
+def test_a_pair_that_never_starts_is_no_evidence_and_is_retried() -> None:
+    srun = FakeSrun(silent=frozenset({"n4"}))
+    outcome = cc.run_check(FakeSlurm(members()), cc.CheckPolicy("gpu", timeout_s=30), srun)
+    assert all("n4" not in r.key() for r in outcome.results)
+    assert sorted(outcome.not_started) == [("n1", "n4"), ("n2", "n4"), ("n3", "n4")]
+    why = outcome.not_started[("n1", "n4")]
+    assert why.attempts == 2 and why.why.startswith("not started within 30 s: pending")
+    assert outcome.localisations[None].nodes == () and not outcome.passed
+    assert not outcome.failed and outcome.verdict == "NOT_STARTED"
+    assert len(srun.pair_jobs) == 6 + 3  # the three retried, one round each (all hold n4)
+
+
+def test_a_side_that_hangs_after_the_start_is_error() -> None:
+    started = f"0: {jo.TASK_STARTED}\n1: {jo.TASK_STARTED}"
+    got = cc.judge_pair("n1", "n2", cc.Run(None, started, "", 30.0), 30)
+    assert isinstance(got, list) and [r.verdict for r in got] == ["ERROR"]
+    assert got[0].detail.startswith("no answer within 30 s after the tasks started")
 
 
 def test_a_side_without_a_report_is_error() -> None:
-    one_side = labelled(side("n1", "n2", 40.0))
+    one_side = labelled(side("n1", "n2", 40.0)) + f"\n1: {jo.TASK_STARTED}"
     got = cc.judge_pair("n1", "n2", cc.Run(1, one_side, "torchrun: connection refused", 2.0),
                         60)
-    assert [r.verdict for r in got] == ["ERROR"]
-    assert got[0].detail.startswith("n2 printed no report (srun exit 1)")
+    assert isinstance(got, list) and [r.verdict for r in got] == ["ERROR"]
+    assert got[0].detail.startswith("n2 printed no valid report (srun exit 1)")
+
+
+def test_a_report_for_another_node_is_no_ones() -> None:
+    got = cc.judge_pair("n1", "n2", cc.Run(0, labelled(side("n1", "n2", 40.0),
+                                                       side("n7", "n1", 40.0)), "", 2.0), 60)
+    assert isinstance(got, list) and got[0].verdict == "ERROR"
+    assert "a report for 'n7', not one of n1, n2" in got[0].detail
 
 
 def test_a_bisection_plan_names_the_slow_node_in_fewer_jobs(tmp_path: Path) -> None:
@@ -231,12 +255,10 @@ def test_the_report_and_the_heat_map_use_the_fleet_renderer(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("verdicts", [("PASS", "WARN"), ("WARN", "FAIL"), ("FAIL", "ERROR")])
 def test_a_pair_is_the_worse_of_its_two_sides(verdicts: tuple[str, str]) -> None:
-    texts = []
-    for name, peer, verdict in (("a", "b", verdicts[0]), ("b", "a", verdicts[1])):
-        data = json.loads(side(name, peer, 40.0))
-        data["verdict"] = verdict
-        texts.append(json.dumps(data, indent=1))
+    texts = [side(name, peer, 40.0, verdict=Verdict(verdict)) for name, peer, verdict in
+             (("a", "b", verdicts[0]), ("b", "a", verdicts[1]))]
     got = cc.judge_pair("a", "b", cc.Run(0, labelled(*texts), "", 1.0), 60)
+    assert isinstance(got, list)
     assert got[0].verdict == verdicts[1]
     assert got[0].passed == (verdicts[1] in ("PASS", "WARN"))
     assert pr.PAIR_VERDICTS.index(got[0].verdict) == max(pr.PAIR_VERDICTS.index(v)

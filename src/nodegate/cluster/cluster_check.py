@@ -9,10 +9,13 @@ implementation. Both sides are under test here (no known-good peer), so both sid
 are read and the pair's verdict is the worse of the two. One round at a time, the pairs of a
 round at once (their nodes are disjoint, ``pairs.rounds``).
 
-Every ``srun`` is bounded: a pair that did not answer within the timeout (its job did not
-start, a side hung) is cancelled and is ERROR for that pair, never PASS; so is a side that
-printed no report. The matrix is then read by ``pairs.localise`` (the collectives, then each
-rail ``ib_write_bw`` measured), and:
+Every ``srun`` is bounded in time and output (``jobrun``) and its outcome classified
+(``job_outcome``): a pair whose job never started (pending past the timeout, refused, the
+controller unreachable) is no evidence about either node: it is retried, reported and kept
+out of the matrix, and an unreachable controller stops the check (exit 3). A pair that
+started and then hung, printed no valid framed report or no collective figure, or printed
+more than the cap, is ERROR for that pair, never PASS. The matrix is then read by
+``pairs.localise`` (the collectives, then each rail ``ib_write_bw`` measured), and:
 
 - each node gets a suite report (``cluster-check-latest.json``, label ``suite=cluster-check``)
   with its pairs and the localisation's word on it, written into its report folder through a
@@ -30,12 +33,10 @@ between two good nodes from the other pairs it was never run against.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
-import re
 import shlex
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,8 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from nodegate.cluster import job_outcome as jo
+from nodegate.cluster import jobrun
 from nodegate.cluster import pairs as pr
+from nodegate.cluster.jobrun import GRACE_S, MAX_OUTPUT, run_bounded
 from nodegate.cluster.scheduler import Change, NodeState
+from nodegate.errors import CannotRunError, ConfigError
 
 #: Every pair job's name is this plus ``a+b``: how an operator (and a cancel) finds them.
 PAIR_JOB_PREFIX = "nodegate-pair."
@@ -58,7 +63,8 @@ NODE_REPORT_DIR = "/var/lib/nodegate/reports"
 MATRIX_CHECK = "multinode_allreduce_busbw"
 RAIL_CHECK = "multinode_ib_write_bw"
 _RANK = {v: i for i, v in enumerate(pr.PAIR_VERDICTS)}
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+#: Re-exported: the pair job's output is read by ``job_outcome``.
+task_outputs = jo.task_outputs
 
 
 #: The pairing plans: every pair, or about log2(n) rounds (module docstring).
@@ -83,18 +89,11 @@ class CheckPolicy:
     drain: bool = True
     drain_budget: float | None = None
     plan: str = "all-pairs"  # or "bisection" (PLANS)
+    start_retries: int = 1  # more tries of a pair whose job never started
 
 
-@dataclass(frozen=True)
-class Run:
-    """One finished (or abandoned) srun: exit status (None: killed at the timeout)."""
-
-    returncode: int | None
-    stdout: str
-    stderr: str
-    duration_s: float
-
-
+#: One srun's end (``jobrun.Run``), what a ``Runner`` returns.
+Run = jobrun.Run
 #: Runs one srun ``argv`` (stdin ``text`` when given) within ``timeout_s``.
 Runner = Callable[[Sequence[str], float, str | None], Run]
 
@@ -115,31 +114,23 @@ class CheckScheduler(Protocol):
     def set_comment(self, node: str, comment: str | None) -> Change: ...
 
 
-def srun_runner(srun: str = "srun", scancel: str = "scancel") -> Runner:
-    """The real runner: ``srun`` bounded by its timeout; at the timeout SIGTERM (srun cancels
-    its job step and job), then SIGKILL, then ``scancel`` by the job's name, so an abandoned
-    pair holds no node."""
+def srun_runner(srun: str = "srun", scancel: str = "scancel", *,
+                max_output: int = MAX_OUTPUT, grace_s: float = GRACE_S) -> Runner:
+    """The real runner: ``srun`` in its own process group, bounded by its timeout and its
+    output (``jobrun.run_bounded``: SIGTERM, which makes srun cancel its step and job, then
+    SIGKILL of the whole group), then ``scancel`` by the job's name, so an abandoned pair
+    holds no node."""
 
     def run(argv: Sequence[str], timeout_s: float, text: str | None) -> Run:
-        started = time.monotonic()
-        proc = subprocess.Popen([srun, *argv], stdin=subprocess.PIPE if text is not None
-                                else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            out, err = proc.communicate(text, timeout=timeout_s)
-            return Run(proc.returncode, out, err, time.monotonic() - started)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                out, err = proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
-            name = next((a.split("=", 1)[1] for a in argv if a.startswith("--job-name=")), None)
+        got = run_bounded([srun, *argv], timeout_s, text, max_output=max_output,
+                          grace_s=grace_s)
+        if got.returncode is None:
+            name = next((a.split("=", 1)[1] for a in argv if a.startswith("--job-name=")),
+                        None)
             if name:
-                subprocess.run([scancel, f"--name={name}"], capture_output=True, timeout=30,
-                               check=False)
-            return Run(None, out or "", err or "", time.monotonic() - started)
+                run_bounded([scancel, f"--name={name}"], 30.0, max_output=64 * 1024,
+                            grace_s=grace_s)
+        return got
 
     return run
 
@@ -152,10 +143,13 @@ def pair_job_name(a: str, b: str) -> str:
 
 def pair_script(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
                 port: int) -> str:
-    """What each of the pair's two tasks runs: ``nodegate multinode`` as host on ``a``, as
-    join on ``b``, the report printed as JSON and written only to a scratch folder (a pair's
-    run is not the node's join evidence: its record is the suite report written later). Each
-    side advertises the address Slurm knows it by (``addresses``: a's, b's)."""
+    """What each of the pair's two tasks runs: ``TASK_STARTED`` first (a job where no task
+    printed it never started), then ``nodegate multinode`` as host on ``a``, as join on ``b``,
+    its JSON report written to a scratch file (a pair's run is not the node's join evidence:
+    its record is the suite report written later) and printed between ``REPORT_BEGIN`` and
+    ``REPORT_END`` once it is done (``job_outcome``: whatever else the task prints stays
+    outside the frame). Each side advertises the address Slurm knows it by (``addresses``:
+    a's, b's)."""
     q = shlex.quote
     common = [q(policy.nodegate), "multinode", "--endpoint", q(f"{addresses[0]}:{port}"),
               "--nnodes", "2", "--rdzv-id", q(f"nodegate-pair-{a}-{b}"),
@@ -166,17 +160,19 @@ def pair_script(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
         common += ["--ranks-per-node", str(policy.ranks_per_node)]
     if policy.profile:
         common += ["--profile", q(policy.profile)]
-    return (f'd=$(mktemp -d) || exit 3; '
+    return (f'echo {jo.TASK_STARTED}; d=$(mktemp -d) || exit 3; '
             f'if [ "$SLURMD_NODENAME" = {q(a)} ]; then set -- --role host --peer-name {q(b)} '
             f'--local-addr {q(addresses[0])}; else set -- --role join --peer-name {q(a)} '
             f'--local-addr {q(addresses[1])}; fi; '
-            f'{" ".join(common)} "$@"; rc=$?; rm -rf "$d"; exit $rc')
+            f'{" ".join(common)} "$@" > "$d/pair-report.json"; rc=$?; '
+            f"printf '%s\\n' {q(jo.REPORT_BEGIN)}; cat \"$d/pair-report.json\"; "
+            f"printf '\\n%s\\n' {q(jo.REPORT_END)}; rm -rf \"$d\"; exit $rc")
 
 
 def pair_argv(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
               round_index: int = 0) -> list[str]:
     """The srun options and command of one pair (``srun`` itself added by the runner); each
-    round its own port (``--port`` + the round's index), as deploy/multinode.py gives each
+    round its own port (``--port`` + ``round_index``), as deploy/multinode.py gives each
     group, so a round never meets the last one's closing sockets."""
     argv = ["--nodes=2", "--ntasks=2", "--ntasks-per-node=1", f"--nodelist={a},{b}",
             "--exclusive", f"--partition={policy.partition}", f"--time={policy.time_limit}",
@@ -186,31 +182,18 @@ def pair_argv(a: str, b: str, addresses: tuple[str, str], policy: CheckPolicy,
     return [*argv, "sh", "-c", pair_script(a, b, addresses, policy, policy.port + round_index)]
 
 
-def task_outputs(stdout: str) -> dict[int, str]:
-    """Each task's stdout from srun ``--label`` output (``0: ...``); unlabelled lines (srun's
-    own) are left out."""
-    out: dict[int, list[str]] = {}
-    for line in stdout.splitlines():
-        match = _LABEL.match(line)
-        if match:
-            out.setdefault(int(match.group(1)), []).append(match.group(2))
-    return {task: "\n".join(lines) for task, lines in out.items()}
+def port_span(rounds: int) -> int:
+    """How many ports a check of ``rounds`` rounds uses (``--port`` and the next ones): one
+    per round, at least two, so a retry round never reuses the round before's port."""
+    return max(2, rounds)
 
 
-def side_reports(stdout: str) -> dict[str, dict[str, Any]]:
-    """node -> the report its task printed (a task that printed no report is absent)."""
-    out: dict[str, dict[str, Any]] = {}
-    for text in task_outputs(stdout).values():
-        start = text.find("{")
-        if start < 0:
-            continue
-        try:
-            data = json.loads(text[start:])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("node"), str):
-            out[data["node"]] = data
-    return out
+def check_ports(policy: CheckPolicy, rounds: int) -> None:
+    """ConfigError (exit 2, naming ``--port``) when a round's port would pass 65535."""
+    last = policy.port + port_span(rounds) - 1
+    if last > 65535:
+        raise ConfigError(f"{policy.port} with {rounds} round(s) would use ports up to "
+                          f"{last}; at most {65536 - port_span(rounds)} here", key="--port")
 
 
 def _result(report: Mapping[str, Any], check: str) -> list[Mapping[str, Any]]:
@@ -227,19 +210,41 @@ def _clip(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def judge_pair(a: str, b: str, run: Run, timeout_s: float) -> list[pr.PairResult]:
+def _measured(report: Mapping[str, Any]) -> bool:
+    """The side measured what a pair is for: a numeric ``MATRIX_CHECK`` figure."""
+    return any(isinstance(r.get("measured"), (int, float))
+               and not isinstance(r.get("measured"), bool)
+               for r in _result(report, MATRIX_CHECK))
+
+
+def judge_pair(a: str, b: str, run: Run, timeout_s: float
+               ) -> list[pr.PairResult] | jo.NotStarted:
     """The pair's results from its srun: the collectives (rail None), then each rail the join
-    side measured. No answer, or a side without a report, is ERROR, never PASS."""
+    side measured; or ``NotStarted`` when no task started (never evidence about a node).
+    Output over the cap, a side hung after the start, a side without a valid framed report,
+    or one without the collective's figure is ERROR, never PASS."""
+    if run.over_cap is not None:
+        return [pr.PairResult(a, b, "ERROR", detail=(
+            f"output over {run.over_cap} bytes; the job was stopped and its output not read"))]
+    not_started = jo.never_started(a, b, run, timeout_s)
+    if not_started is not None:
+        return not_started
     if run.returncode is None:
         return [pr.PairResult(a, b, "ERROR", detail=(
-            f"no answer within {timeout_s:g} s (job did not start or a side hung); "
+            f"no answer within {timeout_s:g} s after the tasks started (a side hung); "
             f"cancelled. {_clip(run.stderr)}").strip())]
-    sides = side_reports(run.stdout)
+    sides, problems = jo.side_reports(run.stdout, (a, b))
     missing = [n for n in (a, b) if n not in sides]
     if missing:
+        why = "; ".join(f"{k}: {v}" for k, v in problems.items())
+        return [pr.PairResult(a, b, "ERROR", detail=_clip(
+            f"{', '.join(missing)} printed no valid report (srun exit {run.returncode})"
+            + (f"; {why}" if why else "") + f": {run.stderr}"))]
+    empty = [n for n in (a, b) if not _measured(sides[n])]
+    if empty:
         return [pr.PairResult(a, b, "ERROR", detail=(
-            f"{', '.join(missing)} printed no report (srun exit {run.returncode}): "
-            f"{_clip(run.stderr)}"))]
+            f"{', '.join(empty)}: the report has no {MATRIX_CHECK} figure (nothing measured "
+            "is no pass)"))]
     verdict = max((_side_verdict(sides[n]) for n in (a, b)), key=_RANK.__getitem__)
     figures = [r.get("measured") for n in (a, b) for r in _result(sides[n], MATRIX_CHECK)]
     numbers = [float(f) for f in figures if isinstance(f, (int, float))]
@@ -261,7 +266,8 @@ def judge_pair(a: str, b: str, run: Run, timeout_s: float) -> list[pr.PairResult
 
 @dataclass
 class Outcome:
-    """What one cluster check found and did."""
+    """What one cluster check found and did. ``not_started``: the pairs whose job never
+    started after every try (pair key -> why); they are in no result and no localisation."""
 
     nodes: list[str]
     rounds: list[list[tuple[str, str]]]
@@ -270,6 +276,7 @@ class Outcome:
     skipped: dict[str, str] = field(default_factory=dict)
     drained: dict[str, str] = field(default_factory=dict)
     delivered: dict[str, str] = field(default_factory=dict)
+    not_started: dict[tuple[str, str], jo.NotStarted] = field(default_factory=dict)
     started: float = 0.0
     finished: float = 0.0
 
@@ -283,15 +290,31 @@ class Outcome:
         return out
 
     @property
+    def failed(self) -> bool:
+        """A pair ran and did not pass: evidence (exit 1)."""
+        return any(not r.passed for r in self.results)
+
+    @property
     def passed(self) -> bool:
-        return bool(self.results) and all(r.passed for r in self.results)
+        return bool(self.results) and not self.failed and not self.not_started
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL (a pair ran and did not pass) or NOT_STARTED (nothing failed, but a
+        pair never started: not measured is not passed)."""
+        return "PASS" if self.passed else "FAIL" if self.failed else "NOT_STARTED"
+
+    def unmeasured(self, node: str) -> list[str]:
+        """The partners of ``node`` whose pair never started."""
+        return sorted(ns.b if ns.a == node else ns.a for ns in self.not_started.values()
+                      if node in (ns.a, ns.b))
 
 
 def choose_nodes(members: Sequence[NodeState], wanted: Sequence[str] | None
                  ) -> tuple[list[str], dict[str, str]]:
     """The nodes to pair: ``wanted`` (all of them, in service or not: an operator named them)
     or else the partition's idle nodes in service; why every other one is left out."""
-    if wanted:
+    if wanted is not None:
         known = {m.node for m in members}
         skipped = {n: "not in the partition" for n in wanted if n not in known}
         return [n for n in dict.fromkeys(wanted) if n in known], skipped
@@ -306,27 +329,104 @@ def choose_nodes(members: Sequence[NodeState], wanted: Sequence[str] | None
     return chosen, skipped
 
 
+def ask_members(scheduler: CheckScheduler, partition: str) -> list[NodeState]:
+    """The partition's nodes, the answer verified: an empty answer, a name that is not a
+    node's or a node listed twice is "could not ask" (CannotRunError, exit 3), never bad
+    input and never a verdict."""
+    from nodegate.cluster.slurm import NODE_NAME
+
+    try:
+        members = scheduler.partition_nodes(partition)
+    except ConfigError as exc:  # sinfo answered nothing for it
+        raise CannotRunError(f"could not ask Slurm for partition {partition}'s nodes: "
+                             f"{exc.message}") from None
+    names = [m.node for m in members]
+    bad = [n for n in names if not NODE_NAME.fullmatch(n)]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if not members or bad or twice:
+        raise CannotRunError(f"a garbled answer for partition {partition}'s nodes "
+                             f"({len(members)} node(s); not names: {bad[:3]}; listed twice: "
+                             f"{twice[:3]}): nothing run")
+    return members
+
+
+def ask_address(scheduler: CheckScheduler, node: str) -> str:
+    """Where ``node`` is reached, once Slurm's answer about it names ``node`` itself: an
+    answer for another node is "could not ask" (exit 3), never that node's address."""
+    answered = scheduler.state(node).node
+    if answered != node:
+        raise CannotRunError(f"asked Slurm about {node}, it answered for {answered[:60]!r}: "
+                             "nothing run", host=node)
+    return scheduler.node_address(node)
+
+
+def _disjoint(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """``pairs`` packed into rounds where no node is in two pairs at once."""
+    out: list[list[tuple[str, str]]] = []
+    for pair in pairs:
+        for round_pairs in out:
+            if not any(node in p for p in round_pairs for node in pair):
+                round_pairs.append(pair)
+                break
+        else:
+            out.append([pair])
+    return out
+
+
 def run_check(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, *,
               nodes: Sequence[str] | None = None, log: Callable[[str], None] = lambda _: None
               ) -> Outcome:
-    """Pair the nodes round by round (the pairs of a round at once), then localise."""
-    members = scheduler.partition_nodes(policy.partition)
+    """Pair the nodes round by round (the pairs of a round at once), retry the pairs that
+    never started (``policy.start_retries`` more tries, in rounds of their own), then
+    localise from what ran. An unreachable controller stops the check (CannotRunError,
+    exit 3) before anything is judged or drained."""
+    members = ask_members(scheduler, policy.partition)
     chosen, skipped = choose_nodes(members, nodes)
     outcome = Outcome(chosen, PLANS[policy.plan](chosen), skipped=skipped, started=time.time())
-    addresses = {n: scheduler.node_address(n) for n in chosen}
-    for index, round_pairs in enumerate(outcome.rounds, start=1):
-        log(f"round {index}/{len(outcome.rounds)}: "
-            + ", ".join(f"{a}+{b}" for a, b in round_pairs))
-        argvs = [pair_argv(a, b, (addresses[a], addresses[b]), policy, index - 1)
+    check_ports(policy, len(outcome.rounds))
+    addresses = {n: ask_address(scheduler, n) for n in chosen}
+    span = port_span(len(outcome.rounds))
+    index = 0
+
+    def one_round(round_pairs: Sequence[tuple[str, str]], title: str) -> None:
+        nonlocal index
+        log(f"{title}: " + ", ".join(f"{a}+{b}" for a, b in round_pairs))
+        argvs = [pair_argv(a, b, (addresses[a], addresses[b]), policy, index % span)
                  for a, b in round_pairs]
+        index += 1
         with ThreadPoolExecutor(max_workers=max(1, len(argvs))) as pool:
             runs = list(pool.map(lambda argv: runner(argv, policy.timeout_s, None), argvs))
+        unreachable: jo.NotStarted | None = None
         for (a, b), run in zip(round_pairs, runs, strict=True):
             got = judge_pair(a, b, run, policy.timeout_s)
+            key = (a, b) if a <= b else (b, a)
+            if isinstance(got, jo.NotStarted):
+                before = outcome.not_started.get(key)
+                outcome.not_started[key] = dataclasses.replace(
+                    got, attempts=before.attempts + 1 if before else 1)
+                log(f"  {a}+{b}: NOT STARTED ({got.why})")
+                if got.unreachable:
+                    unreachable = got
+                continue
+            outcome.not_started.pop(key, None)
             log(f"  {a}+{b}: {got[0].verdict}"
                 + (f" {got[0].busbw_gbps:.2f} GB/s" if got[0].busbw_gbps is not None else "")
                 + (f" ({got[0].detail})" if got[0].detail and not got[0].passed else ""))
             outcome.results += got
+        if unreachable is not None:
+            raise CannotRunError(
+                f"srun for {unreachable.a}+{unreachable.b}: {unreachable.why}; the check "
+                "stopped: nothing judged, nothing drained")
+
+    for number, round_pairs in enumerate(outcome.rounds, start=1):
+        one_round(round_pairs, f"round {number}/{len(outcome.rounds)}")
+    for attempt in range(1, policy.start_retries + 1):
+        if not outcome.not_started:
+            break
+        again = _disjoint([(ns.a, ns.b) for ns in outcome.not_started.values()])
+        for number, round_pairs in enumerate(again, start=1):
+            one_round(round_pairs, f"try {attempt + 1} of the pairs that never started, "
+                                   f"round {number}/{len(again)}")
     outcome.localisations = {rail: pr.localise(rs) for rail, rs in
                              sorted(pr.by_rail(outcome.results).items(),
                                     key=lambda kv: kv[0] or "")}
@@ -386,13 +486,30 @@ def deliver_argv(node: str, policy: CheckPolicy) -> list[str]:
 def act(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, outcome: Outcome,
         out_dir: Path, *, log: Callable[[str], None] = lambda _: None) -> None:
     """Write each node's suite report (controller copy, then onto the node), then drain the
-    nodes the matrix named (within the budget when one is set)."""
+    nodes the matrix named (within the budget when one is set).
+
+    A node with a pair that never started gets no new suite report unless the matrix named
+    it: what it was not measured against is neither a pass nor a failure, and its last
+    report stays. A controller copy that cannot be written is noted, never a reason to leave
+    a named node in service (the output folder was checked before any pair ran,
+    ``preflight_out``)."""
     from nodegate import fileio
+    from nodegate.errors import NodegateError
     from nodegate.report import to_json
 
+    named = outcome.named
     for node in outcome.nodes:
+        unmeasured = outcome.unmeasured(node)
+        if unmeasured and node not in named:
+            outcome.delivered[node] = (f"not written: its pair(s) with {', '.join(unmeasured)} "
+                                       "never started (its last report stays)")
+            log(f"{node}: report {outcome.delivered[node]}")
+            continue
         text = to_json(node_report(node, outcome)) + "\n"
-        fileio.atomic_write_text(out_dir / "nodes" / node / f"{SUITE}-latest.json", text)
+        try:
+            fileio.atomic_write_text(out_dir / "nodes" / node / f"{SUITE}-latest.json", text)
+        except NodegateError as exc:
+            log(f"{node}: controller copy not written: {exc}")
         run = runner(deliver_argv(node, policy), 120.0, text)
         outcome.delivered[node] = "written" if run.returncode == 0 else (
             "no answer in 120 s" if run.returncode is None
@@ -403,7 +520,7 @@ def act(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, outcome:
         return
     from nodegate.cluster.budget import DrainBudget, drain_within_budget
 
-    for node, reason in outcome.named.items():
+    for node, reason in named.items():
         if policy.drain_budget is not None:
             result = drain_within_budget(node, reason, scheduler,  # type: ignore[arg-type]
                                          DrainBudget(policy.drain_budget), log=log)
@@ -412,6 +529,26 @@ def act(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, outcome:
             scheduler.drain(node, reason)
             outcome.drained[node] = "drained: " + reason
         log(f"{node}: {outcome.drained[node]}")
+
+
+def preflight_out(out_dir: Path) -> None:
+    """Check, before any pair runs, every file the check will write under ``out_dir``
+    (``cluster-check.json``, ``.html``, ``nodes/``): a regular file, a link, a device where
+    a folder belongs, or a folder that takes no file, is ConfigError (exit 2) naming it."""
+    from nodegate import fileio
+
+    for folder in (out_dir, out_dir / "nodes"):
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            what = "a symbolic link" if folder.is_symlink() else "not a folder"
+            raise ConfigError(f"cannot write the cluster check's output here: {what}",
+                              file=str(folder), key="--out")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output folder: {exc.strerror or exc}",
+                          file=str(out_dir), key="--out") from None
+    for name in (f"{SUITE}.json", f"{SUITE}.html"):
+        fileio.preflight_file(out_dir / name)
 
 
 def pair_matrix(outcome: Outcome, rail: str | None = None) -> Any:
@@ -436,7 +573,9 @@ def report_dict(policy: CheckPolicy, outcome: Outcome) -> dict[str, Any]:
             "nodes": list(loc.nodes), "pairs": [list(p) for p in loc.pairs], "why": loc.why,
             "undetermined": loc.undetermined} for rail, loc in outcome.localisations.items()},
         "named": outcome.named, "drained": outcome.drained, "delivered": outcome.delivered,
-        "verdict": "PASS" if outcome.passed else "FAIL",
+        "not_started": [{"a": ns.a, "b": ns.b, "why": ns.why, "attempts": ns.attempts}
+                        for _, ns in sorted(outcome.not_started.items())],
+        "verdict": outcome.verdict,
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,11 @@ def register(subparsers: Any) -> None:
                     "is localised (a node failing with everyone and passing with no one is "
                     "named), written as JSON and an HTML heat map, each node's pairs land in "
                     "its report folder (cluster-check-latest.json) and a named node is "
-                    "drained. Exit 0 every pair passed, 1 a pair failed, 2 bad input, 3 the "
-                    "controller did not answer.")
+                    "drained. A pair whose job never started (pending past --timeout, "
+                    "refused by Slurm) is no evidence: it is retried (--start-retries) and "
+                    "reported, and no node is drained for it. Exit 0 every pair passed, 1 a "
+                    "pair ran and failed, 2 bad input (nothing run), 3 the controller did not "
+                    "answer, or a pair never started (nothing failed).")
     parser.add_argument("--partition", required=True, help="the partition whose nodes pair")
     parser.add_argument("--nodes", help="comma-separated nodes to pair (default: the "
                                         "partition's idle nodes in service)")
@@ -39,6 +43,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=arg_number(float, 0, 86400, low_open=True),
                         default=600.0, help="seconds each pair's srun may take, start to end "
                                             "(default %(default)s)")
+    parser.add_argument("--start-retries", type=arg_number(int, 0, 10), default=1,
+                        help="more tries of a pair whose job never started (default "
+                             "%(default)s)")
     parser.add_argument("--join-timeout", type=arg_number(float, 0, 86400, low_open=True),
                         default=120.0, help="seconds a side waits for the other "
                                             "(nodegate multinode; default %(default)s)")
@@ -73,15 +80,18 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.cluster.cluster_check import (
         CheckPolicy,
         act,
+        preflight_out,
         report_dict,
         run_check,
         srun_runner,
         write_outputs,
     )
-    from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
-    from nodegate.errors import ConfigError, ExitCode
+    from nodegate.cluster.slurm import NODE_NAME, RetryPolicy, SlurmScheduler
+    from nodegate.errors import ConfigError, ExitCode, NodegateError
 
-    nodes = [n for n in (args.nodes or "").split(",") if n] or None
+    if not NODE_NAME.fullmatch(args.partition):
+        raise ConfigError(f"{args.partition[:80]!r} is not a partition name", key="--partition")
+    nodes = node_list(args.nodes)
     if nodes is not None and len(nodes) < 2:
         raise ConfigError("name at least two nodes", key="--nodes")
     policy = CheckPolicy(
@@ -89,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         port=args.port, join_timeout_s=args.join_timeout, ranks_per_node=args.ranks_per_node,
         profile=args.profile, qos=args.qos, time_limit=args.time_limit,
         report_dir=args.node_report_dir, drain=not args.no_drain,
-        drain_budget=args.drain_budget, plan=args.plan)
+        drain_budget=args.drain_budget, plan=args.plan, start_retries=args.start_retries)
+    preflight_out(args.out)  # before any pair runs: a run must be able to leave its record
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     runner = srun_runner(scheduler._bin("srun"), scheduler._bin("scancel"))
 
@@ -103,16 +114,52 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"fewer than two nodes to pair in partition {policy.partition} "
                           f"({', '.join(outcome.nodes) or 'none'})", key="--partition")
     act(scheduler, policy, runner, outcome, args.out, log=log)
-    json_path, html_path = write_outputs(policy, outcome, args.out)
+    try:
+        json_path, html_path = write_outputs(policy, outcome, args.out)
+    except NodegateError as exc:  # after the act: name it, keep the verdict's code
+        done = "; ".join(f"{n} {why}" for n, why in sorted(outcome.drained.items()))
+        log(f"{outcome.verdict}, acted ({done or 'no node drained'}); the report could not "
+            f"be written: {exc}")
+        return int(ExitCode.FAILED if outcome.failed else ExitCode.CANNOT_RUN)
     if args.json:
         print(json.dumps(report_dict(policy, outcome), indent=1, sort_keys=True))
+    summarise(outcome, log)
+    log(f"{outcome.verdict}: {len(outcome.results)} result(s) of "
+        f"{sum(len(r) for r in outcome.rounds)} pair(s), {len(outcome.not_started)} never "
+        f"started; report {json_path}, heat map {html_path}")
+    if outcome.failed:
+        return int(ExitCode.FAILED)
+    return int(ExitCode.CANNOT_RUN if outcome.not_started else ExitCode.PASSED)
+
+
+def summarise(outcome: Any, log: Callable[[str], None]) -> None:
+    """What the matrix named per rail, and each pair that never started."""
     for rail, loc in outcome.localisations.items():
         where = f"rail {rail}" if rail else "collectives"
         if loc.undetermined:
             log(f"{where}: nothing named: {loc.undetermined}")
         for key, why in loc.why.items():
             log(f"{where}: named {key}: {why}")
-    log(f"{'PASS' if outcome.passed else 'FAIL'}: {len(outcome.results)} result(s) of "
-        f"{sum(len(r) for r in outcome.rounds)} pair(s); report {json_path}, heat map "
-        f"{html_path}")
-    return int(ExitCode.PASSED if outcome.passed else ExitCode.FAILED)
+    for ns in outcome.not_started.values():
+        tries = "1 try" if ns.attempts == 1 else f"{ns.attempts} tries"
+        log(f"{ns.a}+{ns.b} not measured after {tries}: {ns.why}")
+
+
+def node_list(text: str | None) -> list[str] | None:
+    """``--nodes``: None when not given; else every comma-separated name, each a single node
+    name. An empty list or an empty name (``--nodes ,``, ``--nodes "$UNSET"``) is exit 2
+    naming the option, never "the whole partition"."""
+    from nodegate.cluster.slurm import NODE_NAME
+    from nodegate.errors import ConfigError
+
+    if text is None:
+        return None
+    names = [part.strip() for part in text.split(",")]
+    if not any(names):
+        raise ConfigError(f"{text!r} names no node (an unset variable?); leave --nodes out "
+                          "to pair the partition's idle nodes", key="--nodes")
+    for name in names:
+        if not NODE_NAME.fullmatch(name):
+            raise ConfigError(f"{name!r} in {text[:80]!r} is not a node name (an empty "
+                              "name, a hostlist or a space)", key="--nodes")
+    return names

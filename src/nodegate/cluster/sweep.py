@@ -30,6 +30,7 @@ skipping a node for the length of a clock step is not.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,25 +110,45 @@ def job_name(node: str) -> str:
     return f"{JOB_PREFIX}{node}"
 
 
+#: Digits in a Slurm job id: a 32-bit counter (``MaxJobId`` at most 67,043,328) fits in 10;
+#: an answer beyond this is garbled, never recorded.
+JOB_ID_DIGITS = 20
+
+
+def checked_job_id(text: str, *, tool: str) -> str:
+    """A job id from ``tool``'s answer through the bounded converter (``bounds.digits``):
+    ASCII digits, at most ``JOB_ID_DIGITS`` of them, ``_N`` of an array task allowed;
+    ValueError naming the answer's length and start otherwise (a garbled answer)."""
+    from nodegate.bounds import digits
+
+    base, _, task = text.partition("_")
+    if digits(base, max_chars=JOB_ID_DIGITS) is None or (
+            task and digits(task, max_chars=JOB_ID_DIGITS) is None):
+        raise ValueError(f"{tool} answered a garbled job id ({len(text)} characters: "
+                         f"{text[:40]!r})")
+    return text
+
+
 def parse_squeue(text: str) -> list[SweepJob]:
-    """Sweep jobs from ``squeue -h -o '%i|%j|%T'`` (other jobs and blank lines ignored)."""
+    """Sweep jobs from ``squeue -h -o '%i|%j|%T'`` (other jobs and blank lines ignored); a
+    sweep job with a garbled id is ValueError (the queue could not be read)."""
     jobs = []
     for line in text.splitlines():
         parts = line.strip().split("|")
         if len(parts) != 3 or not parts[1].startswith(JOB_PREFIX):
             continue
         job_id, name, state = parts
-        jobs.append(SweepJob(job_id, name.removeprefix(JOB_PREFIX), state.upper()))
+        jobs.append(SweepJob(checked_job_id(job_id, tool="squeue"),
+                             name.removeprefix(JOB_PREFIX), state.upper()))
     return jobs
 
 
 def parse_sbatch_id(text: str) -> str:
     """The job id ``sbatch --parsable`` printed (``123`` or ``123;cluster``)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
-    job_id = first.split(";")[0]
-    if not job_id.isdigit():
-        raise ValueError(f"sbatch printed no job id: {text.strip()[:200]!r}")
-    return job_id
+    if not first:
+        raise ValueError("sbatch printed no job id")
+    return checked_job_id(first.split(";")[0], tool="sbatch")
 
 
 def sbatch_argv(node: str, policy: SweepPolicy) -> list[str]:
@@ -207,6 +228,50 @@ def plan(members: Sequence[NodeState], jobs: Sequence[SweepJob], ledger: Mapping
 
 # --- the ledger ------------------------------------------------------------------------------
 
+#: Largest ledger read (``fileio``'s cap for a config file); one past it is rotated.
+LEDGER_CAP = 1024 * 1024
+
+
+def check_ledger_path(path: Path) -> None:
+    """Before anything is submitted: the ledger (and its lock) must be a regular file or
+    absent, its folder creatable; a symbolic link, a folder or a device there is ConfigError
+    (exit 2) naming it, so no job is ever submitted that could not be recorded."""
+    from nodegate import fileio
+
+    for target in (path, path.with_name(path.name + ".lock")):
+        fileio.check_target(target)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the ledger's folder: {exc.strerror or exc}",
+                          file=str(path.parent)) from None
+    fileio.preflight_file(path)
+
+
+def rotate_if_over(path: Path, cap: int = LEDGER_CAP, *, dry_run: bool = False
+                   ) -> str | None:
+    """A regular ledger over ``cap`` is renamed to ``<name>.1`` (replacing an older one) and
+    the sweep starts a new one: its nodes are due at once, which is harmless, while refusing
+    it would stop every later sweep until a person edits it. Returns what was done."""
+    try:
+        size = path.lstat().st_size
+    except FileNotFoundError:
+        return None
+    if size <= cap:
+        return None
+    old = path.with_name(path.name + ".1")
+    if dry_run:
+        return (f"ledger {path} is {size} bytes, over its {cap}-byte cap: a sweep keeps it as "
+                f"{old}")
+    try:
+        os.replace(path, old)
+    except OSError as exc:
+        raise ConfigError(f"ledger over its cap ({size} bytes) and could not be rotated: "
+                          f"{exc.strerror or exc}", file=str(path)) from None
+    return (f"ledger {path} was {size} bytes, over its {cap}-byte cap: kept as {old}, a new "
+            "one started")
+
+
 def read_ledger(path: Path) -> dict[str, dict[str, Any]]:
     """node -> its last submission (``submitted``: controller epoch seconds, ``job``); an
     absent file is an empty ledger, anything unreadable a ConfigError naming the file."""
@@ -243,9 +308,12 @@ def write_ledger(path: Path, nodes: Mapping[str, Mapping[str, Any]]) -> None:
 
 
 def record(ledger: dict[str, dict[str, Any]], node: str, job_id: str | None,
-           now: float | None = None) -> None:
-    """Note a submission (``job`` None: sbatch's answer was lost; squeue tells next time)."""
+           now: float | None = None, *, note: str | None = None) -> None:
+    """Note a submission (``job`` None: sbatch's answer was lost or garbled, ``note`` says
+    which, bounded; squeue tells next time)."""
     ledger[node] = {"submitted": time.time() if now is None else now, "job": job_id}
+    if note:
+        ledger[node]["note"] = note[:200]
 
 
 # --- one sweep -------------------------------------------------------------------------------
@@ -268,6 +336,7 @@ class Outcome:
     plan: Plan
     submitted: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     def lines(self, *, dry_run: bool) -> list[str]:
         out = []
@@ -277,6 +346,7 @@ class Outcome:
             elif dry_run:
                 out.append(f"would submit {node}")
         out += [f"skip {node}: {why}" for node, why in sorted(self.plan.skipped.items())]
+        out += [f"note: {note}" for note in self.notes]
         if self.error:
             out.append(f"error: {self.error}")
         return out
@@ -287,27 +357,47 @@ def sweep(scheduler: SweepScheduler, policy: SweepPolicy, ledger_path: Path, *,
     """One sweep of ``policy.partition``, under the ledger's lock: read, plan, submit one job
     at a time and record each in the ledger before the next (a fault loses nothing)."""
     from nodegate import flock
-    from nodegate.errors import CannotRunError
+    from nodegate.errors import CannotRunError, NodegateError
 
+    check_ledger_path(ledger_path)
     lock = ledger_path.with_name(ledger_path.name + ".lock")
     with flock.exclusive(lock, what="sweep lock",
                          busy=lambda pid: f"another sweep (pid {pid}) holds {lock}"):
-        ledger = read_ledger(ledger_path)
+        rotated = rotate_if_over(ledger_path, dry_run=dry_run)
+        ledger = {} if rotated else read_ledger(ledger_path)
         members = scheduler.partition_nodes(policy.partition)
-        jobs = parse_squeue(scheduler.queue("%i|%j|%T"))
+        try:
+            jobs = parse_squeue(scheduler.queue("%i|%j|%T"))
+        except ValueError as exc:
+            raise CannotRunError(f"{exc}; nothing submitted") from None
         moment = time.time() if now is None else now
         outcome = Outcome(plan(members, jobs, submitted_times(ledger), policy, moment))
+        if rotated:
+            outcome.notes.append(rotated)
         if dry_run:
             return outcome
         for node in outcome.plan.submit:
             try:
                 answer = scheduler.submit(sbatch_argv(node, policy), policy.job_command())
-                job_id = parse_sbatch_id(answer)
-            except (CannotRunError, ValueError) as exc:
+            except CannotRunError as exc:
                 # not recorded: squeue shows the job next time if it was queued after all
                 outcome.error = f"{node}: {exc}"
                 return outcome
+            try:
+                job_id: str | None = parse_sbatch_id(answer)
+                garbled = None
+            except ValueError as exc:  # sbatch said yes in words we cannot read
+                job_id, garbled = None, str(exc)
+            record(ledger, node, job_id, moment, note=garbled)
+            try:
+                write_ledger(ledger_path, ledger)
+            except NodegateError as exc:
+                outcome.error = (f"{node}: job {job_id or '(id unreadable)'} submitted but not "
+                                 f"recorded: {exc}")
+                return outcome
+            if garbled is not None:
+                outcome.error = f"{node}: {garbled}; recorded without an id, sweep stopped"
+                return outcome
+            assert job_id is not None
             outcome.submitted[node] = job_id
-            record(ledger, node, job_id, moment)
-            write_ledger(ledger_path, ledger)
         return outcome

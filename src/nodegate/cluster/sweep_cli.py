@@ -24,9 +24,11 @@ def register(subparsers: Any) -> None:
                     "is older than --period and submit one exclusive job per node running "
                     "the standard level and then the gate (a FAIL drains). Never a node with "
                     "a user's job, at most --max-concurrent sweep jobs, within --drain-budget. "
-                    "Exit 0 done (whatever was submitted), 2 bad input, 3 the controller did "
-                    "not answer, a submission failed or another sweep runs (the nodes before "
-                    "it were submitted and recorded).")
+                    "Exit 0 done (whatever was submitted), 2 bad input (nothing submitted: "
+                    "the ledger's path is checked first), 3 the controller did not answer or "
+                    "answered a garbled job id, a submission failed, a submitted job could "
+                    "not be recorded, or another sweep runs (the nodes before it were "
+                    "submitted and recorded). A ledger over its cap is rotated.")
     parser.add_argument("--partition", required=True, help="the partition to sweep")
     parser.add_argument("--period", default="7d",
                         help="sweep a node again after this long: 12h, 7d (default %(default)s)")
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"partition": policy.partition, "dry_run": args.dry_run,
                           "planned": list(outcome.plan.submit), "submitted": outcome.submitted,
-                          "skipped": dict(outcome.plan.skipped), "error": outcome.error},
+                          "skipped": dict(outcome.plan.skipped), "error": outcome.error,
+                          "notes": outcome.notes},
                          indent=1, sort_keys=True))
     else:
         for line in outcome.lines(dry_run=args.dry_run):

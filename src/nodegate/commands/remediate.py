@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from nodegate.report.outputs import default_report_dir
 
     report_dir: Path = args.report_dir or default_report_dir()
+    check_outputs(args)  # every folder it writes, before anything is read or done
     hint = args.node or os.environ.get("SLURMD_NODENAME")
     reports, unreadable = read_node_reports(report_dir, hint)
     newest = latest(battery_reports(reports)) or latest(reports)
@@ -90,10 +91,30 @@ def run(args: argparse.Namespace) -> int:
     outcome = step(ctx)
     print(f"nodegate remediate: {node}: {outcome.phase.value}: {outcome.message}")
     if args.textfile_dir is not None and not args.dry_run:
+        from nodegate.errors import ExitCode, NodegateError
         from nodegate.remediation import metrics
 
-        metrics.write(ctx.store.load(node), args.textfile_dir)
+        try:
+            metrics.write(ctx.store.load(node), args.textfile_dir)
+        except NodegateError as exc:  # the step is done and recorded: name it, never 2
+            print(f"nodegate remediate: {node}: {outcome.phase.value} done and recorded; "
+                  f"its textfile could not be written: {exc}", file=sys.stderr)
+            return int(outcome.code) or int(ExitCode.CANNOT_RUN)
     return int(outcome.code)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """``--bundle-dir`` (a folder with room for a bundle) and ``--textfile-dir`` (a folder
+    that takes a file), checked before remediation acts: a full or wrong one found after a
+    drain or a reset would leave the act half told (exit 2 naming the option here)."""
+    if args.dry_run:
+        return
+    from nodegate.remediation.bundle import MIN_ROOM, check_folder
+
+    if args.bundle_dir is not None:
+        check_folder(args.bundle_dir, key="--bundle-dir", room=MIN_ROOM)
+    if args.textfile_dir is not None:
+        check_folder(args.textfile_dir, key="--textfile-dir")
 
 
 # --- the real runners -----------------------------------------------------------------------

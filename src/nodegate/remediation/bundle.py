@@ -94,6 +94,43 @@ def build_manifest(*, node: str, reason: str, now: dt.datetime,
     }
 
 
+#: Room an RMA bundle needs in its folder before remediation acts: the manifest, the kernel
+#: log's context and nvidia-bug-report's compressed output (a few MiB on an 8-GPU board).
+MIN_ROOM = 64 * 1024 * 1024
+
+
+def check_folder(folder: Path, *, key: str, room: int = 0) -> None:
+    """Before remediation acts: ``folder`` is a folder (or can be made one), takes a file,
+    and has ``room`` bytes free; else ConfigError (exit 2) naming it and ``key``. A folder
+    that fills up between this check and the write is the one case left to the write's own
+    error, after the act is recorded."""
+    import contextlib
+    import os
+
+    from nodegate import fileio
+
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ConfigError("not a folder (a file or a link is where the folder belongs)",
+                          file=str(folder), key=key)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".nodegate-write-check"
+        fileio.preflight_file(probe)
+        free = os.statvfs(folder)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=str(folder), key=key) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot use the folder: {exc.strerror or exc}", file=str(folder),
+                          key=key) from None
+    finally:
+        with contextlib.suppress(OSError):
+            (folder / ".nodegate-write-check").unlink()
+    left = free.f_bavail * free.f_frsize
+    if left < room:
+        raise ConfigError(f"{left} bytes free, {room} needed before remediation acts",
+                          file=str(folder), key=key)
+
+
 def write_bundle(path: Path, manifest: dict[str, Any], *, kernel_log: str | None = None,
                  bug_report: BugReportRunner | None = default_bug_report) -> Path:
     """Write the archive at ``path`` atomically (a temp file beside it, then a rename)."""
