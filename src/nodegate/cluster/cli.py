@@ -66,7 +66,9 @@ def register(subparsers: Any) -> None:
                              "service, marked in its Slurm comment, with a WARN (default: no "
                              "budget; the site file's slurm.drain_budget via the agent role)")
     parser.add_argument("--textfile-dir", type=Path,
-                        help="write nodegate_gate.prom (drain budget metrics) there")
+                        help="health: write nodegate_gate.prom there (the decision, whether "
+                             "the node is held, when the gate ran; with --drain-budget the "
+                             "budget's counts too); not written by --dry-run (default: none)")
     parser.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.set_defaults(func=run)
@@ -140,8 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _writes_textfile(args: argparse.Namespace) -> bool:
-    return (args.drain_budget is not None and args.textfile_dir is not None
-            and args.mode == "health" and not args.dry_run)
+    return args.textfile_dir is not None and args.mode == "health" and not args.dry_run
 
 
 def check_textfile_dir(folder: Path) -> None:
@@ -204,10 +205,18 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
                 newest_health_passes(reports):
             clear_mark(state, scheduler)
-    if budget is not None and _writes_textfile(args):
+    if _writes_textfile(args):
+        import time
+
+        from nodegate.cluster import gate_metrics
+
+        action = "mark" if outcome is not None and outcome.exceeded else decision.action.value
+        text = gate_metrics.render(decision.node, action, change.after if change else state,
+                                   time.time())
+        if budget is not None:
+            text += render_metrics(decision.node, state.partitions, outcome, budget)
         try:
-            atomic_write_text(args.textfile_dir / TEXTFILE_NAME,
-                              render_metrics(decision.node, state.partitions, outcome, budget))
+            atomic_write_text(args.textfile_dir / TEXTFILE_NAME, text)
         except ConfigError as exc:
             return change, outcome, str(exc)
     return change, outcome, None
