@@ -32,13 +32,20 @@ if TYPE_CHECKING:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "gate", help="drain or resume this node in Slurm from its latest report",
-        description="Periodic health (default): FAIL drains with a 'nodegate:' reason; PASS "
-                    "resumes only a nodegate drain, never an administrator's, never an "
-                    "acceptance/standard hold. --mode join resumes only on a fresh passing "
-                    "report of --level. Exit 0 done (any action), 2 bad input, 3 scheduler "
-                    "unreachable (nothing changed), 1 done but the --textfile-dir metrics "
-                    "could not be written after it.")
-    parser.add_argument("--mode", choices=("health", "join"), default="health")
+        description="Periodic health (--mode health, the default): a FAIL drains the node "
+                    "with a 'nodegate:' reason, a hold nodegate records; a PASS lifts only "
+                    "a nodegate hold its evidence is strong enough for: a health drain, or a "
+                    "level's hold when the passing run is of that level or higher. The other "
+                    "kinds (a suite's, an upgrade's, an RMA hold, ...) need their own evidence "
+                    "or a person, and a person's drain is never touched (docs/concepts.md, "
+                    "'Holds'). --mode join resumes only on a fresh passing report of --level. "
+                    "Exit 0 done (any action), 2 bad input, 3 scheduler unreachable (nothing "
+                    "changed), 1 done but the --textfile-dir metrics could not be written "
+                    "after it.")
+    parser.add_argument("--mode", choices=("health", "join"), default="health",
+                        help="health: judge the newest report (cron, HealthCheckProgram); "
+                             "join: resume only on a fresh pass of --level (deploy/join.py) "
+                             "(default %(default)s)")
     parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "
                         "%(default)s)")

@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
                     "each node's verdict and failing checks, each metric's spread across "
                     "the nodes of each profile and the nodes worse than their profile's "
                     "median by more than --margin.")
-    parser.add_argument("dir", type=Path, metavar="DIR")
+    parser.add_argument("dir", type=Path, metavar="DIR",
+                        help="a folder of node reports (deploy/fetch_reports.py's reports/)")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report with plots (only "
                              "a regular file is replaced, in a folder that exists; never a "
