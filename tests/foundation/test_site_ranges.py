@@ -153,6 +153,26 @@ hosts:
     assert site.hosts["n4"].pyinfra_data("t")["gate_level"] == "standard"
 
 
+def test_group_profile_overrides_sit_between_the_sites_and_the_hosts(tmp_path: Path) -> None:
+    """A partition turns remediation on in its nodes' profile; a host can still refine it."""
+    site = load_site(str(_site(tmp_path, """\
+profile_overrides:
+  remediation: {enabled: false, window_h: 100}
+groups:
+  part_a:
+    hosts: ["n[1-2]"]
+    profile_overrides: {remediation: {enabled: true}}
+hosts:
+  n[1-3]: {profile: xe9680-h100}
+  n2: {profile_overrides: {remediation: {window_h: 24}}}
+""")))
+    profiles = {name: h.profile.data["remediation"] for name, h in site.hosts.items()
+                if h.profile is not None}
+    assert profiles["n1"]["enabled"] is True and profiles["n1"]["window_h"] == 100
+    assert profiles["n2"]["enabled"] is True and profiles["n2"]["window_h"] == 24
+    assert profiles["n3"]["enabled"] is False
+
+
 def test_a_hosts_own_data_beats_its_groups(tmp_path: Path) -> None:
     site = load_site(str(_site(tmp_path, """\
 groups:
@@ -172,7 +192,7 @@ hosts:
   n1: {}
 """))
     assert error.host == "n1" and error.key == "groups.part_b.data.remediate_enabled"
-    assert "part_a and part_b" in error.message
+    assert "part_a and part_b" in error.message and "data key" in error.message
 
 
 def test_a_bad_group_mapping_names_its_key(tmp_path: Path) -> None:

@@ -102,8 +102,8 @@ def build_site(data: dict[str, Any], *, file: str) -> Site:
     raw_groups: dict[str, Any] = data.get("groups", {})
     groups: dict[str, list[str]] = {
         k: list(v["hosts"] if isinstance(v, dict) else v) for k, v in raw_groups.items()}
-    group_data = {k: dict(v.get("data") or {}) for k, v in raw_groups.items()
-                  if isinstance(v, dict)}
+    group_data = {k: {nested: dict(v.get(nested) or {}) for nested in NESTED_KEYS}
+                  for k, v in raw_groups.items() if isinstance(v, dict)}
     host_entries: dict[str, dict[str, Any]] = data["hosts"]
     for group, members in groups.items():
         for member in members:
@@ -143,11 +143,12 @@ def build_site(data: dict[str, Any], *, file: str) -> Site:
 
 def _merged(defaults: dict[str, Any], shared: dict[str, Any], entry: dict[str, Any]
             ) -> dict[str, Any]:
-    """A host's keys: the defaults, their data refined by its groups' data (``shared``), then
-    the host's own entry, which refines (not replaces) the data and profile overrides."""
+    """A host's keys: the defaults, their data and profile overrides refined by its groups'
+    (``shared``), then the host's own entry, which refines (not replaces) both."""
     layered = dict(defaults)
-    if shared:
-        layered["data"] = deep_merge(dict(defaults.get("data") or {}), shared)
+    for nested, values in shared.items():
+        if values:
+            layered[nested] = deep_merge(dict(defaults.get(nested) or {}), values)
     merged = copy.deepcopy(layered)
     merged.update(copy.deepcopy(entry))
     for nested in NESTED_KEYS:
@@ -156,20 +157,23 @@ def _merged(defaults: dict[str, Any], shared: dict[str, Any], entry: dict[str, A
     return merged
 
 
-def _group_data(host: str, member_of: list[str], group_data: dict[str, dict[str, Any]], *,
-                file: str) -> dict[str, Any]:
-    """The data of every group ``host`` is in, merged; two of its groups giving one key
-    different values is a ConfigError naming both (no order of groups decides silently)."""
-    out: dict[str, Any] = {}
-    source: dict[str, str] = {}
+def _group_data(host: str, member_of: list[str],
+                group_data: dict[str, dict[str, dict[str, Any]]], *, file: str
+                ) -> dict[str, dict[str, Any]]:
+    """The data and profile overrides of every group ``host`` is in, merged; two of its
+    groups giving one key different values is a ConfigError naming both (no order of groups
+    decides silently)."""
+    out: dict[str, dict[str, Any]] = {nested: {} for nested in NESTED_KEYS}
+    source: dict[tuple[str, str], str] = {}
     for group in member_of:
-        for key, value in group_data.get(group, {}).items():
-            if key in out and out[key] != value:
-                raise ConfigError(
-                    f"groups {source[key]} and {group} both hold this host and set data key "
-                    f"{key} differently; set it on the host or in one group",
-                    file=file, host=host, key=f"groups.{group}.data.{key}")
-            out[key], source[key] = copy.deepcopy(value), group
+        for nested, values in group_data.get(group, {}).items():
+            for key, value in values.items():
+                if key in out[nested] and out[nested][key] != value:
+                    raise ConfigError(
+                        f"groups {source[nested, key]} and {group} both hold this host and "
+                        f"set {nested} key {key} differently; set it on the host or in one "
+                        "group", file=file, host=host, key=f"groups.{group}.{nested}.{key}")
+                out[nested][key], source[nested, key] = copy.deepcopy(value), group
     return out
 
 

@@ -114,15 +114,17 @@ SITE_SCHEMA: dict[str, Any] = {
         "profile_overrides": {"type": "object"},
         "groups": {
             "type": "object",
-            # a member list, or {hosts: [...], data: {...}}: the group's role knobs, between
-            # the defaults' data and each host's own (a partition's opt-in)
+            # a member list, or {hosts: [...], data: {...}, profile_overrides: {...}}: the
+            # group's role knobs and profile overrides, between the defaults' and each host's
+            # own (a partition's opt-in)
             "additionalProperties": {
                 "if": {"type": "array"},
                 "then": {"type": "array", "items": _NAME},
                 "else": {"type": "object", "additionalProperties": False,
                          "required": ["hosts"],
                          "properties": {"hosts": {"type": "array", "items": _NAME},
-                                        "data": {"type": "object"}}},
+                                        "data": {"type": "object"},
+                                        "profile_overrides": {"type": "object"}}},
             },
             "propertyNames": {"pattern": GROUP_NAME},
         },
