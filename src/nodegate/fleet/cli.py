@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """The command with the cyclic garbage collector paused, as ``nodegate health`` runs:
     the view of 10,000 reports is ~250,000 containers, none in a cycle, that live until the
-    process exits, and each full pass over them costs ~0.2-0.4 s (docs/benchmarks.md). It
+    process exits, and each full pass over them costs ~0.2-0.4 s (docs/dev/benchmarks.md). It
     runs again afterwards (an in-process caller)."""
     from nodegate import collector
 
