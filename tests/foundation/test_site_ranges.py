@@ -49,6 +49,7 @@ hosts:
     address: 10.30.1.[11-74]
     machine_id: 0000000000000000000000000000[1001-1064]
     slurm: {node_name: "c[001-064]"}
+    bmc: {url: "https://10.30.101.[11-74]", model: idrac9, password_env: IDRAC_PASSWORD}
     nvme:
       devices: ["/dev/disk/by-id/nvme-Dell_Ent_NVMe_CM6_RI_3.84TB_S61ANE0R4010[01-08]"]
 """)
@@ -58,6 +59,8 @@ hosts:
     last = site.hosts["gpu-c064"]
     assert last.address == "10.30.1.74" and last.data["slurm"]["node_name"] == "c064"
     assert last.data["machine_id"].endswith("1064")
+    assert last.data["bmc"] == {"url": "https://10.30.101.74", "model": "idrac9",
+                                "password_env": "IDRAC_PASSWORD"}
     devices = last.data["nvme"]["devices"]
     assert len(devices) == 8 and devices[0].endswith("S61ANE0R401001")
     assert devices[-1].endswith("S61ANE0R401008")

@@ -3,9 +3,9 @@
 ``gpu-c[001-064]`` is gpu-c001 ... gpu-c064, in the order Slurm's hostlists write them: a
 bracket holds comma-separated numbers or ``A-B`` spans; a zero-padded start keeps its width
 (``[001-064]``: three digits); several brackets multiply (``r[1-2]-n[01-04]``: 8 names). The
-same syntax works in a ranged host's ``address`` (``10.0.1.[11-74]``), ``slurm.node_name``
-and ``machine_id``, paired one to one with the host names (so the counts must match), and in
-``nvme.devices`` entries, where one entry becomes the listed disks
+same syntax works in a ranged host's ``address`` (``10.0.1.[11-74]``), ``slurm.node_name``,
+``bmc.url`` and ``machine_id``, paired one to one with the host names (so the counts must
+match), and in ``nvme.devices`` entries, where one entry becomes the listed disks
 (``/dev/disk/by-id/nvme-..._S61ANE0R4010[01-08]``). A host's own entry beside its range
 refines what the range gave it (deep-merged: its NVMe serials, which differ per machine). A
 bad range is exit 2 naming the file and key; nothing is guessed.
@@ -25,8 +25,9 @@ from nodegate.mapping import deep_merge
 MAX_EXPANSION = 10_000
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _ITEM = re.compile(r"(\d+)(?:-(\d+))?")
-#: Host keys whose value pairs with a ranged host name's expansion.
+#: Host keys whose value pairs with a ranged host name's expansion (and the nested ones).
 PAIRED_KEYS = ("address", "machine_id")
+NESTED_PAIRED = ("slurm", "node_name")
 
 
 def has_range(text: str) -> bool:
@@ -80,14 +81,15 @@ def expand(text: str, *, file: str, key: str) -> list[str]:
 
 def _paired(entry: dict[str, Any], names: list[str], *, file: str, pattern: str
             ) -> list[dict[str, Any]]:
-    """One entry per name; a ranged ``address``/``machine_id``/``slurm.node_name`` is paired
-    with the names one to one."""
+    """One entry per name; a ranged ``address``/``machine_id``/``slurm.node_name``/``bmc.url``
+    is paired with the names one to one."""
     columns: dict[tuple[str, ...], list[str]] = {}
-    slurm = entry.get("slurm")
-    paths: list[tuple[str, ...]] = [(k,) for k in PAIRED_KEYS] + [("slurm", "node_name")]
+    paths: list[tuple[str, ...]] = [(k,) for k in PAIRED_KEYS] + [NESTED_PAIRED]
+    paths += [("bmc", "url")]
     for path in paths:
+        section = entry.get(path[0]) if len(path) == 2 else None
         value = entry.get(path[0]) if len(path) == 1 else (
-            slurm.get("node_name") if isinstance(slurm, dict) else None)
+            section.get(path[1]) if isinstance(section, dict) else None)
         if isinstance(value, str) and has_range(value):
             key = ".".join(("hosts", pattern, *path))
             values = expand(value, file=file, key=key)
