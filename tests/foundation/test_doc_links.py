@@ -49,3 +49,19 @@ def test_the_index_lists_every_page() -> None:
     unlisted = [str(p.relative_to(ROOT)) for p in pages
                 if p.name != "index.md" and str(p.relative_to(ROOT)) not in index]
     assert not unlisted, unlisted
+
+
+def test_the_readmes_role_list_is_the_deploys() -> None:
+    """README.md names every role deploy.py runs (read from its ROLES, not typed here)."""
+    import ast
+
+    tree = ast.parse((ROOT / "deploy.py").read_text())
+    (roles,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "ROLES" for t in node.targets)]
+    assert isinstance(roles, ast.Tuple)
+    names = [element.id for element in roles.elts if isinstance(element, ast.Name)]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    match = re.search(r"Roles \(docs/roles\.md\)(.*?)every knob", readme)
+    assert match is not None and len(names) >= 8
+    missing = [name for name in names if f"`{name}`" not in match.group(1)]
+    assert not missing, missing
