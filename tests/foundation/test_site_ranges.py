@@ -82,6 +82,25 @@ def test_a_bad_range_is_refused_naming_file_and_key(tmp_path: Path, host: str, e
     assert error.key == key and words in error.message, str(error)
 
 
+def test_any_text_expands_or_is_refused_naming_the_key() -> None:
+    """Whatever a site file holds, expand() returns names or raises ConfigError: random
+    texts over the range alphabet, and numbers longer than Python reads."""
+    import random
+
+    rng = random.Random(55)
+    alphabet = "ab-,[]0123456789"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+             for _ in range(3000)] + ["n[1-" + "9" * 5000 + "]", "n[]", "n[[1]]", "n]1["]
+    for text in texts:
+        try:
+            names = expand(text, file="f", key="k")
+        except ConfigError as exc:
+            assert (exc.file, exc.key) == ("f", "k")
+        else:
+            assert names and len(names) <= MAX_EXPANSION
+            assert all("[" not in n and "]" not in n for n in names), text
+
+
 def test_a_bad_value_in_a_ranged_host_names_the_host(tmp_path: Path) -> None:
     error = _refused(_site(tmp_path, "hosts:\n  n[1-2]:\n    ssh_port: 0\n"))
     assert error.host in ("n1", "n2") and error.key == "hosts.n[1-2].ssh_port", str(error)

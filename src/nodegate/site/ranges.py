@@ -23,6 +23,8 @@ from nodegate.mapping import deep_merge
 
 #: More names than this from one pattern is a typo (``[1-100000]``), not a pod.
 MAX_EXPANSION = 10_000
+#: Longer numbers are not host numbers (and Python refuses to read 4,300 digits).
+MAX_DIGITS = 12
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _ITEM = re.compile(r"(\d+)(?:-(\d+))?")
 #: Host keys whose value pairs with a ranged host name's expansion (and the nested ones).
@@ -42,6 +44,9 @@ def _numbers(body: str, *, file: str, key: str) -> list[str]:
             raise ConfigError(f"bad range [{body}]: {item.strip()!r} is not N or N-M",
                               file=file, key=key)
         start, end = match.group(1), match.group(2) or match.group(1)
+        if max(len(start), len(end)) > MAX_DIGITS:
+            raise ConfigError(f"bad range [{body}]: numbers of more than {MAX_DIGITS} digits",
+                              file=file, key=key)
         if int(end) < int(start):
             raise ConfigError(f"bad range [{body}]: {start}-{end} runs backwards",
                               file=file, key=key)
