@@ -7,8 +7,8 @@ battery reads the board and its kernel log only: ``--checks gpu,log``, since thi
 own host state is not a GPU node's), Slurm's
 ``scontrol``/``sinfo``/``squeue`` are executables on PATH that print the node state the task
 is about, and every file nodegate writes goes to the test's folder (``NODEGATE_*`` variables).
-Tasks whose commands need the lab (bring-up, acceptance over SSH, the rolling upgrade) are
-run by tests/roles/."""
+Commands that need the lab (the bring-up, validation and join over SSH, the rolling upgrade)
+are not run here; the lab tests in tests/roles/ run the same entry points."""
 
 from __future__ import annotations
 
@@ -153,6 +153,23 @@ def test_task_1_the_site_file_checks_without_contacting_a_host(place: Path) -> N
     done = _run(place, _command(1, "NODEGATE_SITE=dc1 pyinfra"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{place / 'dc1.yaml'}, key hosts.gpu-c[001-064].address" in done.stderr
+
+
+def test_task_3_the_fleet_view_names_the_node_that_failed_acceptance(place: Path) -> None:
+    """The acceptance reports as deploy/validate.py leaves them on the bastion (written here
+    by the report writer, for three nodes, one with a downed NVLink), read by the recipe's
+    ``nodegate report``."""
+    from nodegate.report.outputs import write_outputs
+    from nodegate_lab.synthetic_fleet import synthetic_report
+
+    for node, faults in (("gpu-c001", ()), ("gpu-c002", ()),
+                         ("gpu-c003", ("nvlink-down@gpu3.link5",))):
+        report = synthetic_report(node, level="acceptance", faults=faults, samples=5)
+        write_outputs(report, report_dir=place / "reports" / node, textfile_dir=None)
+    done = _run(place, _command(3, "nodegate report reports/"), cwd=place)
+    assert done.returncode == 1, done.stderr  # a node failed
+    assert "gpu-c003" in done.stdout and "nvlink_state" in done.stdout, done.stdout[-2000:]
+    assert (place / "fleet.html").stat().st_size > 1000
 
 
 def test_task_4_an_xid_79_drains_and_a_pass_after_the_power_cycle_lifts(place: Path) -> None:
