@@ -106,6 +106,12 @@ def test_a_bad_value_in_a_ranged_host_names_the_host(tmp_path: Path) -> None:
     assert error.host in ("n1", "n2") and error.key == "hosts.n[1-2].ssh_port", str(error)
 
 
+def test_brackets_outside_a_ranged_entry_are_left_alone(tmp_path: Path) -> None:
+    """A single host's IPv6 BMC is an address, not a range."""
+    site = load_site(str(_site(tmp_path, "hosts:\n  n1:\n    bmc: {url: 'https://[fd00::5]'}\n")))
+    assert site.hosts["n1"].data["bmc"]["url"] == "https://[fd00::5]"
+
+
 def test_a_host_in_two_ranges_is_refused(tmp_path: Path) -> None:
     error = _refused(_site(tmp_path, "hosts:\n  n[2-4]: {}\n  n[1-3]: {}\n"))
     assert error.host == "n2" and error.key == "hosts.n[1-3]" and "two ranges" in error.message

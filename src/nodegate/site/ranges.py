@@ -27,9 +27,10 @@ MAX_EXPANSION = 10_000
 MAX_DIGITS = 12
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _ITEM = re.compile(r"(\d+)(?:-(\d+))?")
-#: Host keys whose value pairs with a ranged host name's expansion (and the nested ones).
-PAIRED_KEYS = ("address", "machine_id")
-NESTED_PAIRED = ("slurm", "node_name")
+#: The keys of a ranged host whose value pairs with the host names' expansion. Only a ranged
+#: entry's: a single host's ``https://[fd00::5]`` BMC is an IPv6 address, not a range.
+PAIRED: tuple[tuple[str, ...], ...] = (
+    ("address",), ("machine_id",), ("slurm", "node_name"), ("bmc", "url"))
 
 
 def has_range(text: str) -> bool:
@@ -80,7 +81,7 @@ def expand(text: str, *, file: str, key: str) -> list[str]:
     for combo in itertools.product(*choices):
         out.append("".join(lit + num for lit, num in zip(literals, (*combo, ""), strict=True)))
     if len(set(out)) != len(out):
-        raise ConfigError(f"{text!r} names a host twice", file=file, key=key)
+        raise ConfigError(f"{text!r} names one item twice", file=file, key=key)
     return out
 
 
@@ -89,9 +90,7 @@ def _paired(entry: dict[str, Any], names: list[str], *, file: str, pattern: str
     """One entry per name; a ranged ``address``/``machine_id``/``slurm.node_name``/``bmc.url``
     is paired with the names one to one."""
     columns: dict[tuple[str, ...], list[str]] = {}
-    paths: list[tuple[str, ...]] = [(k,) for k in PAIRED_KEYS] + [NESTED_PAIRED]
-    paths += [("bmc", "url")]
-    for path in paths:
+    for path in PAIRED:
         section = entry.get(path[0]) if len(path) == 2 else None
         value = entry.get(path[0]) if len(path) == 1 else (
             section.get(path[1]) if isinstance(section, dict) else None)
