@@ -11,7 +11,7 @@ STAMP   = $(VENV)/.nodegate-installed
 # Both parts on pytest-xdist workers, whole test files per worker; the slow part's workers
 # each get their own lab instance and the files that share a lab stay together
 # (tests/parallel.py). FAST_WORKERS=0 / TEST_WORKERS=0 run a part serially. Four slow
-# workers measured slower than three on 2 cores, twice (docs/testing.md: runs 1 and 10).
+# workers measured slower than three on 2 cores, twice (docs/dev/testing.md: runs 1 and 10).
 FAST_WORKERS ?= 2
 TEST_WORKERS ?= 3
 xdist   = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)

@@ -82,10 +82,10 @@ DECAY_EVERY = 1000
 DECAY_TOTAL = 0.3
 GEMM_KEY = "gemm_tflops[gpu]"
 #: The stated bound for 10,000 nodes x 30 reports with trends, in CPU seconds of this process
-#: (docs/benchmarks.md): about the wall time on an otherwise idle core with a warm page cache.
+#: (docs/dev/benchmarks.md): about the wall time on an otherwise idle core with a warm page cache.
 TARGET_HISTORY_CPU_S = 45.0
 #: 10,000 reports with summaries: the first run (no cache, files not in the page cache) and a
-#: re-run (the cache the first one wrote), wall seconds (docs/benchmarks.md).
+#: re-run (the cache the first one wrote), wall seconds (docs/dev/benchmarks.md).
 TARGET_COLD_S = 1.0
 TARGET_WARM_S = 0.5
 #: The cluster check: all pairs of the first CLUSTER nodes; every pair with node PAIR_FAULT

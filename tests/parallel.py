@@ -43,7 +43,7 @@ LAB_GROUPS: dict[str, tuple[str, ...]] = {
     "md-vm": ("tests/roles/test_md_vm.py", "tests/storage/test_nvme_vm.py"),
 }
 #: Groups in the order they are handed out: longest first (measured durations, in
-#: docs/testing.md; the workers' timeline after each run shows them): the md VM and the
+#: docs/dev/testing.md; the workers' timeline after each run shows them): the md VM and the
 #: lab-upgrade group's lab (five files since the sweep and remediation tests joined it) start
 #: at once, building the VM image and the lab base side by side, with lab-multinode on the
 #: third worker. The Soft-RoCE VMs come next, on the first worker free: by then the md VM's

@@ -28,6 +28,13 @@ def add_report_dir(parser: argparse.ArgumentParser, what: str, *, path: bool = T
                         help=f"{what} (default {REPORT_DIR_DEFAULT})")
 
 
+def add_color(parser: argparse.ArgumentParser) -> None:
+    """``--color``: the verdict lines' colours."""
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the verdicts: auto (when stdout is a terminal), "
+                             "always or never (default %(default)s)")
+
+
 def add_slurm_client(parser: argparse.ArgumentParser, *, retries: bool = True) -> None:
     """``--slurm-conf`` and, for commands that read the controller again, ``--retries``."""
     parser.add_argument("--slurm-conf", type=Path, help="slurm.conf for the clients "

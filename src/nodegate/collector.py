@@ -1,7 +1,7 @@
 """The cyclic garbage collector paused around work that makes many short-lived objects and no
 cycles: a health run's ~800 results, a fleet's millions of decoded summaries. The collector's
 passes over those young objects were 5-10 % of the cron check and half of a warm fleet read
-(docs/benchmarks.md); reference counting still frees everything. It is back on afterwards,
+(docs/dev/benchmarks.md); reference counting still frees everything. It is back on afterwards,
 for an in-process caller."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why: pyinfra 3 reads a fact again at every ``host.get_fact`` call, and runs each operation's
 generator twice (prepare, then execute), so a no-op rerun of the bring-up asks every node the
 same questions over SSH again and again: on 4 lab nodes each host answered 97 remote commands,
-28 of them repeats of a read made moments before (docs/benchmarks.md). On 2 shared
+28 of them repeats of a read made moments before (docs/dev/benchmarks.md). On 2 shared
 cores those round trips are the rerun's cost, and they grow with the number of hosts.
 
 The rule that keeps this correct: a fact describes the node, and the node only changes when a
@@ -19,7 +19,7 @@ facts in one SSH command: each part is the fact's own command and its output goe
 fact's own ``process``, so a value kept is the value pyinfra would have read. And each host's
 questions (fact names and arguments, never values) are kept between runs
 (:func:`reads_dir`): on its first read of the next run a host is asked them all at once. On a
-1-node lab rerun that took the remote reads from 88 to 3 (docs/benchmarks.md).
+1-node lab rerun that took the remote reads from 88 to 3 (docs/dev/benchmarks.md).
 
 Only facts that describe configuration state are kept (:data:`CACHEABLE`). Facts that must be
 fresh at the moment they are read (GPU processes and the Slurm state before a reboot, the gate

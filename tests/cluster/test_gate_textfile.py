@@ -67,3 +67,42 @@ def test_a_write_failing_after_the_change_is_reported_not_bad_input(tmp_path: Pa
                                          [], scheduler)  # type: ignore[arg-type]
     assert scheduler.calls == ["n1"] and change is not None and change.changed
     assert unwritten is not None and str(blocker / "nodegate_gate.prom") in unwritten
+
+
+class OneDrain:
+    """A scheduler whose only call is the drain the decision asks for."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def drain(self, node: str, reason: str) -> Change:
+        self.calls.append((node, reason))
+        return Change(node, "drain", True, NodeState(node, "idle"),
+                      NodeState(node, "idle", frozenset({"DRAIN"}), reason))
+
+
+def test_the_gate_metrics_are_written_without_a_drain_budget(tmp_path: Path) -> None:
+    """nodegate_gate.prom holds the decision and the hold on every health run given
+    --textfile-dir, budget or not; the budget's own gauges only with a budget."""
+    args = argparse.Namespace(drain_budget=None, textfile_dir=tmp_path, mode="health",
+                              dry_run=False)
+    decision = Decision("n1", Action.DRAIN, "quick FAIL", reason="nodegate: quick failed x")
+    scheduler = OneDrain()
+    _, _, unwritten = gate_cli._act(args, decision, NodeState("n1", "idle"), [],
+                                    scheduler)  # type: ignore[arg-type]
+    assert unwritten is None and scheduler.calls == [("n1", "nodegate: quick failed x")]
+    text = (tmp_path / "nodegate_gate.prom").read_text()
+    assert 'nodegate_gate_action{node="n1",action="drain"} 1' in text
+    assert 'nodegate_gate_action{node="n1",action="resume"} 0' in text
+    assert 'nodegate_gate_node_nodegate_held{node="n1"} 1' in text
+    assert 'nodegate_gate_node_drained{node="n1"} 1' in text
+    assert "nodegate_gate_last_run_timestamp_seconds" in text
+    assert "drain_budget" not in text
+
+
+def test_a_dry_run_writes_no_gate_metrics(tmp_path: Path) -> None:
+    args = argparse.Namespace(drain_budget=None, textfile_dir=tmp_path, mode="health",
+                              dry_run=True)
+    decision = Decision("n1", Action.DRAIN, "quick FAIL", reason="nodegate: quick failed x")
+    gate_cli._act(args, decision, NodeState("n1", "idle"), [], OneDrain())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

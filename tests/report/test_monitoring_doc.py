@@ -1,35 +1,50 @@
-"""docs/monitoring.md's Prometheus rules: a rule file Prometheus would load (groups of records and
-alerts, each with an expression), naming only metrics nodegate writes and labels they carry,
-with every median per profile and level (never across profiles), and checks the trends rely on
-exist in the catalogue. PromQL itself is parsed and run only where ``promtool`` is on the PATH
-(not in CI: Debian's ``prometheus`` package has it): ``promtool check rules``, and ``promtool
-test rules`` on a fleet of two profiles whose series are the textfile's own."""
+"""The monitoring files nodegate ships (templates/monitoring/, docs/monitoring.md): the rule file
+is one Prometheus would load (groups of records and alerts, each with an expression), naming
+only metrics nodegate writes and labels they carry, with every median per profile and level
+(never across profiles), and checks the trends rely on exist in the catalogue; the Grafana
+dashboard parses and its panels name only metrics nodegate writes or the rules record. The
+metric list is derived from the code that writes the textfiles (report, gate, drain budget,
+remediation, power poller), never typed here. PromQL is parsed and run by the real
+``promtool`` (Debian's ``prometheus`` package, installed by scripts/setup-host.sh): ``promtool
+check rules``, the shipped ``promtool test rules`` file, and a fleet of two profiles whose
+series are the textfile's own. Without promtool these tests skip, except under CI=true, where
+they fail."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from nodegate.battery.registry import CHECKS
+from nodegate.cluster import gate_metrics
 from nodegate.cluster.budget import BudgetOutcome, DrainBudget, PartitionCount, render_metrics
+from nodegate.cluster.scheduler import NodeState
 from nodegate.fleet.aggregate import MIN_NODES
 from nodegate.fleet.trend_metrics import COUNTER_CHECKS, LEVEL_CHECKS
+from nodegate.remediation import metrics as remediation_metrics
+from nodegate.remediation.state import NodeRemediation
 from nodegate.report.prometheus import render_prometheus
 from nodegate_lab.synthetic_fleet import synthetic_report
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "monitoring.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "monitoring.md"
+SHIPPED = ROOT / "templates" / "monitoring"
+RULES = SHIPPED / "nodegate-rules.yml"
+RULES_TEST = SHIPPED / "nodegate-rules.test.yml"
+DASHBOARD = SHIPPED / "nodegate-dashboard.json"
 
 
 def _rules() -> dict[str, object]:
-    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
-    assert len(blocks) == 1
-    data = yaml.safe_load(blocks[0])
+    data = yaml.safe_load(RULES.read_text())
     assert isinstance(data, dict)
     return data
 
@@ -39,12 +54,36 @@ START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 SCRAPE_LABELS = {"instance", "job"}
 
 
+def _power_textfile() -> str:
+    """The power poller's textfile for one PDU that read every quantity it exports and one
+    BMC with a PSU's health and a fan."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from nodegate.power.poller import METRICS, Snapshot
+    from nodegate.power.readings import DeviceReading, Reading
+
+    pdu = DeviceReading("pdu1", "pdu", "apc", "snmp://10.0.0.9:161")
+    pdu.readings = [Reading("device", quantity, 1.0, "x") for quantity in METRICS]
+    bmc = DeviceReading("bmc1", "bmc", "redfish", "https://10.0.0.8")
+    bmc.readings = [Reading("psu1", "health", "OK", ""), Reading("fan1", "speed", 1.0, "RPM")]
+    snapshot = Snapshot()
+    snapshot.devices = [pdu, bmc]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(snapshot)
+    return generate_latest(registry).decode()
+
+
 def _written_labels() -> dict[str, set[str]]:
-    """Each metric nodegate's textfiles hold -> the labels its series carry once scraped."""
+    """Each metric nodegate's textfiles hold -> the labels its series carry once scraped:
+    rendered by the code that writes them (battery report, gate, drain budget, remediation,
+    power poller)."""
     report = synthetic_report("n1", started_at=START)
     outcome = BudgetOutcome(counts=[PartitionCount("gpu", 4, 2, 2)], marked="x", warn="x")
     text = render_prometheus(report) + render_metrics("n1", ("gpu",), outcome,
                                                       DrainBudget(0.5))
+    text += gate_metrics.render("n1", "drain", NodeState("n1", "idle"), 0.0)
+    text += remediation_metrics.render(NodeRemediation("n1"))
+    text += _power_textfile()
     out: dict[str, set[str]] = {}
     for name, body in re.findall(r"^(nodegate_[a-z_]+)(?:\{(.*)\})? ", text, re.M):
         out.setdefault(name, set(SCRAPE_LABELS)).update(re.findall(r'(\w+)="', body or ""))
@@ -151,10 +190,107 @@ def test_every_median_is_per_profile_and_level() -> None:
 
 
 def _promtool() -> str:
+    """The real promtool; its absence skips only outside CI (CI=true fails)."""
     found = shutil.which("promtool")
     if found is None:
-        pytest.skip("promtool not installed (Debian: prometheus)")
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail("promtool not installed under CI (Debian: prometheus; "
+                        "scripts/setup-host.sh installs it)")
+        pytest.skip("promtool not installed (Debian: prometheus; scripts/setup-host.sh)")
     return found
+
+
+def test_the_doc_points_at_the_shipped_files_and_holds_no_copy() -> None:
+    """The rules live in one place: docs/monitoring.md names the files, and carries no rule
+    file of its own that could drift from them."""
+    text = DOC.read_text()
+    for path in (RULES, RULES_TEST, DASHBOARD):
+        assert str(path.relative_to(ROOT)) in text, path
+    assert "```yaml" not in text
+    alerts = [r["alert"] for r in _rules()["groups"][1]["rules"]]  # type: ignore[index]
+    missing = [name for name in alerts if f"`{name}`" not in text]
+    assert not missing, f"alerts not described in docs/monitoring.md: {missing}"
+
+
+def test_the_shipped_promtool_unit_tests_pass() -> None:
+    """templates/monitoring/nodegate-rules.test.yml: a failing node's verdict, a node the
+    gate holds and a gate that stopped running each raise their alert, a healthy node none."""
+    tests = yaml.safe_load(RULES_TEST.read_text())
+    assert tests["rule_files"] == [RULES.name]
+    alerts = {t["alertname"] for t in tests["tests"][0]["alert_rule_test"]}
+    assert {"NodegateNodeFailing", "NodegateNodeHeld"} <= alerts
+    result = subprocess.run([_promtool(), "test", "rules", RULES_TEST.name], check=False,
+                            cwd=SHIPPED, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_fails_the_shipped_tests_against_a_broken_rule(tmp_path: Path) -> None:
+    """The unit tests can fail: with the failing-node alert's threshold changed, they do."""
+    rules = RULES.read_text().replace('verdict=~"FAIL|ERROR"', 'verdict=~"ERROR"')
+    assert rules != RULES.read_text()
+    (tmp_path / RULES.name).write_text(rules)
+    (tmp_path / RULES_TEST.name).write_text(RULES_TEST.read_text())
+    result = subprocess.run([_promtool(), "test", "rules", RULES_TEST.name], check=False,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "NodegateNodeFailing" in result.stdout + result.stderr
+
+
+def _dashboard() -> dict[str, Any]:
+    data = json.loads(DASHBOARD.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _panel_exprs() -> list[tuple[str, str]]:
+    return [(panel["title"], target["expr"]) for panel in _dashboard()["panels"]
+            for target in panel["targets"]]
+
+
+def test_the_dashboard_is_a_grafana_dashboard() -> None:
+    """Parses; panels with unique ids, inside Grafana's 24-column grid, each with a query on
+    the dashboard's Prometheus data source variable."""
+    dash = _dashboard()
+    assert dash["uid"] and dash["title"] and isinstance(dash["schemaVersion"], int)
+    assert [v["name"] for v in dash["templating"]["list"]] == ["datasource"]
+    ids = [panel["id"] for panel in dash["panels"]]
+    assert len(ids) == len(set(ids)) >= 5
+    for panel in dash["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        assert panel["targets"] and panel["datasource"]["uid"] == "${datasource}"
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)) and all(t["expr"].strip() for t in panel["targets"])
+
+
+def test_the_dashboard_names_only_metrics_nodegate_writes_or_records() -> None:
+    written = _written_labels()
+    records = {r["record"] for r in _rules()["groups"][0]["rules"]}  # type: ignore[index]
+    used: set[str] = set()
+    for title, expr in _panel_exprs():
+        raw = set(re.findall(r"(?<![:\w])(nodegate_[a-z_]+)(?![:\w])", expr))
+        recorded = set(re.findall(r"\b([a-z_]+:[a-z_0-9]+:[a-z0-9]+)\b", expr))
+        assert raw or recorded, title
+        assert raw <= set(written), (title, raw - set(written))
+        assert recorded <= records, (title, recorded - records)
+        for name in raw:  # a label matcher names a label the series carries
+            for label in re.findall(name + r"\{([^}]*)\}", expr):
+                keys = set(re.findall(r"(\w+)\s*=", label))
+                assert keys <= written[name], (title, keys - written[name])
+        used |= raw
+    # the remediation and gate gauges, the operator's day-two view, are on it
+    assert {"nodegate_remediation_phase", "nodegate_gate_node_nodegate_held"} <= used
+
+
+def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
+    """Each panel's PromQL as a recording rule: ``promtool check rules`` parses it."""
+    promtool = _promtool()
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:query_{i}:x", "expr": expr}
+        for i, (_, expr) in enumerate(_panel_exprs())]}]}
+    (tmp_path / "dash.yml").write_text(yaml.safe_dump(rules))
+    result = subprocess.run([promtool, "check", "rules", str(tmp_path / "dash.yml")],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
@@ -204,3 +340,12 @@ def test_promtool_runs_the_gemm_rules_on_a_fleet_of_two_profiles(tmp_path: Path)
     result = subprocess.run([promtool, "test", "rules", "test.yml"], check=False, cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_doc_names_every_gate_action_and_remediation_phase() -> None:
+    """docs/monitoring.md's label values are the code's."""
+    from nodegate.remediation.state import Phase
+
+    text = DOC.read_text()
+    for value in [*gate_metrics.ACTIONS, *(p.value for p in Phase)]:
+        assert f"`{value}`" in text, value

@@ -7,7 +7,7 @@ here. Then a disk leaves the PCI bus in the middle of a run (sysfs ``remove``): 
 on that device, the other device is still judged, and the fio run on the array it belonged
 to is ERROR, never a figure. The VM is the md file's, shared (tests/shared_md_vm.py): this
 file runs after it, its disks blanked first, because it pulls disks. Figures from here are emulated, not hardware
-(docs/benchmarks.md).
+(docs/dev/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def _register_mdvm(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     mdvm = sub.add_parser(
         "mdvm", help="the md rehearsal VM: Debian's kernel under qemu, two NVMe disks (root)",
         description="A qemu VM on Debian 12's own kernel with two emulated NVMe disks, for "
-        "the nvme role's real mdadm RAID0 path (docs/md-rehearsal.md).")
+        "the nvme role's real mdadm RAID0 path (docs/dev/md-rehearsal.md).")
     mdvm.add_argument("--dir", type=Path, default=None, help="VM directory (default "
                       "NODEGATE_MDVM_DIR or /var/lib/nodegate-mdvm)")
     mdvm.set_defaults(func=lambda _args: _usage(mdvm))

@@ -32,13 +32,20 @@ if TYPE_CHECKING:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "gate", help="drain or resume this node in Slurm from its latest report",
-        description="Periodic health (default): FAIL drains with a 'nodegate:' reason; PASS "
-                    "resumes only a nodegate drain, never an administrator's, never an "
-                    "acceptance/standard hold. --mode join resumes only on a fresh passing "
-                    "report of --level. Exit 0 done (any action), 2 bad input, 3 scheduler "
-                    "unreachable (nothing changed), 1 done but the --textfile-dir metrics "
-                    "could not be written after it.")
-    parser.add_argument("--mode", choices=("health", "join"), default="health")
+        description="Periodic health (--mode health, the default): a FAIL drains the node "
+                    "with a 'nodegate:' reason, a hold nodegate records; a PASS lifts only "
+                    "a nodegate hold its evidence is strong enough for: a health drain, or a "
+                    "level's hold when the passing run is of that level or higher. The other "
+                    "kinds (a suite's, an upgrade's, an RMA hold, ...) need their own evidence "
+                    "or a person, and a person's drain is never touched (docs/concepts.md, "
+                    "'Holds'). --mode join resumes only on a fresh passing report of --level. "
+                    "Exit 0 done (any action), 2 bad input, 3 scheduler unreachable (nothing "
+                    "changed), 1 done but the --textfile-dir metrics could not be written "
+                    "after it.")
+    parser.add_argument("--mode", choices=("health", "join"), default="health",
+                        help="health: judge the newest report (cron, HealthCheckProgram); "
+                             "join: resume only on a fresh pass of --level (deploy/join.py) "
+                             "(default %(default)s)")
     parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "
                         "%(default)s)")
@@ -66,7 +73,9 @@ def register(subparsers: Any) -> None:
                              "service, marked in its Slurm comment, with a WARN (default: no "
                              "budget; the site file's slurm.drain_budget via the agent role)")
     parser.add_argument("--textfile-dir", type=Path,
-                        help="write nodegate_gate.prom (drain budget metrics) there")
+                        help="health: write nodegate_gate.prom there (the decision, whether "
+                             "the node is held, when the gate ran; with --drain-budget the "
+                             "budget's counts too); not written by --dry-run (default: none)")
     parser.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.set_defaults(func=run)
@@ -140,8 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _writes_textfile(args: argparse.Namespace) -> bool:
-    return (args.drain_budget is not None and args.textfile_dir is not None
-            and args.mode == "health" and not args.dry_run)
+    return args.textfile_dir is not None and args.mode == "health" and not args.dry_run
 
 
 def check_textfile_dir(folder: Path) -> None:
@@ -204,10 +212,18 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
                 newest_health_passes(reports):
             clear_mark(state, scheduler)
-    if budget is not None and _writes_textfile(args):
+    if _writes_textfile(args):
+        import time
+
+        from nodegate.cluster import gate_metrics
+
+        action = "mark" if outcome is not None and outcome.exceeded else decision.action.value
+        text = gate_metrics.render(decision.node, action, change.after if change else state,
+                                   time.time())
+        if budget is not None:
+            text += render_metrics(decision.node, state.partitions, outcome, budget)
         try:
-            atomic_write_text(args.textfile_dir / TEXTFILE_NAME,
-                              render_metrics(decision.node, state.partitions, outcome, budget))
+            atomic_write_text(args.textfile_dir / TEXTFILE_NAME, text)
         except ConfigError as exc:
             return change, outcome, str(exc)
     return change, outcome, None

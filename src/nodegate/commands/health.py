@@ -21,6 +21,7 @@ def register(subparsers: Any) -> None:
     from nodegate.battery_lock import MAX_LOCK_WAIT_S
     from nodegate.bounds import arg_number
     from nodegate.commands.session import add_common_arguments
+    from nodegate.vocabulary import QUICK_GROUPS
 
     parser = subparsers.add_parser(
         "health", help="quick node health check (NVML, kernel log, host state)",
@@ -28,7 +29,7 @@ def register(subparsers: Any) -> None:
                     "reports. Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run "
                     "(another run holding the battery lock included; with --skip-if-locked "
                     "that one is 0, nothing checked).")
-    add_common_arguments(parser)
+    add_common_arguments(parser, QUICK_GROUPS)
     parser.add_argument("--lock-wait", metavar="SECONDS", default=0.0,
                         type=arg_number(float, 0, MAX_LOCK_WAIT_S),
                         help=f"wait up to SECONDS (0 to {MAX_LOCK_WAIT_S}) for another "

@@ -41,7 +41,8 @@ def register(subparsers: Any) -> None:
                         help="nodes in the group, this one included (default %(default)s)")
     parser.add_argument("--group-index", type=arg_number(int, 0, 4095), default=0,
                         help="join side: this node's place among the group's new nodes (its "
-                             "turn in the per-rail ib_write_bw with the peer)")
+                             "turn in the per-rail ib_write_bw with the peer; default "
+                             "%(default)s)")
     parser.add_argument("--rdzv-id", help="rendezvous id both sides share (default: derived "
                         "from the endpoint)")
     parser.add_argument("--local-addr", help="address this node advertises to the other "
@@ -50,7 +51,9 @@ def register(subparsers: Any) -> None:
                         "NCCL_SOCKET_IFNAME from /etc/nccl.conf)")
     parser.add_argument("--ranks-per-node", type=arg_number(int, 1, 1024),
                         help="ranks on each node (default: the profile's GPU count)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the collectives run: cuda, cpu, or auto (cuda where "
+                             "torch sees GPUs; default %(default)s)")
     parser.add_argument("--join-timeout", type=arg_number(float, 0, 86400, low_open=True),
                         default=120.0,
                         help="seconds to wait for the other node (default %(default)s)")

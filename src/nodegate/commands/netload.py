@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
                     "against ib_write_bw_gbps_min / ib_write_bw_gdr_gbps_min. Exit 0 passed, "
                     "1 a check failed, 2 bad input, 3 could not run (perftest missing).")
     parser.add_argument("--gpudirect", choices=("auto", "on", "off"), default="auto",
-                        help="also run with --use_cuda (auto: when NVML shows GPUs)")
+                        help="also run with --use_cuda: on, off, or auto (when NVML shows "
+                             "GPUs; default %(default)s)")
     parser.add_argument("--timeout", type=arg_number(float, 0, 3600, low_open=True),
                         default=None, help="seconds per run (default: run time + 20)")
     add_suite_arguments(parser)

@@ -51,7 +51,8 @@ def register(subparsers: Any) -> None:
                              "off: the control side's opt-in (deploy/remediate.py)")
     parser.add_argument("--duration-scale", type=arg_number(float, 0, 100, low_open=True),
                         default=1.0, help="passed to the standard re-qualification "
-                                          "(nodegate validate --duration-scale)")
+                                          "(nodegate validate --duration-scale; default "
+                                          "%(default)s)")
     parser.add_argument("--node-file", type=Path,
                         help="the power wiring naming the node's BMC (default "
                              "$NODEGATE_NODE_FILE or /etc/nodegate/node.json)")

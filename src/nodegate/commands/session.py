@@ -14,14 +14,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodegate.arguments import add_profile, add_report_dir
+from nodegate.arguments import add_color, add_profile, add_report_dir
 from nodegate.errors import ConfigError
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+def add_common_arguments(parser: argparse.ArgumentParser, groups: tuple[str, ...]) -> None:
+    """The battery commands' options; ``groups``: what ``--checks`` accepts (the command's
+    own list, which its ``parse_groups`` holds it to)."""
     add_profile(parser)
-    parser.add_argument("--checks", help="comma-separated check groups: gpu,log,host "
-                        "(+load,power for validate); default all of the level's groups")
+    parser.add_argument("--checks", metavar="GROUP,...",
+                        help=f"comma-separated check groups, of {','.join(groups)} "
+                             "(default: all of them that have a check at the level)")
     add_report_dir(parser, "where JSON/JUnit reports go")
     parser.add_argument("--textfile-dir", type=Path, help="node_exporter textfile collector "
                         "directory (default /var/lib/node_exporter/textfile_collector)")
@@ -34,7 +37,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-name", help="node name in reports (default: hostname)")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    add_color(parser)
 
 
 def output_dirs(args: argparse.Namespace) -> tuple[Path, Path | None]:

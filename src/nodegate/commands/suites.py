@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from nodegate.arguments import add_profile, add_report_dir
+from nodegate.arguments import add_color, add_profile, add_report_dir
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +19,7 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-name", help="node name in the report (default: hostname)")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    add_color(parser)
 
 
 def emit_suite(report: Any, args: argparse.Namespace, suite: str) -> int:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from nodegate.bounds import arg_number
-from nodegate.vocabulary import LEVELS
+from nodegate.vocabulary import ALL_GROUPS, LEVELS
 
 
 def register(subparsers: Any) -> None:
@@ -19,16 +19,19 @@ def register(subparsers: Any) -> None:
 
     parser = subparsers.add_parser(
         "validate", help="full validation: quick checks, then GEMM/bandwidth/burn-in load",
-        description="Run the battery at the standard (~3 min) or acceptance (<= 15 min) level. "
-                    "Exit 0 passed, 1 a check failed, 2 bad input, 3 could not run.")
-    parser.add_argument("--level", choices=LEVELS,
-                        default="standard")
+        description="Run the battery at a level: quick (the health check's groups), standard "
+                    "(~3 min of load, the default) or acceptance (<= 15 min). Exit 0 passed, "
+                    "1 a check failed, 2 bad input, 3 could not run.")
+    parser.add_argument("--level", choices=LEVELS, default="standard",
+                        help=f"the battery level, one of {', '.join(LEVELS)} "
+                             "(default %(default)s)")
     parser.add_argument("--duration-scale", type=arg_number(float, 0, 100, low_open=True),
                         default=1.0,
-                        help="multiply every load duration (tests use 0.02)")
+                        help="multiply every load duration (tests use 0.02; default "
+                             "%(default)s)")
     parser.add_argument("--workers", type=arg_number(int, 1, 1024),
                         help="load workers (default: the GPU count)")
-    add_common_arguments(parser)
+    add_common_arguments(parser, ALL_GROUPS)
     parser.set_defaults(func=run)
 
 

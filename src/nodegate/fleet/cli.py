@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
                     "each node's verdict and failing checks, each metric's spread across "
                     "the nodes of each profile and the nodes worse than their profile's "
                     "median by more than --margin.")
-    parser.add_argument("dir", type=Path, metavar="DIR")
+    parser.add_argument("dir", type=Path, metavar="DIR",
+                        help="a folder of node reports (deploy/fetch_reports.py's reports/)")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report with plots (only "
                              "a regular file is replaced, in a folder that exists; never a "
@@ -57,7 +58,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """The command with the cyclic garbage collector paused, as ``nodegate health`` runs:
     the view of 10,000 reports is ~250,000 containers, none in a cycle, that live until the
-    process exits, and each full pass over them costs ~0.2-0.4 s (docs/benchmarks.md). It
+    process exits, and each full pass over them costs ~0.2-0.4 s (docs/dev/benchmarks.md). It
     runs again afterwards (an in-process caller)."""
     from nodegate import collector
 

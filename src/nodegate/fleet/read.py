@@ -287,7 +287,7 @@ def read_files(paths: Sequence[str]) -> Iterator[tuple[bytes, os.stat_result] | 
 SPLIT_MIN = 2000
 #: The parent's share of a split read: more than half, as the child also pays for the fork
 #: (its copy-on-write faults) and for encoding and sending its entries; at 0.45 the parent
-#: waited for it, at 0.6 both end together (10,000 summaries: docs/benchmarks.md).
+#: waited for it, at 0.6 both end together (10,000 summaries: docs/dev/benchmarks.md).
 SPLIT_SHARE = 0.6
 
 #: rel path -> (the summary file's StatKey as read, the entry made from it): usable summaries.

@@ -15,7 +15,8 @@ def register(subparsers: Any) -> None:
 
     read = sub.add_parser("read", help="read PDUs (SNMP) and BMCs (Redfish) once, print a table")
     read.add_argument("--pdu", action="append", default=[], metavar="URL",
-                      help="snmp://COMMUNITY@HOST:PORT, snmp://HOST?community=env:NAME or "
+                      help="snmp://<community>@HOST:PORT (the community itself: printed "
+                           "as ***), snmp://HOST?community=env:NAME (from $NAME) or "
                            "snmpv3://USER@HOST?auth_key=env:A&priv_key=env:P (repeatable)")
     read.add_argument("--model", action="append", default=[],
                       help="PDU model for each --pdu, in order (apc-rpdu2, raritan-pdu2, "
@@ -28,8 +29,9 @@ def register(subparsers: Any) -> None:
     read.add_argument("--insecure", action="store_true",
                       help="do not verify BMC TLS certificates (lab only)")
     read.add_argument("--timeout", type=arg_number(float, 0, 30, low_open=True),
-                      default=2.0, help="seconds per request")
-    read.add_argument("--retries", type=arg_number(int, 0, 5), default=1)
+                      default=2.0, help="seconds per request (default %(default)s)")
+    read.add_argument("--retries", type=arg_number(int, 0, 5), default=1,
+                      help="tries after a failed request, 0 to 5 (default %(default)s)")
     read.add_argument("--json", action="store_true", help="print JSON instead of a table")
     read.set_defaults(func=run_read)
 

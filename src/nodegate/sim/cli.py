@@ -32,19 +32,24 @@ def register(subparsers: Any) -> None:
         description="SPEC is scenario[+fault@target...] (e.g. h100-hgx+nvlink-down@gpu3.link5"
         "+xid79@gpu6) or a path to a scenario YAML.",
     )
-    p_run.add_argument("spec", metavar="SPEC")
+    p_run.add_argument("spec", metavar="SPEC", help="scenario[+fault@target...] or a "
+                       "scenario YAML file")
     p_run.add_argument("--state-dir", help="keep the board state here instead of a temp dir")
-    p_run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
+    p_run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                       help="the command to run with the board active, after --")
     p_run.set_defaults(func=cmd_run)
 
     p_env = sub.add_parser("env", help="prepare a board in DIR and print its env as shell lines")
-    p_env.add_argument("spec", metavar="SPEC")
-    p_env.add_argument("state_dir", metavar="DIR")
+    p_env.add_argument("spec", metavar="SPEC", help="scenario[+fault@target...] or a "
+                       "scenario YAML file")
+    p_env.add_argument("state_dir", metavar="DIR", help="where the board state is kept")
     p_env.set_defaults(func=cmd_env)
 
     p_imp = sub.add_parser("import", help="turn an `nvidia-smi -q -x` capture into a scenario")
-    p_imp.add_argument("capture", metavar="CAPTURE.xml")
-    p_imp.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml")
+    p_imp.add_argument("capture", metavar="CAPTURE.xml",
+                       help="the output of `nvidia-smi -q -x` on a real node")
+    p_imp.add_argument("-o", "--output", required=True, metavar="SCENARIO.yaml",
+                       help="the scenario file to write (required)")
     p_imp.add_argument("--name", help="scenario name (default: from the output file name)")
     p_imp.add_argument("--allow-partial", action="store_true",
                        help="import a capture listing fewer <gpu> elements than attached_gpus")

@@ -57,6 +57,9 @@ _PDU = {
 
 HOST_PROPERTIES: dict[str, Any] = {
     "address": _STR,
+    # /etc/machine-id of the machine (systemd's 32 lower-case hex digits), where the site
+    # records it: two hosts with one machine id are refused (one machine listed twice)
+    "machine_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
     "profile": _NAME,
     "ssh_user": _STR,
     "ssh_port": {"type": "integer", "minimum": 1, "maximum": 65535},
@@ -111,7 +114,18 @@ SITE_SCHEMA: dict[str, Any] = {
         "profile_overrides": {"type": "object"},
         "groups": {
             "type": "object",
-            "additionalProperties": {"type": "array", "items": _NAME},
+            # a member list, or {hosts: [...], data: {...}, profile_overrides: {...}}: the
+            # group's role knobs and profile overrides, between the defaults' and each host's
+            # own (a partition's opt-in)
+            "additionalProperties": {
+                "if": {"type": "array"},
+                "then": {"type": "array", "items": _NAME},
+                "else": {"type": "object", "additionalProperties": False,
+                         "required": ["hosts"],
+                         "properties": {"hosts": {"type": "array", "items": _NAME},
+                                        "data": {"type": "object"},
+                                        "profile_overrides": {"type": "object"}}},
+            },
             "propertyNames": {"pattern": GROUP_NAME},
         },
         "hosts": {
