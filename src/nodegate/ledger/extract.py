@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,22 +168,46 @@ def _unreadable(root: Path, rel: str, raw: bytes, exc: BaseException) -> Unreada
                       redact(name) if name else None)
 
 
+def identity_of(fields: Mapping[str, Any]) -> str:
+    """A report's identity from its summary (or fleet entry): machine id, boot id and
+    sequence; ``report:<report id>`` for a report written before them. Redacted as stored."""
+    machine_id, boot_id = fields.get("machine_id"), fields.get("boot_id")
+    sequence = fields.get("sequence")
+    return redact(f"{machine_id}/{boot_id}/{sequence}"
+                  if machine_id and boot_id and sequence is not None
+                  else f"report:{fields['report_id']}")
+
+
+def known_identity(root: Path, rel: str, size: int) -> str | None:
+    """The identity of the report ``rel`` read from its fleet summary beside it, where one
+    is usable (``fleet.read.from_summary``: its version, shape and the report's size now),
+    without parsing the report: the ingest skips a report the ledger already holds by it.
+    None: parse the report."""
+    if size < 0:
+        return None
+    try:
+        raw = read_bytes(root / fleet_summary.name_for(rel), kind="report",
+                         limit=fleet_read.MAX_SUMMARY_BYTES)
+    except (ConfigError, OSError):
+        return None
+    found = fleet_read.from_summary(raw, rel, size)
+    return identity_of(found) if found is not None else None
+
+
 def _run(data: dict[str, Any], summary: dict[str, Any], entry: dict[str, Any],
          rel: str) -> Run:
     machine_id = summary.get("machine_id")
     boot_id = summary.get("boot_id")
-    sequence = summary.get("sequence")
-    identity = (f"{machine_id}/{boot_id}/{sequence}"
-                if machine_id and boot_id and sequence is not None
-                else f"report:{summary['report_id']}")
+    identity = identity_of(summary)
     run = Run(
-        identity=redact(identity), report_id=redact(summary["report_id"]),
+        identity=identity, report_id=redact(summary["report_id"]),
         machine=machine_id or redact(f"name:{summary['node']}"),
         name=redact(summary["node"]), host=redact(summary["host"]),
         profile=redact(summary["profile"]), level=summary["level"],
-        verdict=entry["verdict"], sequence=sequence, boottime_s=summary.get("boottime_s"),
+        verdict=entry["verdict"], boottime_s=summary.get("boottime_s"),
         boot_id=redact(boot_id) if boot_id else None,
         started_at=summary["started_at"], finished_at=summary["finished_at"],
+        sequence=summary.get("sequence"),
         finished=entry["finished"], driver=None, fabric_manager=None, path=redact(rel),
         summary=redact(json.dumps(summary, allow_nan=False)))
     for slot, ident in sorted(fleet_summary.identities(data.get("gpus")).items()):

@@ -68,8 +68,12 @@ def ingest(ledger: Ledger, root: Path, *, batch: int = BATCH) -> Counts:
     counts = Counts()
     unreadable: list[extract.Unreadable] = []
     for start in range(0, len(files), batch):
+        chunk = files[start:start + batch]
+        held = _already_held(ledger, root, chunk)
+        counts.read += len(held)
+        counts.already += len(held)
         parsed = [extract.parse_file(root, rel, size)
-                  for rel, size, _beside in files[start:start + batch]]
+                  for rel, size, _beside in chunk if rel not in held]
         counts.read += len(parsed)
         bad = [item for item in parsed if isinstance(item, extract.Unreadable)]
         unreadable.extend(bad)
@@ -83,6 +87,24 @@ def ingest(ledger: Ledger, root: Path, *, batch: int = BATCH) -> Counts:
             _write_unreadable(conn, unreadable[start:start + batch])
     counts.unreadable = len(unreadable)
     return counts
+
+
+def _already_held(ledger: Ledger, root: Path,
+                  chunk: Sequence[tuple[str, int, bool]]) -> set[str]:
+    """The files of ``chunk`` whose report the ledger holds, told by their fleet summaries
+    (``extract.known_identity``) without parsing the reports: a folder fetched again and
+    again is mostly reports already ingested."""
+    known = {rel: extract.known_identity(root, rel, size)
+             for rel, size, beside in chunk if beside}
+    wanted = sorted({identity for identity in known.values() if identity})
+    if not wanted:
+        return set()
+    held: set[str] = set()
+    with ledger.read() as conn:
+        for part in _chunks(wanted):
+            held.update(conn.scalars(sa.select(t.runs.c.identity)
+                                     .where(t.runs.c.identity.in_(part))))
+    return {rel for rel, identity in known.items() if identity in held}
 
 
 def _write_batch(ledger: Ledger, parsed: Sequence[extract.Parsed], number: int) -> int:
