@@ -92,8 +92,10 @@ def generate(root: Path, nodes: int, history: int, level: str) -> int:
 
 
 def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """This process's and its finished children's (the ingest's parsers) CPU seconds."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def view_and_lookups(ledger: Ledger, nodes: int, history_len: int, lookups: int) -> bool:
@@ -138,6 +140,7 @@ def main() -> int:
     parser.add_argument("--db")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--lookups", type=int, default=20)
+    parser.add_argument("--jobs", type=int, help="processes parsing reports (ingest --jobs)")
     args = parser.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="nodegate-ledger-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -148,7 +151,7 @@ def main() -> int:
     db = args.db or str(Path(tempfile.mkdtemp(prefix="nodegate-ledger-db-")) / "ledger.sqlite")
     ledger = open_ledger(db)
     t0, c0 = time.perf_counter(), cpu()
-    counts = ingest(ledger, root, batch=args.batch)
+    counts = ingest(ledger, root, batch=args.batch, jobs=args.jobs)
     wall, used = time.perf_counter() - t0, cpu() - c0
     print(f"ingest: {counts.line()}; {wall:.1f} s wall, {used:.1f} s CPU: "
           f"{total / wall:.0f} reports/s")
@@ -156,7 +159,7 @@ def main() -> int:
         print("bench: the ingest did not take every report once", file=sys.stderr)
         return 1
     t0 = time.perf_counter()
-    again = ingest(ledger, root, batch=args.batch)
+    again = ingest(ledger, root, batch=args.batch, jobs=args.jobs)
     wall = time.perf_counter() - t0
     print(f"second ingest: {again.line()}; {wall:.1f} s: {total / wall:.0f} reports/s")
     if again.already != total:

@@ -364,3 +364,22 @@ def test_a_fifo_or_folder_for_the_ledger_is_refused(tmp_path: Path,
     code, _, err = main(capsys, "ledger", "ingest", str(tmp_path / "r"), "--db",
                         str(tmp_path / "junk.sqlite"))
     assert code == 2 and "junk.sqlite" in err
+
+
+def test_parsing_in_worker_processes_gives_the_same_ledger(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodegate.ledger import ingest as ingest_module
+
+    root = tmp_path / "r"
+    fleet(root, nodes=3, reports=3, faults={0: ["nvlink-down@gpu3.link5"]})
+    (root / "node-2" / "garbage.json").write_text("{")
+    monkeypatch.setattr(ingest_module, "POOL_MIN_FILES", 0)
+    answers = []
+    for jobs in (1, 2):
+        db = str(tmp_path / f"{jobs}.sqlite")
+        ledger = open_ledger(db)
+        done = ingest_module.ingest(ledger, root, batch=4, jobs=jobs)
+        ledger.close()
+        answers.append((vars(done), counts(db)))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == {"read": 13, "new": 9, "already": 3, "unreadable": 1}

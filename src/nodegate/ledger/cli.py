@@ -35,6 +35,8 @@ def register(subparsers: Any) -> None:
     ingest.add_argument("--db", metavar="PATH|URL", help=db_help)
     ingest.add_argument("--batch", type=arg_number(int, 1, 100000), default=500, metavar="N",
                         help="files per transaction (default %(default)s)")
+    ingest.add_argument("--jobs", type=arg_number(int, 1, 64), metavar="N",
+                        help="processes parsing reports (default 1; at most 4 and the CPUs)")
     ingest.add_argument("--json", action="store_true", help="print the counts as JSON")
     ingest.set_defaults(func=_ingest)
     gpu = sub.add_parser("gpu", help="one card's lifetime across hosts, by serial")
@@ -64,7 +66,7 @@ def _ingest(args: argparse.Namespace) -> int:
         raise ConfigError("not a folder of reports", file=str(args.dir))
     ledger = open_ledger(args.db)
     try:
-        counts = ingest(ledger, args.dir, batch=args.batch)
+        counts = ingest(ledger, args.dir, batch=args.batch, jobs=args.jobs)
     finally:
         ledger.close()
     if args.json:
