@@ -14,9 +14,9 @@ Each has its fleet summary beside it, as a node writes it (same lengths replaced
 
 Prints: the ingest (reports/s, wall and CPU), a second ingest of the same folder (all
 "already there"), ``nodegate report --db``'s view built from the ledger (fleet items, view
-and trends, as the command does, without printing), and ``--lookups`` card lifetimes
-(``ledger gpu``), median and worst. Exit 1 when the counts are not the expected ones (a
-figure from a wrong run is no figure).
+and trends, as the command does, the garbage collector paused as there, not printed), and
+``--lookups`` card lifetimes (``ledger gpu``), median and worst. Exit 1 when the counts are
+not the expected ones (a figure from a wrong run is no figure).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from nodegate import collector
 from nodegate.fleet.aggregate import build_view
 from nodegate.fleet.read import History
 from nodegate.fleet.trend_metrics import has_trend
@@ -102,14 +103,15 @@ def view_and_lookups(ledger: Ledger, nodes: int, history_len: int, lookups: int)
     """Time the fleet view from the ledger and ``lookups`` card lifetimes; False when an
     answer is not the expected one."""
     t0, c0 = time.perf_counter(), cpu()
-    items = fleet_items(ledger)
-    history = History(has_trend)
-    for item in items:
-        history.add(item)
-    view = build_view(Path(ledger.name), items, history=history)
-    t1 = time.perf_counter()
-    trend = trends(view)
-    t2 = time.perf_counter()
+    with collector.paused():  # as `nodegate report` runs (fleet.cli.run, ledger.report_cli)
+        items = fleet_items(ledger)
+        history = History(has_trend)
+        for item in items:
+            history.add(item)
+        view = build_view(Path(ledger.name), items, history=history)
+        t1 = time.perf_counter()
+        trend = trends(view)
+        t2 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"fleet view from the ledger: {len(view.nodes)} nodes, {view.n_reports} reports: "
           f"{t1 - t0:.2f} s (items and view), trends {t2 - t1:.2f} s, "
