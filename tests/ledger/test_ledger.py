@@ -249,17 +249,39 @@ def _view(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     return dict(data, code=code)
 
 
+def _cluster_check(root: Path, nodes: list[str], *, bad: str) -> None:
+    """Each node's pair results in a report of its own, as ``nodegate cluster-check``
+    writes them (as bench/fleet_report.py makes them)."""
+    from nodegate.report.model import build
+    from nodegate.results import CheckResult, Severity, Verdict
+
+    start = START + dt.timedelta(days=5)
+    for node in nodes:
+        results = [CheckResult("cluster_pair_busbw", f"peer-{peer}",
+                               12.0 if bad in (node, peer) else 180.0, {"min": 150.0}, "GB/s",
+                               Verdict.FAIL if bad in (node, peer) else Verdict.PASS,
+                               Severity.CRITICAL, {"pair": sorted([node, peer])})
+                   for peer in nodes if peer != node]
+        write(build(results, node=node, profile="xe9680-h100", level="standard",
+                    started_at=start, duration_s=95.0, backend="nccl",
+                    finished_at=start + dt.timedelta(seconds=95),
+                    labels={"suite": "cluster-check", "slurm_node": node}),
+              root / node / "cluster-check.json")
+
+
 def test_report_from_the_ledger_equals_report_from_the_folder(
         db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "r"
     fleet(root, nodes=5, reports=3, faults={2: ["slow-gpu@gpu4"], 3: ["nvlink-down@gpu1.link2"]})
     (root / "node-4" / "broken.json").write_text("[]")
+    _cluster_check(root, [f"node-{i}" for i in range(4)], bad="node-1")
     assert main(capsys, "ledger", "ingest", str(root), "--db", db)[0] == 1
     from_dir, from_db = _view(capsys, str(root)), _view(capsys, "--db", db)
     assert from_db == from_dir
     assert from_db["code"] == 1 and from_db["unreadable"]
+    assert from_db["pairs"]["failing"]  # the cluster check's matrix, from the kept results
     assert any(node["failing"] for node in from_db["nodes"])
-    assert [len(node["history"]) for node in from_db["nodes"]] == [3] * 5
+    assert sorted(len(node["history"]) for node in from_db["nodes"]) == [3, 4, 4, 4, 4]
 
 
 def test_a_card_keeps_one_lifetime_across_hosts(db: str, tmp_path: Path,
