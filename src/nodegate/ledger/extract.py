@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = ["Card", "Event", "Parsed", "Remediation", "Result", "Run", "Unreadabl
 #: The checks whose measured value names the driver and the fabric manager of a run.
 DRIVER_CHECK = "driver_version"
 FABRIC_CHECK = "fabricmanager_service"
+VERSION_CHECKS = frozenset({DRIVER_CHECK, FABRIC_CHECK})
 
 
 @dataclass(frozen=True)
@@ -243,15 +245,14 @@ def _results(run: Run, results: list[Any]) -> None:
         check, entity, measured = item.get("check"), item.get("entity"), item.get("measured")
         if not isinstance(check, str) or not isinstance(entity, str):
             continue
-        _versions(run, check, measured)
+        if check in VERSION_CHECKS:
+            _versions(run, check, measured)
         if check.startswith(PREFIX) or check == LOCALISATION:
             pairs.append(item)
-        simple = "." not in entity and "-" not in entity
-        if simple and _number(measured):
-            key = f"{check}[{entity_kind(entity)}]"
-            if has_trend(key) and (key, entity) not in seen:
-                seen.add((key, entity))
-                run.metrics.append((key, redact(entity), float(measured)))  # type: ignore[arg-type]
+        key = _trend_key(check, entity)
+        if key is not None and _number(measured) and (key, entity) not in seen:
+            seen.add((key, entity))
+            run.metrics.append((key, redact(entity), float(measured)))  # type: ignore[arg-type]
         if item.get("verdict") != "PASS":
             result = CheckResult.from_dict(item)
             run.results.append(Result(
@@ -261,6 +262,16 @@ def _results(run: Run, results: list[Any]) -> None:
     if pairs:
         run.events.append(Event(f"pairs:{run.identity}", "cluster-check-pair", run.finished,
                                 run.finished_at, _json(pairs)))
+
+
+@lru_cache(maxsize=65536)
+def _trend_key(check: str, entity: str) -> str | None:
+    """The trend metric key of a per-GPU (per-NIC, per-node) result, None for any other
+    (a link, a pair, a check without a trend): asked for every result of every report."""
+    if "." in entity or "-" in entity:
+        return None
+    key = f"{check}[{entity_kind(entity)}]"
+    return key if has_trend(key) else None
 
 
 def _versions(run: Run, check: str, measured: Any) -> None:
