@@ -405,3 +405,31 @@ def test_parsing_in_worker_processes_gives_the_same_ledger(
         answers.append((vars(done), counts(db)))
     assert answers[0] == answers[1]
     assert answers[0][0] == {"read": 13, "new": 9, "already": 3, "unreadable": 1}
+
+
+BLOCKED_RUN = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("sqlalchemy", "alembic", "psycopg"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+from nodegate import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_without_the_ledger_extra_it_says_which_extra_and_report_dir_still_runs(
+        tmp_path: Path) -> None:
+    fleet(tmp_path / "r", nodes=1, reports=1)
+    for argv, code in (((("ledger", "ingest", str(tmp_path / "r"), "--db",
+                           str(tmp_path / "l.sqlite"))), 3),
+                       (("report", "--db", str(tmp_path / "l.sqlite")), 3),
+                       (("report", str(tmp_path / "r"), "--json"), 0)):
+        proc = subprocess.run([sys.executable, "-c", BLOCKED_RUN, *argv], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT, check=False)
+        assert proc.returncode == code, (argv, proc.stderr)
+        if code == 3:
+            assert "pip install 'nodegate[ledger]'" in proc.stderr
+    assert not (tmp_path / "l.sqlite").exists()
