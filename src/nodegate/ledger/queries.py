@@ -146,14 +146,18 @@ def _machine(conn: sa.Connection, node_id: int) -> dict[str, Any]:
 
 def fleet_items(ledger: Ledger) -> list[Summary]:
     """Every run's fleet entry and every unreadable report's ``{"path", "error"}``, in
-    path order: what ``fleet.read.summaries`` gives for the folder they were ingested from."""
+    path order: what ``fleet.read.summaries`` gives for the folder they were ingested from.
+    A file once unreadable whose path now holds a report that was read (rewritten since)
+    is that report; the ledger keeps the old record as evidence all the same."""
     items: list[tuple[str, Summary]] = []
     with ledger.read() as conn:
         for path, summary in conn.execute(sa.select(t.runs.c.path, t.runs.c.summary)):
             items.append((path, entry(json.loads(summary), path)))
+        read = {path for path, _ in items}
         for path, error in conn.execute(sa.select(t.unreadable.c.path, t.unreadable.c.error)
                                         .distinct()):
-            items.append((path, {"path": path, "error": error}))
+            if path not in read:
+                items.append((path, {"path": path, "error": error}))
     items.sort(key=lambda item: item[0])
     return [item for _, item in items]
 
