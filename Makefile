@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml lab/pyproject.toml
 	# from their local package source). On another machine torch==2.13.0 from PyPI is the
 	# multi-GB CUDA build: add --index-url https://download.pytorch.org/whl/cpu for the CPU one.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[deploy,dev,torch,power]" -e ./lab
+	$(PY) -m pip install --quiet -e ".[deploy,dev,torch,power,ledger]" -e ./lab
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -34,7 +34,8 @@ COMMANDS: dict[str, str] = {
     "gate": "nodegate.cluster.cli",
     "sweep": "nodegate.cluster.sweep_cli",
     "cluster-check": "nodegate.cluster.cluster_check_cli",
-    "report": "nodegate.fleet.cli",
+    "report": "nodegate.ledger.report_cli",
+    "ledger": "nodegate.ledger.cli",
     "remediate": "nodegate.commands.remediate",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())
@@ -55,6 +56,9 @@ OPTIONAL_EXTRAS: dict[str, str] = {
     "pyinfra": "deploy",
     "ansible": "deploy",
     "jinja2": "deploy",
+    "sqlalchemy": "ledger",
+    "alembic": "ledger",
+    "psycopg": "ledger",
 }
 
 

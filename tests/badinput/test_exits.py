@@ -77,6 +77,8 @@ COMMANDS = [
                               "{d}/o", "--json"), 2,
             {"bin/sinfo": SINFO, "bin/scontrol": SCONTROL}),
     Command("report", (*NODEGATE, "report", "{r}", "--json", "--no-cache"), 1),
+    Command("ledger", (*NODEGATE, "ledger", "ingest", "{r}", "--db", "{d}/ledger.sqlite",
+                       "--json"), 0),
     Command("remediate", (*NODEGATE, "remediate", "--report-dir", "{r}", "--state-dir",
                           "{d}/s", "--profile", PROFILE, "--node", "vm"), 0),  # off
     Command("lab", (PY, "-m", "nodegate_lab.cli", "status"), 0),

@@ -43,6 +43,9 @@ LAYERS: dict[str, int] = {
     "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5, "fact_cache": 5,
     # 5: remediation, which reads the gate's drain reasons and the judge's Xid actions
     "remediation": 5,
+    # 6: the fleet ledger (control side), which reads reports through the fleet reader and
+    # serves the fleet view from a database
+    "ledger": 6,
     # 6: entry points: the command line, and the pytest front end of the battery
     "commands": 6, "cli": 6, "__main__": 6, "testing": 6,
 }

@@ -24,12 +24,17 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROL_PACKAGES = {"pyinfra", "ansible-core", "jinja2", "gevent", "paramiko",
-                    "pytest-testinfra"}
+                    "pytest-testinfra", "sqlalchemy", "alembic", "psycopg"}
 #: Import names of the control side's packages (ansible-core imports as ansible)
-CONTROL_IMPORTS = {"pyinfra", "ansible", "jinja2", "gevent", "paramiko", "testinfra"}
+CONTROL_IMPORTS = {"pyinfra", "ansible", "jinja2", "gevent", "paramiko", "testinfra",
+                   "sqlalchemy", "alembic", "psycopg"}
 #: Modules of the package that are control side by design: pyinfra facts and the pyinfra
-#: version guard. Everything else must import on a node.
-CONTROL_MODULES = ("nodegate.facts.", "nodegate.pyinfra_compat", "nodegate.fact_cache")
+#: version guard, the fleet ledger's database modules (its ``cli`` and ``report_cli`` import
+#: on a node: ``nodegate report DIR`` needs no database). Everything else must import on a node.
+CONTROL_MODULES = ("nodegate.facts.", "nodegate.pyinfra_compat", "nodegate.fact_cache",
+                   "nodegate.ledger.")
+LEDGER_NODE_MODULES = ("nodegate.ledger.cli", "nodegate.ledger.report_cli",
+                       "nodegate.ledger.render")
 
 GUARDED_IMPORT = """
 import importlib, importlib.abc, json, pkgutil, sys
@@ -72,6 +77,7 @@ def test_runtime_dependencies_are_the_node_side() -> None:
     assert "nvidia-ml-py" in _requirements(None)
     assert not _requirements(None) & CONTROL_PACKAGES
     assert {"pyinfra", "ansible-core"} <= _requirements("deploy")
+    assert {"sqlalchemy", "alembic", "psycopg"} <= _requirements("ledger")
     assert "pytest-testinfra" in _requirements("dev")
 
 
@@ -82,16 +88,18 @@ def test_every_node_module_imports_without_the_control_side() -> None:
     assert proc.returncode == 0, proc.stderr
     failed: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
     node_side = {name: why for name, why in failed.items()
-                 if not name.startswith(CONTROL_MODULES)}
+                 if not name.startswith(CONTROL_MODULES) or name in LEDGER_NODE_MODULES}
     assert not node_side, f"node-side modules that need the control side: {node_side}"
     # the exemption is not a blank cheque: the control-side modules do need it
     assert any(name.startswith("nodegate.facts.") for name in failed)
+    assert "nodegate.ledger.engine" in failed
 
 
 def test_a_control_side_import_error_names_the_extra() -> None:
     from nodegate.cli import OPTIONAL_EXTRAS
 
     assert {OPTIONAL_EXTRAS[name] for name in ("pyinfra", "ansible", "jinja2")} == {"deploy"}
+    assert {OPTIONAL_EXTRAS[name] for name in ("sqlalchemy", "alembic", "psycopg")} == {"ledger"}
 
 
 @pytest.mark.slow

@@ -79,6 +79,12 @@ class MetricView:
     stats: dict[str, float] = field(default_factory=dict)
     outliers: list[Outlier] = field(default_factory=list)
 
+    @property
+    def flat(self) -> bool:
+        """Nothing to show: every node of the profile has the same value (the HTML page and
+        the text view leave such a metric out and say how many they left out)."""
+        return bool(self.values) and self.stats.get("min") == self.stats.get("max")
+
 
 
 @dataclass

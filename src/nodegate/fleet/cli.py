@@ -14,20 +14,27 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodegate.bounds import arg_number
 
+if TYPE_CHECKING:
+    from nodegate.fleet.aggregate import FleetView
+    from nodegate.fleet.pair_records import PairMatrix
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``report``; the parser is returned for ``nodegate.ledger.report_cli``, which adds
+    ``--db`` (the same view from the fleet ledger) and makes DIR optional."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
         "report", help="fleet view over a directory of node reports (text, JSON, HTML)",
         description="Read every *.json node report below DIR (several per node = history): "
                     "each node's verdict and failing checks, each metric's spread across "
                     "the nodes of each profile and the nodes worse than their profile's "
                     "median by more than --margin.")
-    parser.add_argument("dir", type=Path, metavar="DIR",
-                        help="a folder of node reports (deploy/fetch_reports.py's reports/)")
+    parser.add_argument("dir", type=Path, metavar="DIR", nargs="?",
+                        help="a folder of node reports (deploy/fetch_reports.py's reports/); "
+                             "leave it out with --db to read the fleet ledger instead")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report with plots (only "
                              "a regular file is replaced, in a folder that exists; never a "
@@ -53,6 +60,7 @@ def register(subparsers: Any) -> None:
                         help="processes parsing reports without a usable summary "
                              "(default: up to 4)")
     parser.set_defaults(func=run)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,28 +76,51 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from nodegate.errors import ConfigError
-    from nodegate.fleet import trends
     from nodegate.fleet.aggregate import aggregate
     from nodegate.fleet.pair_records import pair_matrix, read_report
-    from nodegate.fleet.render import render_text, to_data
+
+    if args.dir is None:
+        raise ConfigError("give DIR (a folder of reports) or --db (the fleet ledger)",
+                          key="DIR")
+    check_output_args(args, args.dir)
+    view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict,
+                     cache=not args.no_cache)
+    check_view(view, args.dir)
+    # the cluster check's pairs, for every view: only reports that hold some are decoded
+    return show(args, view, pair_matrix(view, read_report(view.root)), args.dir)
+
+
+def check_output_args(args: argparse.Namespace, where: Path) -> None:
+    """``--plots`` and ``--html`` checked before anything is read (exit 2)."""
+    from nodegate.errors import ConfigError
 
     if args.plots < 0:
         raise ConfigError("--plots must be >= 0", key="--plots")
     if args.html:
         from nodegate.fleet.html import check_html_target
 
-        check_html_target(args.html, args.dir)
-    view = aggregate(args.dir, margin_pct=args.margin, jobs=args.jobs, strict=args.strict,
-                     cache=not args.no_cache)
+        check_html_target(args.html, where)
+
+
+def check_view(view: FleetView, where: Path) -> None:
+    """No report at all, or none readable: nothing judged (exit 2)."""
+    from nodegate.errors import ConfigError
+
     if not view.nodes and not view.unreadable:
-        raise ConfigError("no *.json reports found", file=str(args.dir))
+        raise ConfigError("no *.json reports found", file=str(where))
     if not view.nodes:  # nothing judged: the same as no reports at all
-        _warn_unreadable(args.dir, view.unreadable)
+        _warn_unreadable(where, view.unreadable)
         raise ConfigError(f"none of the {len(view.unreadable)} *.json report files could be "
-                          f"read (listed above): nothing to judge", file=str(args.dir))
+                          f"read (listed above): nothing to judge", file=str(where))
+
+
+def show(args: argparse.Namespace, view: FleetView, pairs: PairMatrix | None,
+         where: Path) -> int:
+    """Print (and write) the view of reports read from ``where``; the exit code."""
+    from nodegate.fleet import trends
+    from nodegate.fleet.render import render_text, to_data
+
     trend = trends.trends(view, drift_pct=args.drift)
-    # the cluster check's pairs, for every view: only reports that hold some are decoded
-    pairs = pair_matrix(view, read_report(view.root))
     if args.json:
         print(json.dumps({**to_data(view, pairs=pairs), "trends": trends.to_data(trend)},
                          indent=2))
@@ -103,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         written = write_html(view, args.html, plots=args.plots, extra=section(trend),
                              pairs=pairs)
         print(f"nodegate report: HTML written to {written}", file=sys.stderr)
-    _warn_unreadable(args.dir, view.unreadable)
+    _warn_unreadable(where, view.unreadable)
     if view.unreadable:
         # any one may be a node's newest report: what could not be read never passes
         print(f"nodegate report: {len(view.unreadable)} report file(s) could not be read: "

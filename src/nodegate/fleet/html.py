@@ -557,11 +557,6 @@ def _failing_checks(failing: Sequence[NodeView]) -> list[str]:
     return out
 
 
-def _flat(metric: MetricView) -> bool:
-    """Nothing to show: every node of the profile has the same value."""
-    return bool(metric.values) and metric.stats.get("min") == metric.stats.get("max")
-
-
 def _moved(view: FleetView, extra: Sequence[str], pairs: PairMatrix | None) -> list[str]:
     """What moved: metrics with outliers (their spread, then the outlier table), the pair
     matrix (a failing pair names a node to drain now), the trends (``extra``)."""
@@ -584,8 +579,8 @@ def _other_metrics(view: FleetView) -> list[str]:
     """The spread of every other metric with something to show; how many were left out
     (the same value on every node) and which."""
     rest = [metric for metric in view.metrics if not metric.outliers]
-    shown = [metric for metric in rest if not _flat(metric)]
-    flat = [metric for metric in rest if _flat(metric)]
+    shown = [metric for metric in rest if not metric.flat]
+    flat = [metric for metric in rest if metric.flat]
     if not rest:
         return []
     out = ["<h2 id=\"metrics\">Other metrics</h2>"]

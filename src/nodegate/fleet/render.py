@@ -122,16 +122,23 @@ def _metric_lines(view: FleetView) -> list[str]:
         return []
     lines = ["", f"Metrics: each node's worst entity, per profile; outliers worse than the "
                  f"median of their profile's nodes by more than {view.margin_pct:g}%"]
-    key_width = max(len(m.key) for m in view.metrics)
-    profile_width = max([7, *(len(m.profile) for m in view.metrics)])
-    lines.append(f"{'METRIC':<{key_width}}  {'PROFILE':<{profile_width}}  {'UNIT':<7} "
-                 f"{'NODES':>6} {'MIN':>9} {'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
-    for metric in view.metrics:
+    # as the HTML page: a metric with the same value on every node has nothing to show
+    shown = [m for m in view.metrics if m.outliers or not m.flat]
+    flat = [m for m in view.metrics if not m.outliers and m.flat]
+    key_width = max([6, *(len(m.key) for m in shown)])
+    profile_width = max([7, *(len(m.profile) for m in shown)])
+    if shown:
+        lines.append(f"{'METRIC':<{key_width}}  {'PROFILE':<{profile_width}}  {'UNIT':<7} "
+                     f"{'NODES':>6} {'MIN':>9} {'MEDIAN':>9} {'MAX':>9}  OUTLIERS")
+    for metric in shown:
         stats = metric.stats
         lines.append(f"{metric.key:<{key_width}}  {metric.profile:<{profile_width}}  "
                      f"{metric.unit:<7} {int(stats['n']):>6} {_fmt(stats['min']):>9} "
                      f"{_fmt(stats['median']):>9} {_fmt(stats['max']):>9}  "
                      f"{len(metric.outliers)}")
+    if flat:
+        lines.append(f"  ({len(flat)} of {len(view.metrics)} metrics left out: the same "
+                     f"value on every node; --json and --html list them)")
     lines += [f"  ({note})" for note in view.notes]
     outliers = [(m, o) for m in view.metrics for o in m.outliers]
     if outliers:
