@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
                             description="Every *.json report (and remediation.json) below "
                                         "DIR, each once: prints read, new, already there, "
                                         "unreadable.")
-    ingest.add_argument("dir", type=Path, metavar="DIR")
+    ingest.add_argument("dir", type=Path, metavar="DIR",
+                        help="a folder of fetched reports (deploy/fetch_reports.py's reports/)")
     ingest.add_argument("--db", metavar="PATH|URL", help=db_help)
     ingest.add_argument("--batch", type=arg_number(int, 1, 100000), default=500, metavar="N",
                         help="files per transaction (default %(default)s)")
@@ -40,19 +41,21 @@ def register(subparsers: Any) -> None:
     ingest.add_argument("--json", action="store_true", help="print the counts as JSON")
     ingest.set_defaults(func=_ingest)
     gpu = sub.add_parser("gpu", help="one card's lifetime across hosts, by serial")
-    gpu.add_argument("serial", metavar="SERIAL")
+    gpu.add_argument("serial", metavar="SERIAL", help="the card's serial number as NVML reports it")
     gpu.add_argument("--db", metavar="PATH|URL", help=db_help)
     gpu.add_argument("--json", action="store_true", help="print it as JSON")
     gpu.set_defaults(func=_gpu)
     node = sub.add_parser("node", help="one node's history, by name")
-    node.add_argument("name", metavar="NAME")
+    node.add_argument("name", metavar="NAME",
+                      help="a host name or Slurm name the node has had (matched to its machine id)")
     node.add_argument("--db", metavar="PATH|URL", help=db_help)
     node.add_argument("--json", action="store_true", help="print it as JSON")
     node.set_defaults(func=_node)
     prune = sub.add_parser("prune", help="retention: metrics older than DAYS become daily "
                                          "aggregates")
     prune.add_argument("--older-than", type=arg_number(int, 1, 100000), required=True,
-                       metavar="DAYS", dest="days")
+                       metavar="DAYS", dest="days",
+                       help="age in days past which metrics are kept as daily aggregates")
     prune.add_argument("--db", metavar="PATH|URL", help=db_help)
     prune.set_defaults(func=_prune)
 
