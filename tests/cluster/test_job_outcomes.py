@@ -1,5 +1,5 @@
 """A scheduler's word verified: srun/sbatch outcomes classified, bounded, framed, and every
-output checked before a cluster check or a sweep acts (issue 47, findings 5-7).
+output checked before a cluster check or a sweep acts.
 
 Slurm here is a set of fake client executables on PATH that can lie: ``srun`` runs each
 task's real script locally (``SLURMD_NODENAME`` set, stdout labelled as ``srun --label``

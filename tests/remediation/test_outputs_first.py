@@ -1,4 +1,4 @@
-"""``nodegate remediate`` checks every folder it writes before it acts (issue 47, finding 7):
+"""``nodegate remediate`` checks every folder it writes before it acts:
 a full ``--bundle-dir`` or a ``--textfile-dir`` that is a file is exit 2 naming the option,
 found before any report is read, state written or Slurm asked."""
 

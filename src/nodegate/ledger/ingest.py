@@ -104,7 +104,7 @@ def _parsers(jobs: int | None, files: int) -> Iterator[Parser]:
     the ledger's connections are never used there, and a worker leaves by ``os._exit``), or
     here for one job or a small folder. One job is the default: on these 2 cores shared with
     other work, two parsers were slower than one (332 against 419 reports/s, load 4,
-    docs/benchmarks.md); the results come back pickled, ~20 % more CPU in all."""
+    docs/dev/benchmarks.md); the results come back pickled, ~20 % more CPU in all."""
     count = min(jobs or 1, MAX_JOBS, os.cpu_count() or 1)
     if count <= 1 or files < POOL_MIN_FILES:
         yield lambda root, chunk: [extract.parse_file(root, rel, size)
