@@ -24,6 +24,7 @@ from nodegate.vocabulary import LEVELS
 if TYPE_CHECKING:
     from nodegate.cluster.budget import BudgetOutcome
     from nodegate.cluster.gate import Decision
+    from nodegate.cluster.holds import HoldStore
     from nodegate.cluster.scheduler import Change, NodeState
     from nodegate.cluster.slurm import SlurmScheduler
     from nodegate.report.model import NodeReport
@@ -67,9 +68,17 @@ def register(subparsers: Any) -> None:
                              "budget; the site file's slurm.drain_budget via the agent role)")
     parser.add_argument("--textfile-dir", type=Path,
                         help="write nodegate_gate.prom (drain budget metrics) there")
+    add_holds_dir(parser)
     parser.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.set_defaults(func=run)
+
+
+def add_holds_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--holds-dir", type=Path,
+                        help="the record of the drains nodegate made (holds.json; default "
+                             "$NODEGATE_HOLDS_DIR or /var/lib/nodegate/holds): only a drain "
+                             "recorded there is ever lifted")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         decide_join,
         health_evidence,
         latest,
+        owned,
         with_unreadable,
     )
     from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
@@ -98,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
     report_dir: Path = args.report_dir or default_report_dir()
     if _writes_textfile(args):
         check_textfile_dir(args.textfile_dir)
+    from nodegate.cluster.holds import HoldStore, classify
+
+    store = HoldStore(args.holds_dir)
+    store.check()  # before anything is changed: a record that cannot be read is exit 2
     if args.run_health:
         _run_health(report_dir)
     max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
@@ -127,10 +141,12 @@ def run(args: argparse.Namespace) -> int:
         decision = decide_health(state, health_evidence(
             battery_reports(reports), clock, health.clock_skew_s), policy=health, now=clock)
         decision = with_unreadable(decision, state, unreadable)
+    record = store.get(node)
+    decision = owned(decision, classify(state, record), reports)
     for path, why in unreadable:
         print(f"nodegate gate: unreadable report {path}: {why}", file=sys.stderr)
     change, outcome, unwritten = _act(args, decision, state, reports, scheduler,
-                                      clear=not unreadable)
+                                      store=store, clear=not unreadable)
     _print(args, node, decision, state, change=change, outcome=outcome)
     if unwritten is not None:  # after the change: exit 2 would say nothing was changed
         print(f"nodegate gate: error: {unwritten} (the decision above was carried out)",
@@ -173,11 +189,12 @@ def check_textfile_dir(folder: Path) -> None:
 
 
 def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
-         reports: list[NodeReport], scheduler: SlurmScheduler, *, clear: bool = True,
-         ) -> tuple[Change | None, BudgetOutcome | None, str | None]:
+         reports: list[NodeReport], scheduler: SlurmScheduler, *, store: HoldStore,
+         clear: bool = True) -> tuple[Change | None, BudgetOutcome | None, str | None]:
     """Carry the decision out; in health mode with a budget, a drain goes through the budget
     (docs/gate.md, "The drain budget") and its metrics are written (the third value: why
     they could not be, after the change)."""
+    from nodegate.cluster import holds
     from nodegate.cluster.budget import (
         TEXTFILE_NAME,
         DrainBudget,
@@ -185,7 +202,7 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         drain_within_budget,
         render_metrics,
     )
-    from nodegate.cluster.gate import Action, apply
+    from nodegate.cluster.gate import Action
     from nodegate.errors import ConfigError
     from nodegate.report._atomic import atomic_write_text
 
@@ -193,17 +210,26 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
     outcome = None
     if args.dry_run:
         return None, None, None
+    holds.reconcile(state, store)  # a record Slurm no longer shows is forgotten
+    change: Change | None = None
     if budget is not None and args.mode == "health" and decision.action is Action.DRAIN:
         assert decision.reason is not None
         outcome = drain_within_budget(
-            decision.node, decision.reason, scheduler, budget,
+            decision.node, decision.reason, scheduler, budget, store=store, decided=state,
+            evidence=decision.report_id,
             log=lambda line: print(f"nodegate gate: {line}", file=sys.stderr))
         change = outcome.change
-    else:
-        change = apply(decision, scheduler)
-        if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
-                newest_health_passes(reports):
-            clear_mark(state, scheduler)
+    elif decision.action is Action.DRAIN:
+        assert decision.reason is not None
+        change = holds.drain(scheduler, store, state, decision.reason,
+                             evidence=decision.report_id)
+    elif decision.action is Action.RESUME:
+        report = next((r for r in reports if r.report_id == decision.report_id), None)
+        if report is not None:  # ``gate.owned`` turned a resume without one into NONE
+            change = holds.resume(scheduler, store, state, holds.evidence_of(report))
+    if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
+            newest_health_passes(reports):
+        clear_mark(change.after if change is not None else state, scheduler, store)
     if budget is not None and _writes_textfile(args):
         try:
             atomic_write_text(args.textfile_dir / TEXTFILE_NAME,

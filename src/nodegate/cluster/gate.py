@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodegate.cluster import evidence as _evidence
+from nodegate.cluster import holds as _holds
 from nodegate.cluster.scheduler import Change, NodeState, Scheduler
 from nodegate.report.model import NodeReport, format_timestamp
 from nodegate.report.order import Clock, report_key, same_boot_age, suspect
@@ -500,6 +501,31 @@ def with_unreadable(decision: Decision, state: NodeState,
         return Decision(state.node, Action.NONE, f"not resumed: {note}",
                         state.reason, decision.report_id)
     return _drain(state, reason, note, None)
+
+
+def owned(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport]) -> Decision:
+    """``decision`` under the holds' one rule (``cluster.holds``): a resume only where the
+    evidence it rests on may lift the node's hold, a drain only where it may replace it;
+    otherwise the node is left as it is, and ``why`` says whose hold kept it."""
+    if decision.action is Action.RESUME:
+        report = next((r for r in reports if r.report_id == decision.report_id), None)
+        if report is None:
+            return dataclasses.replace(decision, action=Action.NONE,
+                                       why=f"not resumed: no report to offer ({decision.why})")
+        ruling = _holds.decide(hold, _holds.evidence_of(report))
+    elif decision.action is Action.DRAIN:
+        assert decision.reason is not None
+        ruling = _holds.may_replace(hold, *_holds.kind_of_reason(decision.reason))
+    else:
+        if not hold.ours and hold.kind is _holds.Kind.PERSON and \
+                is_nodegate_reason(hold.reason):
+            return dataclasses.replace(decision, why=f"{decision.why}; not in nodegate's "
+                                       "record, so a person's drain")
+        return decision
+    if ruling.allowed:
+        return decision
+    return dataclasses.replace(decision, action=Action.NONE, reason=None,
+                              why=f"left as it is: {ruling.why}")
 
 
 def apply(decision: Decision, scheduler: Scheduler) -> Change | None:

@@ -1,0 +1,482 @@
+"""Holds have owners: the record of every drain nodegate made, the rank of each kind of hold,
+and the one function that decides whether a kind of evidence may lift or replace a hold.
+
+Why a record and not the reason's text: anyone can type ``nodegate: bad psu`` into Slurm. So
+nodegate writes down every drain it makes (node, the exact reason and comment it wrote, the
+kind of hold, the evidence, when) in its own state on the side of the call that makes it
+(``holds.json`` in ``default_holds_dir``), *before* the update is sent; a drain is nodegate's
+only while Slurm still shows exactly the reason recorded. Anything else drained or down is a
+person's (or Slurm's), whatever its text, and nodegate never lifts, rewrites or clears it.
+
+Holds are ranked (docs/gate.md, "Holds and their owners")::
+
+    rma (5) > person (4) > acceptance / multinode / netload / cluster-check (3)
+            > standard, maintenance, upgrade, initial (2) > health (1)
+
+``decide`` is the one place that says whether evidence of one kind may lift a hold, and
+``may_replace`` whether a new drain of one kind may rewrite it: evidence of a lower kind never
+lifts a higher hold, and a drain never rewrites a hold of a higher rank or a different kind of
+the same rank. The gate (health and join), the drain budget, remediation and deploy/drain.py
+all go through ``drain``/``resume`` here, which add the compare-and-set against Slurm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import enum
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodegate.cluster.scheduler import Change, NodeState, Scheduler
+from nodegate.errors import ConfigError
+from nodegate.fileio import atomic_write_text, read_text
+from nodegate.flock import exclusive
+
+SCHEMA = "nodegate.holds/1"
+HOLDS_FILE = "holds.json"
+LOCK_FILE = "holds.lock"
+DEFAULT_HOLDS_DIR = Path("/var/lib/nodegate/holds")
+#: A record of a few hundred nodes is a few hundred KiB; past this the file is not ours.
+MAX_BYTES = 4 * 1024 * 1024
+
+
+def default_holds_dir() -> Path:
+    """``$NODEGATE_HOLDS_DIR`` or /var/lib/nodegate/holds (survives reboots)."""
+    return Path(os.environ.get("NODEGATE_HOLDS_DIR", str(DEFAULT_HOLDS_DIR)))
+
+
+class Kind(str, enum.Enum):
+    """A hold's kind; the value is what the record carries."""
+
+    NONE = "none"  # not drained, not down
+    HEALTH = "health"  # a quick (periodic health) failure
+    STANDARD = "standard"  # a standard join/re-qualification hold (remediation's too)
+    MAINTENANCE = "maintenance"  # deploy/drain.py: out for a change
+    UPGRADE = "upgrade"  # deploy/upgrade_driver.py, deploy/rolling_upgrade.py
+    INITIAL = "initial"  # a new node, drained until it is validated (slurm_controller)
+    ACCEPTANCE = "acceptance"
+    SUITE = "suite"  # multinode, netload, cluster-check (``Hold.suite`` says which)
+    PERSON = "person"  # anything not in the record: an administrator's, Slurm's own
+    RMA = "rma"  # remediation gave a card up
+
+
+RANK: dict[Kind, int] = {
+    Kind.NONE: 0, Kind.HEALTH: 1, Kind.STANDARD: 2, Kind.MAINTENANCE: 2, Kind.UPGRADE: 2,
+    Kind.INITIAL: 2, Kind.ACCEPTANCE: 3, Kind.SUITE: 3, Kind.PERSON: 4, Kind.RMA: 5,
+}
+
+#: The kinds nodegate itself writes (a record naming another is not ours to read).
+OWN_KINDS = frozenset(RANK) - {Kind.NONE, Kind.PERSON}
+
+#: What lifts each kind, for messages and docs/gate.md's table.
+LIFTED_BY: dict[Kind, str] = {
+    Kind.HEALTH: "a passing report of any level (the next health run)",
+    Kind.STANDARD: "a fresh passing standard or acceptance report",
+    Kind.MAINTENANCE: "a passing standard or acceptance report newer than the hold, or a person",
+    Kind.UPGRADE: "the upgrade's own validation and join (standard or acceptance)",
+    Kind.INITIAL: "the join: a fresh passing report of the join's level",
+    Kind.ACCEPTANCE: "a fresh passing acceptance report",
+    Kind.SUITE: "a fresh passing report of that suite, at the join",
+    Kind.PERSON: "only a person",
+    Kind.RMA: "only a person, once the card is replaced",
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What is offered to lift a hold: a passing report's ``level`` (quick, standard,
+    acceptance) or ``suite`` (multinode, ...), and when it finished (wall clock, and its boot
+    and boot-relative time where it carries them)."""
+
+    level: str | None = None
+    suite: str | None = None
+    finished_at: dt.datetime | None = None
+    boot_id: str | None = None
+    boottime_s: float | None = None
+
+    def describe(self) -> str:
+        return f"a passing {self.suite or self.level or 'unknown'} report"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One drain nodegate made: what it wrote and why."""
+
+    node: str
+    reason: str
+    kind: Kind
+    suite: str | None = None
+    comment: str | None = None
+    evidence: str | None = None  # the report id (or ``remediation``/``deploy``)
+    made_at: dt.datetime | None = None  # wall clock, UTC
+    boot_id: str | None = None  # the boot it was made in, and the boot-relative time:
+    boottime_s: float | None = None  # "newer than the hold" survives a wall-clock step
+    #: the reason's time as Slurm showed it right after the drain: a person who re-drains
+    #: the node later with the same text gets another time, so the drain is theirs
+    slurm_time: dt.datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "reason": self.reason, "kind": self.kind.value,
+                "suite": self.suite, "comment": self.comment, "evidence": self.evidence,
+                "made_at": self.made_at.isoformat() if self.made_at else None,
+                "boot_id": self.boot_id, "boottime_s": self.boottime_s,
+                "slurm_time": self.slurm_time.isoformat() if self.slurm_time else None}
+
+    def shown(self, state: NodeState) -> bool:
+        """Slurm still shows this drain: drained, the very reason, and (where both carry
+        one) the same reason time."""
+        if not state.drained or state.reason != self.reason:
+            return False
+        return self.slurm_time is None or state.reason_time is None or \
+            state.reason_time == self.slurm_time
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Record:
+        if not isinstance(data, dict):
+            raise ValueError("a hold must be a mapping")
+        kind = Kind(data.get("kind"))
+        if kind not in OWN_KINDS:
+            raise ValueError(f"kind {kind.value!r} is never recorded")
+        for key in ("node", "reason"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise ValueError(f"{key} must be a non-empty string")
+        made = data.get("made_at")
+        shown = data.get("slurm_time")
+        boottime = data.get("boottime_s")
+        if boottime is not None and not isinstance(boottime, (int, float)):
+            raise ValueError("boottime_s must be a number")
+        return cls(node=data["node"], reason=data["reason"], kind=kind,
+                   suite=_str_or_none(data.get("suite")),
+                   comment=_str_or_none(data.get("comment")),
+                   evidence=_str_or_none(data.get("evidence")),
+                   made_at=dt.datetime.fromisoformat(made) if made else None,
+                   boot_id=_str_or_none(data.get("boot_id")),
+                   boottime_s=float(boottime) if boottime is not None else None,
+                   slurm_time=dt.datetime.fromisoformat(shown) if shown else None)
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A node's current hold as the record and Slurm show it together."""
+
+    node: str
+    kind: Kind
+    reason: str | None = None
+    suite: str | None = None
+    record: Record | None = None
+
+    @property
+    def rank(self) -> int:
+        return RANK[self.kind]
+
+    @property
+    def ours(self) -> bool:
+        return self.record is not None
+
+    def describe(self) -> str:
+        name = self.suite if self.kind is Kind.SUITE and self.suite else self.kind.value
+        owner = "nodegate's" if self.ours else "someone else's"
+        return f"{owner} {name} hold ({self.reason})" if self.reason else f"{name} hold"
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """``decide``'s answer: ``allowed`` and the one line that says why."""
+
+    allowed: bool
+    why: str
+
+
+class StoreError(ConfigError):
+    """The record cannot be read: exit 2 naming the file, never a fresh start (a forgotten
+    record would make nodegate's own holds a person's, and a person's never ours)."""
+
+
+class HoldStore:
+    """``holds.json`` and its lock in one folder. Every change is a locked read-modify-write
+    through ``fileio.atomic_write_text``: a reader never sees half a file."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory if directory is not None else default_holds_dir()
+        self.path = self.directory / HOLDS_FILE
+        self.lock_path = self.directory / LOCK_FILE
+
+    def check(self) -> None:
+        """Before acting: the folder is a folder (exit 2 naming it otherwise)."""
+        if os.path.lexists(self.directory) and not self.directory.is_dir():
+            raise StoreError("the holds record folder is not a folder",
+                             file=str(self.directory), key="--holds-dir")
+        self.load()
+
+    def load(self) -> dict[str, Record]:
+        return self._read()[0]
+
+    def _read(self) -> tuple[dict[str, Record], dict[str, Mark]]:
+        if not os.path.lexists(self.path):
+            return {}, {}
+        text = read_text(self.path, kind="config", limit=MAX_BYTES)
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+                raise ValueError(f"not a {SCHEMA} document")
+            holds, marks = data.get("holds"), data.get("marks", {})
+            if not isinstance(holds, dict) or not isinstance(marks, dict):
+                raise ValueError("holds and marks must be mappings")
+            records = {str(node): Record.from_dict(entry) for node, entry in holds.items()}
+            written = {str(node): Mark.from_dict(entry) for node, entry in marks.items()}
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"not a valid holds record ({exc}); read it and fix or remove it "
+                             "by hand: it names the drains nodegate may lift",
+                             file=str(self.path)) from None
+        return {n: r for n, r in records.items() if r.node == n}, written
+
+    def get(self, node: str) -> Record | None:
+        return self.load().get(node)
+
+    def mark(self, node: str) -> Mark | None:
+        return self._read()[1].get(node)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[tuple[dict[str, Record], dict[str, Mark]]]:
+        self.check()
+        with exclusive(self.lock_path, what="holds record lock", wait_s=30.0,
+                       busy=lambda pid: f"another nodegate (pid {pid}) holds "
+                       f"{self.lock_path}"):
+            records, marks = self._read()
+            yield records, marks
+            body = {"schema": SCHEMA,
+                    "holds": {n: r.to_dict() for n, r in sorted(records.items())},
+                    "marks": {n: m.to_dict() for n, m in sorted(marks.items())}}
+            atomic_write_text(self.path, json.dumps(body, indent=1) + "\n")
+
+    def put(self, record: Record) -> None:
+        with self._locked() as (records, _):
+            records[record.node] = record
+
+    def forget(self, node: str) -> None:
+        if self.get(node) is None:
+            return
+        with self._locked() as (records, _):
+            records.pop(node, None)
+
+    def put_mark(self, node: str, mark: Mark) -> None:
+        with self._locked() as (_, marks):
+            marks[node] = mark
+
+    def forget_mark(self, node: str) -> None:
+        if self.mark(node) is None:
+            return
+        with self._locked() as (_, marks):
+            marks.pop(node, None)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A comment mark nodegate wrote (the drain budget's): ``text`` is its own part, ``base``
+    the comment that was there before it (a person's, kept beside it)."""
+
+    text: str
+    base: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "base": self.base}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Mark:
+        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+            raise ValueError("a mark must be a mapping with a text")
+        return cls(text=data["text"], base=_str_or_none(data.get("base")))
+
+    def written(self) -> str:
+        """The whole comment nodegate writes: the person's, then ours beside it."""
+        return f"{self.base} | {self.text}" if self.base else self.text
+
+    def without(self, comment: str | None) -> str | bool | None:
+        """``comment`` with our part taken out (None: nothing left); False when our part is
+        not in it (someone rewrote it: theirs now, left alone)."""
+        if comment is None:
+            return False
+        if comment == self.written():
+            return self.base
+        if comment == self.text:
+            return None
+        for joined in (f" | {self.text}", f"{self.text} | "):
+            if joined in comment:
+                return comment.replace(joined, "", 1) or None
+        return False
+
+
+# --- classifying and deciding ---------------------------------------------------------------
+
+
+def classify(state: NodeState, record: Record | None) -> Hold:
+    """The node's hold: ours only where the record names exactly the reason Slurm shows now;
+    any other drain or down is a person's (or Slurm's), whatever its text."""
+    if not (state.drained or state.down):
+        return Hold(state.node, Kind.NONE)
+    if record is not None and record.shown(state):
+        return Hold(state.node, record.kind, state.reason, record.suite, record)
+    return Hold(state.node, Kind.PERSON, state.reason)
+
+
+def _newer(evidence: Evidence, record: Record | None) -> bool:
+    """The evidence finished after the hold was made: by the boot-relative clock when both
+    are of one boot (a wall-clock step changes nothing), else by the wall clock."""
+    if record is None or record.made_at is None or evidence.finished_at is None:
+        return False
+    if record.boot_id and evidence.boot_id == record.boot_id and \
+            record.boottime_s is not None and evidence.boottime_s is not None:
+        return evidence.boottime_s > record.boottime_s
+    made = record.made_at if record.made_at.tzinfo else record.made_at.replace(
+        tzinfo=dt.timezone.utc)
+    return evidence.finished_at > made
+
+
+_LEVELS = {"quick": 1, "standard": 2, "acceptance": 3}
+
+
+def decide(hold: Hold, evidence: Evidence) -> Ruling:
+    """Whether ``evidence`` (a passing report) may lift ``hold``: the one rule for the gate,
+    the join, remediation and the deploy entry points."""
+    what = evidence.describe()
+    if hold.kind is Kind.NONE:
+        return Ruling(False, "not held: nothing to lift")
+    if not hold.ours:
+        return Ruling(False, f"{hold.describe()}: not in nodegate's record, so a person's; "
+                      "only a person lifts it")
+    if hold.kind is Kind.RMA:
+        return Ruling(False, f"{hold.describe()}: {LIFTED_BY[Kind.RMA]}")
+    level = _LEVELS.get(evidence.level or "", 0) if evidence.suite is None else 0
+    allowed = {
+        Kind.HEALTH: level >= 1,
+        Kind.STANDARD: level >= 2,
+        Kind.UPGRADE: level >= 2,
+        Kind.INITIAL: level >= 2,
+        Kind.MAINTENANCE: level >= 2 and _newer(evidence, hold.record),
+        Kind.ACCEPTANCE: level >= 3,
+        Kind.SUITE: evidence.suite is not None and evidence.suite == hold.suite,
+    }.get(hold.kind, False)
+    if allowed:
+        return Ruling(True, f"{what} lifts {hold.describe()}")
+    return Ruling(False, f"{what} does not lift {hold.describe()}: lifted by "
+                  f"{LIFTED_BY[hold.kind]}")
+
+
+def may_replace(hold: Hold, kind: Kind, suite: str | None = None) -> Ruling:
+    """Whether a drain of ``kind`` may rewrite ``hold``'s reason: never a person's or an RMA;
+    otherwise only a hold of a lower rank, or one of the same kind (its reason updated)."""
+    if hold.kind is Kind.NONE:
+        return Ruling(True, "not held")
+    if not hold.ours or hold.kind is Kind.RMA:
+        return Ruling(False, f"{hold.describe()} is kept: nodegate never rewrites it")
+    if RANK[kind] > hold.rank or (kind is hold.kind and suite == hold.suite):
+        return Ruling(True, f"a {suite or kind.value} hold replaces {hold.describe()}")
+    return Ruling(False, f"{hold.describe()} is kept: a {suite or kind.value} drain does not "
+                  "rewrite a hold of its rank or higher")
+
+
+def kind_of_reason(reason: str) -> tuple[Kind, str | None]:
+    """The kind a gate drain reason of nodegate's own grammar sets (``cluster.gate``): the
+    caller's own reason, never one read from Slurm (that is ``classify``'s job)."""
+    from nodegate.cluster.gate import hold_level, is_rma_hold, is_upgrade_hold, suite_hold
+
+    suite = suite_hold(reason)
+    if suite is not None:
+        return Kind.SUITE, suite
+    level = hold_level(reason)
+    if level is not None:
+        return (Kind.ACCEPTANCE if level.value == "acceptance" else Kind.STANDARD), None
+    if is_rma_hold(reason):
+        return Kind.RMA, None
+    if is_upgrade_hold(reason):
+        return Kind.UPGRADE, None
+    if reason.startswith("nodegate: maintenance"):
+        return Kind.MAINTENANCE, None
+    return Kind.HEALTH, None
+
+
+# --- acting: record first, then compare-and-set -----------------------------------------------
+
+
+def reconcile(state: NodeState, store: HoldStore) -> Record | None:
+    """The node's record where Slurm still shows its reason; a record Slurm no longer shows
+    (a person resumed or re-drained the node) is forgotten, so it can never claim a later
+    drain with the same text."""
+    record = store.get(state.node)
+    if record is None:
+        return None
+    if record.shown(state):
+        return record
+    store.forget(state.node)
+    return None
+
+
+def drain(scheduler: Scheduler, store: HoldStore, decided: NodeState, reason: str, *,
+          kind: Kind | None = None, suite: str | None = None, evidence: str | None = None,
+          now: Any = None) -> Change:
+    """Drain ``decided.node`` with ``reason`` as a hold of ``kind``: only where the node is
+    still as the decision read it (``Raced`` otherwise), only where ``may_replace`` allows,
+    with the record written before the update."""
+    from nodegate.cluster.slurm import clean_reason
+
+    reason = clean_reason(reason)
+    if kind is None:
+        kind, suite = kind_of_reason(reason)
+    node = decided.node
+    hold = classify(decided, reconcile(decided, store))
+    if decided.drained and decided.reason == reason and hold.ours:
+        return Change(node, "drain", False, decided, decided)
+    if not may_replace(hold, kind, suite).allowed:
+        return Change(node, "drain", False, decided, decided)
+    record = _record(node, reason, kind, suite=suite, evidence=evidence, now=now)
+    store.put(record)  # before the update: a drain is never made unrecorded
+    change = scheduler.drain(node, reason, expect=decided)
+    store.put(dataclasses.replace(record, slurm_time=change.after.reason_time))
+    return change
+
+
+def resume(scheduler: Scheduler, store: HoldStore, decided: NodeState,
+           offered: Evidence) -> Change:
+    """Lift ``decided.node``'s hold on ``offered`` evidence: only a hold in the record whose
+    reason Slurm still shows, only where ``decide`` allows, only where the node is still as
+    the decision read it (``Raced`` otherwise). The record is forgotten once lifted."""
+    node = decided.node
+    if decided.available:
+        return Change(node, "resume", False, decided, decided)
+    hold = classify(decided, reconcile(decided, store))
+    if not decide(hold, offered).allowed:
+        return Change(node, "resume", False, decided, decided)
+    change = scheduler.resume(node, expect=decided)
+    store.forget(node)
+    return change
+
+
+def _record(node: str, reason: str, kind: Kind, *, suite: str | None,
+            evidence: str | None, now: Any) -> Record:
+    from nodegate.report.order import Clock
+
+    clock = now if isinstance(now, Clock) else Clock.here()
+    return Record(node=node, reason=reason, kind=kind, suite=suite, evidence=evidence,
+                  made_at=clock.wall, boot_id=clock.boot_id, boottime_s=clock.boottime_s)
+
+
+def evidence_of(report: Any) -> Evidence:
+    """A report as evidence (``NodeReport``: its level or suite and its times)."""
+    labels: Mapping[str, str] = getattr(report, "labels", {}) or {}
+    return Evidence(level=report.level.value, suite=labels.get("suite") or None,
+                    finished_at=report.finished_at, boot_id=getattr(report, "boot_id", None),
+                    boottime_s=getattr(report, "boottime_s", None))
