@@ -8,6 +8,7 @@ an empty or garbled one, and a slow controller during which a person drains the 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import subprocess
@@ -317,3 +318,67 @@ def test_an_unreadable_record_is_bad_input_naming_it(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(holds.StoreError, match="not a folder"):
         HoldStore(blocker).check()
+
+
+# --- the maintenance hold (deploy/drain.py) and the deploy's own holds -------------------------
+
+
+def test_a_maintenance_hold_outlives_a_quick_pass_and_lifts_on_a_newer_standard_pass(
+        fake: FakeSlurm, tmp_path: Path) -> None:
+    """Fails on main: there was no recorded maintenance hold, and a quick PASS lifted
+    ``nodegate: maintenance ...``."""
+    env = fake.env(tmp_path / "holds")
+    done = run_cli("hold", "--node", "n1", "--maintenance", "psu swap", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["kind"] == "maintenance" and shown["ours"] and shown["changed"]
+    assert fake.node("n1")["reason"] == "nodegate: maintenance psu swap"
+    code, decision, err = _gate(fake, tmp_path)  # a quick PASS
+    assert code == 0 and decision["action"] == "none", (decision, err)
+    assert fake.node("n1")["state"] == DRAINED
+    # a standard PASS that finished before the hold was made re-qualified nothing
+    reports = tmp_path / "reports"
+    report("n1", level="standard", age=dt.timedelta(seconds=20)).write(
+        reports / "standard-latest.json")
+    code, decision, err = _gate(fake, tmp_path)
+    assert code == 0 and fake.node("n1")["state"] == DRAINED, (decision, err)
+    # the hold was made an hour ago: the same standard PASS is newer, and lifts it
+    store = HoldStore(tmp_path / "holds")
+    record = store.get("n1")
+    assert record is not None
+    store.put(dataclasses.replace(record, made_at=record.made_at - dt.timedelta(hours=1),
+                                  boot_id=None))
+    code, decision, err = _gate(fake, tmp_path)
+    assert code == 0 and decision["action"] == "resume", (decision, err)
+    assert fake.node("n1")["state"] == "IDLE"
+
+
+def test_hold_keeps_a_persons_drain_and_says_whose_it_is(fake: FakeSlurm,
+                                                        tmp_path: Path) -> None:
+    fake.set("n1", state=DRAINED, reason="nodegate: bad psu")
+    done = run_cli("hold", "--node", "n1", "--maintenance", "psu swap", "--json",
+                   env=fake.env(tmp_path / "holds"))
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["kind"] == "person" and not shown["ours"] and not shown["changed"]
+    assert fake.node("n1")["reason"] == "nodegate: bad psu" and fake.updates() == []
+
+
+def test_the_deploys_own_holds_are_known_by_the_deploys_record(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    upgrade = tmp_path / "upgrade.json"
+    upgrade.write_text(json.dumps({"from": "570.133.20", "to": "580.65.06"}))
+    monkeypatch.setenv("NODEGATE_UPGRADE_RECORD", str(upgrade))
+    out = NodeState("n1", "idle", frozenset({"DRAIN"}), "nodegate: upgrade 570.133.20 -> "
+                    "580.65.06")
+    record = holds.deploy_record(out, join=False)
+    assert record is not None and record.kind is Kind.UPGRADE
+    assert not holds.decide(holds.classify(out, record), QUICK).allowed
+    assert holds.decide(holds.classify(out, record), STANDARD).allowed
+    other = dataclasses.replace(out, reason="nodegate: upgrade 570.133.20 -> 999")
+    assert holds.deploy_record(other, join=False) is None  # not the recorded upgrade
+    new = NodeState("n1", "idle", frozenset({"DRAIN"}), holds.INITIAL_REASON)
+    assert holds.deploy_record(new, join=False) is None  # health never adopts it
+    initial = holds.deploy_record(new, join=True)
+    assert initial is not None and initial.kind is Kind.INITIAL

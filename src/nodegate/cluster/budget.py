@@ -40,8 +40,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from nodegate.cluster import holds
+from nodegate.cluster.holds import HoldScheduler as Scheduler
 from nodegate.cluster.holds import HoldStore, Mark
-from nodegate.cluster.scheduler import Change, NodeState, Scheduler
+from nodegate.cluster.scheduler import Change, NodeState
 
 #: The comment on a node the budget kept in service (ours to set and to clear).
 MARK_PREFIX = "nodegate: over drain budget"

@@ -17,14 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
+from nodegate.arguments import add_holds_dir, add_profile, add_report_dir, add_slurm_client
 from nodegate.bounds import arg_number
 from nodegate.vocabulary import LEVELS
 
 if TYPE_CHECKING:
     from nodegate.cluster.budget import BudgetOutcome
     from nodegate.cluster.gate import Decision
-    from nodegate.cluster.holds import HoldStore
+    from nodegate.cluster.holds import Hold, HoldStore
     from nodegate.cluster.scheduler import Change, NodeState
     from nodegate.cluster.slurm import SlurmScheduler
     from nodegate.report.model import NodeReport
@@ -74,13 +74,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def add_holds_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--holds-dir", type=Path,
-                        help="the record of the drains nodegate made (holds.json; default "
-                             "$NODEGATE_HOLDS_DIR or /var/lib/nodegate/holds): only a drain "
-                             "recorded there is ever lifted")
-
-
 def run(args: argparse.Namespace) -> int:
     from nodegate.battery.engine import parse_duration
     from nodegate.cluster.gate import (
@@ -108,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     report_dir: Path = args.report_dir or default_report_dir()
     if _writes_textfile(args):
         check_textfile_dir(args.textfile_dir)
-    from nodegate.cluster.holds import HoldStore, classify
+    from nodegate.cluster.holds import HoldStore
 
     store = HoldStore(args.holds_dir)
     store.check()  # before anything is changed: a record that cannot be read is exit 2
@@ -141,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
         decision = decide_health(state, health_evidence(
             battery_reports(reports), clock, health.clock_skew_s), policy=health, now=clock)
         decision = with_unreadable(decision, state, unreadable)
-    record = store.get(node)
-    decision = owned(decision, classify(state, record), reports)
+    decision = owned(decision, _hold(args, state, store), reports)
     for path, why in unreadable:
         print(f"nodegate gate: unreadable report {path}: {why}", file=sys.stderr)
     change, outcome, unwritten = _act(args, decision, state, reports, scheduler,
@@ -153,6 +145,21 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _hold(args: argparse.Namespace, state: NodeState, store: HoldStore) -> Hold:
+    """The node's hold by the record; a hold the deploy set from outside it (an upgrade's, a
+    new node's at a join: ``holds.deploy_record``) is recorded now (not in a dry run)."""
+    from nodegate.cluster.holds import classify, deploy_record
+
+    record = store.get(state.node)
+    if record is None or not record.shown(state):
+        adopted = deploy_record(state, join=args.mode == "join")
+        if adopted is not None:
+            record = adopted
+            if not args.dry_run:
+                store.put(adopted)
+    return classify(state, record)
 
 
 def _writes_textfile(args: argparse.Namespace) -> bool:

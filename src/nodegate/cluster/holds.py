@@ -31,10 +31,10 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from nodegate.cluster.scheduler import Change, NodeState, Scheduler
-from nodegate.errors import ConfigError
+from nodegate.cluster.scheduler import Change, NodeState
+from nodegate.errors import CannotRunError, ConfigError
 from nodegate.fileio import atomic_write_text, read_text
 from nodegate.flock import exclusive
 
@@ -199,6 +199,33 @@ class Ruling:
 
     allowed: bool
     why: str
+
+
+class Raced(CannotRunError):
+    """The node changed between the decision's read and the update (a person acted): it is
+    left as it is now, and the run says so (exit 3, docs/gate.md "Compare-and-set")."""
+
+
+def same_hold(a: NodeState, b: NodeState) -> bool:
+    """The fields a drain or resume decision rests on are unchanged."""
+    return (a.drained, a.down, a.reason, a.comment) == (b.drained, b.down, b.reason, b.comment)
+
+
+class HoldScheduler(Protocol):
+    """What holding asks of a scheduler (``SlurmScheduler`` has it): the ``Scheduler``
+    verbs with ``expect``, the decision's read, for compare-and-set: ``Raced`` when the node
+    is no longer so right before the update (or shows another reason right after a drain)."""
+
+    def state(self, node: str) -> NodeState: ...
+
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change: ...
+
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change: ...
+
+    def partition_nodes(self, partition: str) -> list[NodeState]: ...
+
+    def set_comment(self, node: str, comment: str | None, *,
+                    expect: NodeState | None = None) -> Change: ...
 
 
 class StoreError(ConfigError):
@@ -425,7 +452,7 @@ def reconcile(state: NodeState, store: HoldStore) -> Record | None:
     return None
 
 
-def drain(scheduler: Scheduler, store: HoldStore, decided: NodeState, reason: str, *,
+def drain(scheduler: HoldScheduler, store: HoldStore, decided: NodeState, reason: str, *,
           kind: Kind | None = None, suite: str | None = None, evidence: str | None = None,
           now: Any = None) -> Change:
     """Drain ``decided.node`` with ``reason`` as a hold of ``kind``: only where the node is
@@ -449,7 +476,7 @@ def drain(scheduler: Scheduler, store: HoldStore, decided: NodeState, reason: st
     return change
 
 
-def resume(scheduler: Scheduler, store: HoldStore, decided: NodeState,
+def resume(scheduler: HoldScheduler, store: HoldStore, decided: NodeState,
            offered: Evidence) -> Change:
     """Lift ``decided.node``'s hold on ``offered`` evidence: only a hold in the record whose
     reason Slurm still shows, only where ``decide`` allows, only where the node is still as
@@ -472,6 +499,47 @@ def _record(node: str, reason: str, kind: Kind, *, suite: str | None,
     clock = now if isinstance(now, Clock) else Clock.here()
     return Record(node=node, reason=reason, kind=kind, suite=suite, evidence=evidence,
                   made_at=clock.wall, boot_id=clock.boot_id, boottime_s=clock.boottime_s)
+
+
+#: The hold roles/slurm_controller.py puts on a node new to slurm.conf (from the controller,
+#: before the node's own record exists): the one hold a join adopts by its words.
+INITIAL_REASON = "nodegate: not validated"
+#: Where deploy/upgrade_driver.py records the upgrade a node is out for (roles/ops/upgrade.py).
+UPGRADE_RECORD = Path("/var/lib/nodegate/upgrade.json")
+
+
+def upgrade_record_path() -> Path:
+    """``$NODEGATE_UPGRADE_RECORD`` or /var/lib/nodegate/upgrade.json."""
+    return Path(os.environ.get("NODEGATE_UPGRADE_RECORD", str(UPGRADE_RECORD)))
+
+
+def deploy_record(state: NodeState, *, join: bool) -> Record | None:
+    """A hold the deploy set from outside this record, where the deploy's own record says so:
+
+    * ``nodegate: upgrade A -> B`` where the node's upgrade record (``upgrade.json``, written
+      by the upgrade before it drained) names the same A and B: the upgrade's hold;
+    * ``nodegate: not validated`` at a join: the controller role's hold on a new node, set from
+      the controller before the node had a record (docs/gate.md: the one hold known by its
+      words; health never lifts it, only a passing join).
+    """
+    from nodegate.cluster.gate import is_upgrade_hold, upgrade_reason
+
+    if not state.drained or not state.reason:
+        return None
+    if join and state.reason == INITIAL_REASON:
+        return Record(state.node, state.reason, Kind.INITIAL, evidence="slurm_controller",
+                      slurm_time=state.reason_time)
+    if is_upgrade_hold(state.reason):
+        path = upgrade_record_path()
+        try:
+            data = json.loads(read_text(path, kind="config", limit=64 * 1024))
+        except (ConfigError, ValueError):
+            return None
+        if isinstance(data, dict) and state.reason == upgrade_reason(
+                data.get("from"), str(data.get("to"))):
+            return Record(state.node, state.reason, Kind.UPGRADE, evidence=str(path),
+                          slurm_time=state.reason_time)
+    return None
 
 
 def evidence_of(report: Any) -> Evidence:

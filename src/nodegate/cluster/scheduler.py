@@ -15,8 +15,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from nodegate.errors import CannotRunError
-
 
 @dataclass(frozen=True)
 class NodeState:
@@ -69,16 +67,6 @@ class Change:
     after: NodeState
 
 
-class Raced(CannotRunError):
-    """The node changed between the decision's read and the update (a person acted): it is
-    left as it is now, and the run says so (exit 3, docs/gate.md "Compare-and-set")."""
-
-
-def same_hold(a: NodeState, b: NodeState) -> bool:
-    """The fields a drain or resume decision rests on are unchanged."""
-    return (a.drained, a.down, a.reason, a.comment) == (b.drained, b.down, b.reason, b.comment)
-
-
 @runtime_checkable
 class Scheduler(Protocol):
     """The adapter contract (Slurm today; Kubernetes cordon/label can implement the same)."""
@@ -94,14 +82,12 @@ class Scheduler(Protocol):
         """One node's state; ConfigError when the scheduler does not know it."""
         ...
 
-    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change:
-        """Drain with ``reason``; a no-op when already drained with exactly that reason.
-        With ``expect`` (the decision's read): compare-and-set, ``Raced`` when the node is no
-        longer so right before the update, or shows another reason right after it."""
+    def drain(self, node: str, reason: str) -> Change:
+        """Drain with ``reason``; a no-op when already drained with exactly that reason."""
         ...
 
-    def resume(self, node: str, *, expect: NodeState | None = None) -> Change:
-        """Return to service; a no-op when the node is not drained. ``expect``: as drain."""
+    def resume(self, node: str) -> Change:
+        """Return to service; a no-op when the node is not drained."""
         ...
 
     def partition_nodes(self, partition: str) -> list[NodeState]:
@@ -109,7 +95,6 @@ class Scheduler(Protocol):
         drain budget counts them); ConfigError when the partition is unknown."""
         ...
 
-    def set_comment(self, node: str, comment: str | None, *,
-                    expect: NodeState | None = None) -> Change:
+    def set_comment(self, node: str, comment: str | None) -> Change:
         """Set (or clear, with None) the node's comment; a no-op when it is already so."""
         ...

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from nodegate.cluster.scheduler import Change, NodeState, Raced, same_hold
+from nodegate.cluster.holds import Raced, same_hold
+from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.errors import CannotRunError, ConfigError
 from nodegate.fileio import read_bytes
 

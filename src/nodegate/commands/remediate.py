@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
+from nodegate.arguments import add_holds_dir, add_profile, add_report_dir, add_slurm_client
 from nodegate.bounds import arg_number
 
 if TYPE_CHECKING:
@@ -39,8 +39,6 @@ def register(subparsers: Any) -> None:
     add_report_dir(parser, "the node's reports")
     parser.add_argument("--state-dir", type=Path, help="remediation state (default "
                         "$NODEGATE_REMEDIATION_DIR or /var/lib/nodegate/remediation)")
-    from nodegate.cluster.cli import add_holds_dir
-
     add_holds_dir(parser)
     parser.add_argument("--bundle-dir", type=Path, help="where RMA bundles go (default: "
                         "the state dir's rma/)")

@@ -35,7 +35,8 @@ from nodegate.cluster.gate import (
     latest,
 )
 from nodegate.cluster.holds import Evidence, HoldStore, Kind
-from nodegate.cluster.scheduler import NodeState, Scheduler
+from nodegate.cluster.holds import HoldScheduler as Scheduler
+from nodegate.cluster.scheduler import NodeState
 from nodegate.cluster.slurm import clean_reason
 from nodegate.errors import ExitCode
 from nodegate.remediation import actions as _actions
