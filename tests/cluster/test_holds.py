@@ -374,11 +374,33 @@ def test_the_deploys_own_holds_are_known_by_the_deploys_record(tmp_path: Path,
                     "580.65.06")
     record = holds.deploy_record(out, join=False)
     assert record is not None and record.kind is Kind.UPGRADE
-    assert not holds.decide(holds.classify(out, record), QUICK).allowed
-    assert holds.decide(holds.classify(out, record), STANDARD).allowed
+    held = holds.classify(out, record)
+    assert not holds.decide(held, STANDARD).allowed  # the periodic health never lifts it
+    assert holds.decide(held, dataclasses.replace(QUICK, join=True)).allowed  # a quick join
     other = dataclasses.replace(out, reason="nodegate: upgrade 570.133.20 -> 999")
     assert holds.deploy_record(other, join=False) is None  # not the recorded upgrade
     new = NodeState("n1", "idle", frozenset({"DRAIN"}), holds.INITIAL_REASON)
     assert holds.deploy_record(new, join=False) is None  # health never adopts it
     initial = holds.deploy_record(new, join=True)
     assert initial is not None and initial.kind is Kind.INITIAL
+    assert not holds.decide(holds.classify(new, initial), ACCEPTANCE).allowed
+    assert holds.decide(holds.classify(new, initial), dataclasses.replace(QUICK, join=True)
+                        ).allowed
+
+
+def test_a_join_lifts_a_recorded_suite_hold_on_that_suites_pass_only() -> None:
+    from nodegate.cluster.gate import Action, JoinPolicy, decide_join, owned
+
+    reason = "nodegate: multinode failed all_reduce_busbw[node]"
+    state = NodeState("n1", "idle", frozenset({"DRAIN"}), reason)
+    battery = report("n1", level="standard")
+    suite = dataclasses.replace(report("n1", level="standard"),
+                                labels={**battery.labels, "suite": "multinode"})
+    policy = JoinPolicy(require=("multinode",))
+    decision = decide_join(state, [battery, suite], policy=policy)
+    assert decision.action is Action.RESUME, decision
+    ours = holds.classify(state, Record("n1", reason, Kind.SUITE, suite="multinode"))
+    assert owned(decision, ours, [battery, suite], join=True).action is Action.RESUME
+    theirs = holds.classify(state, None)
+    kept = owned(decision, theirs, [battery, suite], join=True)
+    assert kept.action is Action.NONE and "person" in kept.why

@@ -134,11 +134,12 @@ def run(args: argparse.Namespace) -> int:
         decision = decide_health(state, health_evidence(
             battery_reports(reports), clock, health.clock_skew_s), policy=health, now=clock)
         decision = with_unreadable(decision, state, unreadable)
-    decision = owned(decision, _hold(args, state, store), reports)
+    hold = _hold(args, state, store)
+    decision = owned(decision, hold, reports, join=args.mode == "join")
     for path, why in unreadable:
         print(f"nodegate gate: unreadable report {path}: {why}", file=sys.stderr)
     change, outcome, unwritten = _act(args, decision, state, reports, scheduler,
-                                      store=store, clear=not unreadable)
+                                      store=store, hold=hold, clear=not unreadable)
     _print(args, node, decision, state, change=change, outcome=outcome)
     if unwritten is not None:  # after the change: exit 2 would say nothing was changed
         print(f"nodegate gate: error: {unwritten} (the decision above was carried out)",
@@ -197,7 +198,8 @@ def check_textfile_dir(folder: Path) -> None:
 
 def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
          reports: list[NodeReport], scheduler: SlurmScheduler, *, store: HoldStore,
-         clear: bool = True) -> tuple[Change | None, BudgetOutcome | None, str | None]:
+         hold: Hold | None = None, clear: bool = True,
+         ) -> tuple[Change | None, BudgetOutcome | None, str | None]:
     """Carry the decision out; in health mode with a budget, a drain goes through the budget
     (docs/gate.md, "The drain budget") and its metrics are written (the third value: why
     they could not be, after the change)."""
@@ -209,7 +211,7 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         drain_within_budget,
         render_metrics,
     )
-    from nodegate.cluster.gate import Action
+    from nodegate.cluster.gate import Action, offered
     from nodegate.errors import ConfigError
     from nodegate.report._atomic import atomic_write_text
 
@@ -231,9 +233,10 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         change = holds.drain(scheduler, store, state, decision.reason,
                              evidence=decision.report_id)
     elif decision.action is Action.RESUME:
-        report = next((r for r in reports if r.report_id == decision.report_id), None)
-        if report is not None:  # ``gate.owned`` turned a resume without one into NONE
-            change = holds.resume(scheduler, store, state, holds.evidence_of(report))
+        evidence = offered(decision, hold or holds.classify(state, store.get(state.node)),
+                           reports, join=args.mode == "join")
+        if evidence is not None:  # ``gate.owned`` turned a resume without one into NONE
+            change = holds.resume(scheduler, store, state, evidence)
     if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
             newest_health_passes(reports):
         clear_mark(change.after if change is not None else state, scheduler, store)

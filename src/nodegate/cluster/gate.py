@@ -503,16 +503,30 @@ def with_unreadable(decision: Decision, state: NodeState,
     return _drain(state, reason, note, None)
 
 
-def owned(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport]) -> Decision:
+def offered(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport], *,
+            join: bool = False) -> _holds.Evidence | None:
+    """The evidence a resume offers to lift ``hold``: the report the decision rests on; for a
+    suite hold, that suite's newest report (the join checked it is fresh and passing)."""
+    if hold.kind is _holds.Kind.SUITE and join:
+        mine = [r for r in reports if suite_of(r) == hold.suite]
+        newest = max(mine, key=_order) if mine else None
+        return _holds.evidence_of(newest, join=True) if newest is not None and \
+            is_passing(newest) else None
+    report = next((r for r in reports if r.report_id == decision.report_id), None)
+    return _holds.evidence_of(report, join=join) if report is not None else None
+
+
+def owned(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport], *,
+          join: bool = False) -> Decision:
     """``decision`` under the holds' one rule (``cluster.holds``): a resume only where the
     evidence it rests on may lift the node's hold, a drain only where it may replace it;
     otherwise the node is left as it is, and ``why`` says whose hold kept it."""
     if decision.action is Action.RESUME:
-        report = next((r for r in reports if r.report_id == decision.report_id), None)
-        if report is None:
+        evidence = offered(decision, hold, reports, join=join)
+        if evidence is None:
             return dataclasses.replace(decision, action=Action.NONE,
                                        why=f"not resumed: no report to offer ({decision.why})")
-        ruling = _holds.decide(hold, _holds.evidence_of(report))
+        ruling = _holds.decide(hold, evidence)
     elif decision.action is Action.DRAIN:
         assert decision.reason is not None
         ruling = _holds.may_replace(hold, *_holds.kind_of_reason(decision.reason))

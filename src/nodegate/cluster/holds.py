@@ -79,8 +79,10 @@ LIFTED_BY: dict[Kind, str] = {
     Kind.HEALTH: "a passing report of any level (the next health run)",
     Kind.STANDARD: "a fresh passing standard or acceptance report",
     Kind.MAINTENANCE: "a passing standard or acceptance report newer than the hold, or a person",
-    Kind.UPGRADE: "the upgrade's own validation and join (standard or acceptance)",
-    Kind.INITIAL: "the join: a fresh passing report of the join's level",
+    Kind.UPGRADE: "the upgrade's own validation and join (a passing report of the join's "
+                  "level); never the periodic health",
+    Kind.INITIAL: "the join: a fresh passing report of the join's level; never the "
+                  "periodic health",
     Kind.ACCEPTANCE: "a fresh passing acceptance report",
     Kind.SUITE: "a fresh passing report of that suite, at the join",
     Kind.PERSON: "only a person",
@@ -99,9 +101,11 @@ class Evidence:
     finished_at: dt.datetime | None = None
     boot_id: str | None = None
     boottime_s: float | None = None
+    join: bool = False  # offered by a join (deploy/join.py), not the periodic health
 
     def describe(self) -> str:
-        return f"a passing {self.suite or self.level or 'unknown'} report"
+        return f"a passing {self.suite or self.level or 'unknown'} report" + (
+            " at a join" if self.join else "")
 
 
 @dataclass(frozen=True)
@@ -391,8 +395,8 @@ def decide(hold: Hold, evidence: Evidence) -> Ruling:
     allowed = {
         Kind.HEALTH: level >= 1,
         Kind.STANDARD: level >= 2,
-        Kind.UPGRADE: level >= 2,
-        Kind.INITIAL: level >= 2,
+        Kind.UPGRADE: evidence.join and level >= 1,  # the join's own level decides
+        Kind.INITIAL: evidence.join and level >= 1,
         Kind.MAINTENANCE: level >= 2 and _newer(evidence, hold.record),
         Kind.ACCEPTANCE: level >= 3,
         Kind.SUITE: evidence.suite is not None and evidence.suite == hold.suite,
@@ -542,9 +546,9 @@ def deploy_record(state: NodeState, *, join: bool) -> Record | None:
     return None
 
 
-def evidence_of(report: Any) -> Evidence:
+def evidence_of(report: Any, *, join: bool = False) -> Evidence:
     """A report as evidence (``NodeReport``: its level or suite and its times)."""
     labels: Mapping[str, str] = getattr(report, "labels", {}) or {}
     return Evidence(level=report.level.value, suite=labels.get("suite") or None,
                     finished_at=report.finished_at, boot_id=getattr(report, "boot_id", None),
-                    boottime_s=getattr(report, "boottime_s", None))
+                    boottime_s=getattr(report, "boottime_s", None), join=join)
