@@ -388,6 +388,15 @@ def test_the_deploys_own_holds_are_known_by_the_deploys_record(tmp_path: Path,
                         ).allowed
 
 
+def test_a_joins_failure_replaces_the_holds_that_wait_for_it_and_health_does_not() -> None:
+    new = holds.classify(NodeState("n1", "idle", frozenset({"DRAIN"}), holds.INITIAL_REASON),
+                         Record("n1", holds.INITIAL_REASON, Kind.INITIAL))
+    assert holds.may_replace(new, Kind.HEALTH, join=True).allowed
+    assert not holds.may_replace(new, Kind.HEALTH).allowed
+    acceptance = _hold(Kind.ACCEPTANCE)
+    assert not holds.may_replace(acceptance, Kind.STANDARD, join=True).allowed
+
+
 def test_a_join_lifts_a_recorded_suite_hold_on_that_suites_pass_only() -> None:
     from nodegate.cluster.gate import Action, JoinPolicy, decide_join, owned
 

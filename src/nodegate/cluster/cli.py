@@ -231,7 +231,7 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
     elif decision.action is Action.DRAIN:
         assert decision.reason is not None
         change = holds.drain(scheduler, store, state, decision.reason,
-                             evidence=decision.report_id)
+                             evidence=decision.report_id, join=args.mode == "join")
     elif decision.action is Action.RESUME:
         evidence = offered(decision, hold or holds.classify(state, store.get(state.node)),
                            reports, join=args.mode == "join")

@@ -529,7 +529,7 @@ def owned(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport], 
         ruling = _holds.decide(hold, evidence)
     elif decision.action is Action.DRAIN:
         assert decision.reason is not None
-        ruling = _holds.may_replace(hold, *_holds.kind_of_reason(decision.reason))
+        ruling = _holds.may_replace(hold, *_holds.kind_of_reason(decision.reason), join=join)
     else:
         if not hold.ours and hold.kind is _holds.Kind.PERSON and \
                 is_nodegate_reason(hold.reason):

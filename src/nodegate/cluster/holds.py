@@ -407,15 +407,24 @@ def decide(hold: Hold, evidence: Evidence) -> Ruling:
                   f"{LIFTED_BY[hold.kind]}")
 
 
-def may_replace(hold: Hold, kind: Kind, suite: str | None = None) -> Ruling:
+#: Holds the deploy puts on to wait for a join: the join's own verdict replaces them.
+AWAITING_JOIN = frozenset({Kind.INITIAL, Kind.UPGRADE, Kind.MAINTENANCE})
+
+
+def may_replace(hold: Hold, kind: Kind, suite: str | None = None, *,
+                join: bool = False) -> Ruling:
     """Whether a drain of ``kind`` may rewrite ``hold``'s reason: never a person's or an RMA;
-    otherwise only a hold of a lower rank, or one of the same kind (its reason updated)."""
+    otherwise only a hold of a lower rank, or one of the same kind (its reason updated). At a
+    join, the join's own failure replaces a hold that waits for it (a new node's, an
+    upgrade's, a maintenance hold): the node stays out, now saying why."""
     if hold.kind is Kind.NONE:
         return Ruling(True, "not held")
     if not hold.ours or hold.kind is Kind.RMA:
         return Ruling(False, f"{hold.describe()} is kept: nodegate never rewrites it")
     if RANK[kind] > hold.rank or (kind is hold.kind and suite == hold.suite):
         return Ruling(True, f"a {suite or kind.value} hold replaces {hold.describe()}")
+    if join and hold.kind in AWAITING_JOIN:
+        return Ruling(True, f"the join's verdict replaces {hold.describe()}")
     return Ruling(False, f"{hold.describe()} is kept: a {suite or kind.value} drain does not "
                   "rewrite a hold of its rank or higher")
 
@@ -458,7 +467,7 @@ def reconcile(state: NodeState, store: HoldStore) -> Record | None:
 
 def drain(scheduler: HoldScheduler, store: HoldStore, decided: NodeState, reason: str, *,
           kind: Kind | None = None, suite: str | None = None, evidence: str | None = None,
-          now: Any = None) -> Change:
+          now: Any = None, join: bool = False) -> Change:
     """Drain ``decided.node`` with ``reason`` as a hold of ``kind``: only where the node is
     still as the decision read it (``Raced`` otherwise), only where ``may_replace`` allows,
     with the record written before the update."""
@@ -471,7 +480,7 @@ def drain(scheduler: HoldScheduler, store: HoldStore, decided: NodeState, reason
     hold = classify(decided, reconcile(decided, store))
     if decided.drained and decided.reason == reason and hold.ours:
         return Change(node, "drain", False, decided, decided)
-    if not may_replace(hold, kind, suite).allowed:
+    if not may_replace(hold, kind, suite, join=join).allowed:
         return Change(node, "drain", False, decided, decided)
     record = _record(node, reason, kind, suite=suite, evidence=evidence, now=now)
     store.put(record)  # before the update: a drain is never made unrecorded
