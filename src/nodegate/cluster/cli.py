@@ -34,11 +34,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "gate", help="drain or resume this node in Slurm from its latest report",
         description="Periodic health (default): FAIL drains with a 'nodegate:' reason; PASS "
-                    "resumes only a nodegate drain, never an administrator's, never an "
-                    "acceptance/standard hold. --mode join resumes only on a fresh passing "
-                    "report of --level. Exit 0 done (any action), 2 bad input, 3 scheduler "
-                    "unreachable (nothing changed), 1 done but the --textfile-dir metrics "
-                    "could not be written after it.")
+                    "resumes only a drain nodegate recorded making (--holds-dir), never a "
+                    "person's whatever its words, never an acceptance/standard hold. --mode "
+                    "join resumes only on a fresh passing report of --level. Exit 0 done (any "
+                    "action), 2 bad input, 3 scheduler unreachable, its answer not about the "
+                    "node, or the node changed since it was read (nothing changed), 1 done "
+                    "but the --textfile-dir metrics could not be written after it.")
     parser.add_argument("--mode", choices=("health", "join"), default="health")
     parser.add_argument("--level", choices=LEVELS,
                         default="standard", help="join: the level that must pass (default "

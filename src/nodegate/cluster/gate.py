@@ -3,7 +3,9 @@
 Pure functions, no I/O: the policy is the part that must be right, so it is tested exhaustively
 without a scheduler, and ``apply`` is the only place that acts.
 
-Drain reasons are a small grammar, so ownership survives in the scheduler itself:
+Drain reasons are a small grammar that says which kind of hold a drain is; *whose* it is,
+the record says (``cluster.holds``: only a drain nodegate recorded making, whose reason Slurm
+still shows, is nodegate's; ``owned`` puts every decision under that rule):
 
 * ``nodegate: <check>[<entity>]`` (``+N more``) - a quick (health) failure. A later passing
   health check resumes it.
@@ -20,8 +22,9 @@ Drain reasons are a small grammar, so ownership survives in the scheduler itself
 * ``nodegate: RMA gpuN serial ...`` - remediation gave the card up (nodegate.remediation):
   neither the health gate nor a join lifts or rewrites it, pass or fail. A person resumes the
   node once the card is replaced; a reset that cleared the symptom is no repair.
-* anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``) belongs to
-  someone else: nodegate never resumes it and never overwrites it.
+* anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``), and any of
+  the above that is not in the record, belongs to someone else: nodegate never resumes it and
+  never overwrites it.
 """
 
 from __future__ import annotations
