@@ -44,7 +44,14 @@ def tick():
     return f"2026-12-05T07:{st['clock'] // 60 % 60:02d}:{st['clock'] % 60:02d}"
 
 race = None
-if tool == "scontrol" and argv[:1] == ["show"]:
+if tool == "scontrol" and argv[:2] == ["show", "partition"]:
+    part = argv[-1]
+    if any(part in (v.get("partitions") or ["gpu"]) for v in st["nodes"].values()):
+        out = f"PartitionName={part} Nodes={','.join(st['nodes'])}\n"
+    else:
+        sys.stderr.write(f"Partition {part} not found\n")
+        sys.exit(1)
+elif tool == "scontrol" and argv[:1] == ["show"]:
     st["shows"] = st.get("shows", 0) + 1
     asked = argv[-1]
     if lie.get("empty"):
@@ -108,7 +115,8 @@ class FakeSlurm:
                               for n, v in nodes.items()}})
 
     def read(self) -> dict[str, Any]:
-        return json.loads(self.path.read_text())
+        state: dict[str, Any] = json.loads(self.path.read_text())
+        return state
 
     def write(self, state: dict[str, Any]) -> None:
         self.path.write_text(json.dumps(state))
@@ -117,7 +125,8 @@ class FakeSlurm:
         self.write({**self.read(), **fields})
 
     def node(self, name: str) -> dict[str, Any]:
-        return self.read()["nodes"][name]
+        node: dict[str, Any] = self.read()["nodes"][name]
+        return node
 
     def set(self, name: str, **fields: Any) -> None:
         state = self.read()

@@ -345,7 +345,7 @@ def test_a_maintenance_hold_outlives_a_quick_pass_and_lifts_on_a_newer_standard_
     # the hold was made an hour ago: the same standard PASS is newer, and lifts it
     store = HoldStore(tmp_path / "holds")
     record = store.get("n1")
-    assert record is not None
+    assert record is not None and record.made_at is not None
     store.put(dataclasses.replace(record, made_at=record.made_at - dt.timedelta(hours=1),
                                   boot_id=None))
     code, decision, err = _gate(fake, tmp_path)
@@ -413,3 +413,28 @@ def test_a_join_lifts_a_recorded_suite_hold_on_that_suites_pass_only() -> None:
     theirs = holds.classify(state, None)
     kept = owned(decision, theirs, [battery, suite], join=True)
     assert kept.action is Action.NONE and "person" in kept.why
+
+
+def test_an_empty_partition_is_could_not_ask_unless_slurm_says_it_does_not_exist() -> None:
+    """An empty ``sinfo -p`` is never room to drain: exit 3 after the retries; bad input
+    (exit 2) only where ``scontrol show partition`` says there is no such partition."""
+    from nodegate.errors import CannotRunError, ConfigError
+
+    def runner_for(known: bool):  # type: ignore[no-untyped-def]
+        def runner(argv: Sequence[str], env: Mapping[str, str],
+                   timeout: float) -> subprocess.CompletedProcess[str]:
+            if argv[0].endswith("sinfo"):
+                return subprocess.CompletedProcess(argv, 0, "", "")
+            if known:
+                return subprocess.CompletedProcess(argv, 0, "PartitionName=gpu Nodes=n1\n", "")
+            return subprocess.CompletedProcess(argv, 1, "", "Partition nosuch not found\n")
+        return runner
+
+    with pytest.raises(ConfigError, match="'nosuch' is not known") as bad:
+        SlurmScheduler(runner=runner_for(False), controller="c:6817",
+                       sleep=lambda _: None).partition_nodes("nosuch")
+    assert bad.value.exit_code == 2
+    with pytest.raises(CannotRunError, match="could not ask") as empty:
+        SlurmScheduler(runner=runner_for(True), controller="c:6817",
+                       sleep=lambda _: None).partition_nodes("gpu")
+    assert empty.value.exit_code == 3

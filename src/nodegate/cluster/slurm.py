@@ -154,7 +154,7 @@ class SlurmScheduler:
                 last = exc.message
             if attempt < len(delays):
                 self._sleep(delays[attempt])
-        raise CannotRunError(f"could not ask {self._where()} ({what}"
+        raise CouldNotAsk(f"could not ask {self._where()} ({what}"
                              f"{' ' + node if node else ''}): {last} "
                              f"({self.retry.attempts} tries); no state was changed", host=node)
 
@@ -199,13 +199,24 @@ class SlurmScheduler:
     def partition_nodes(self, partition: str) -> list[NodeState]:
         """Every node of ``partition`` with its reason's time. An empty or garbled answer is
         asked again, then "could not ask" (exit 3): the drain budget reads partitions the
-        node's own record names, and an empty list must never count as room to drain."""
+        node's own record names, and an empty list must never count as room to drain. Only
+        where ``scontrol show partition`` then says the partition does not exist is it bad
+        input (exit 2)."""
         _check_node(partition)
         argv = [self._bin("sinfo"), "-N", "-h", "-p", partition, "-O",
                 "NodeList:|,StateComplete:|,Timestamp:|,Reason:0"]
-        return self._asked(argv, f"list partition {partition}", None,
-                           lambda out: _nonempty(out, parse_sinfo_timed,
-                                                 f"no nodes in partition {partition!r}"))
+        try:
+            return self._asked(argv, f"list partition {partition}", None,
+                               lambda out: _nonempty(out, parse_sinfo_timed,
+                                                     f"no nodes in partition {partition!r}"))
+        except CouldNotAsk:
+            try:
+                self._run([self._bin("scontrol"), "show", "partition", "-o", partition],
+                          what=f"read partition {partition}", node=partition)
+            except ConfigError:
+                raise ConfigError(f"partition {partition!r} is not known to "
+                                  f"{self._where()}", key="partition") from None
+            raise
 
     def set_comment(self, node: str, comment: str | None, *,
                     expect: NodeState | None = None) -> Change:
@@ -312,6 +323,10 @@ class SlurmScheduler:
 
 
 # --- parsing (pure, tested against captured 22.05 output) --------------------------------------
+
+
+class CouldNotAsk(CannotRunError):
+    """Asked within the retry policy and never answered about what was asked (exit 3)."""
 
 
 class Unanswered(CannotRunError):
