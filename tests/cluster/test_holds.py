@@ -237,6 +237,19 @@ def test_an_empty_partition_answer_drains_nothing_and_is_exit_3(fake: FakeSlurm,
     assert "could not ask" in err and fake.updates() == []
 
 
+def test_a_node_address_from_another_nodes_answer_is_could_not_ask() -> None:
+    from nodegate.errors import CannotRunError
+
+    def runner(argv: Sequence[str], env: Mapping[str, str],
+               timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, "NodeName=n2 NodeAddr=10.0.0.2 State=IDLE\n",
+                                           "")
+
+    slurm = SlurmScheduler(runner=runner, controller="ctl:6817", sleep=lambda _: None)
+    with pytest.raises(CannotRunError, match="not n1"):
+        slurm.node_address("n1")
+
+
 def test_the_adapter_retries_a_wrong_answer_then_takes_the_right_one() -> None:
     answers = iter(["NodeName=n2 State=IDLE Partitions=gpu\n", "",
                     "NodeName=n1 State=IDLE Partitions=gpu\n"])

@@ -235,10 +235,14 @@ class SlurmScheduler:
         """The address Slurm reaches ``node`` at (``NodeAddr``; the name when none is set):
         where a pair's other node dials its rendezvous."""
         _check_node(node)
-        out = self._run([self._bin("scontrol"), "show", "node", "-o", node], what="read",
-                        node=node)
-        match = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
-        return match.group(1) if match else node
+
+        def address(out: str) -> str:
+            verify_show(out, node)  # an answer about another node is no address of this one
+            match = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
+            return match.group(1) if match else node
+
+        return self._asked([self._bin("scontrol"), "show", "node", "-o", node], "read", node,
+                           address)
 
     # --- jobs (the sweep) -------------------------------------------------------------------
 
