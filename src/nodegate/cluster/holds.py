@@ -5,8 +5,9 @@ Why a record and not the reason's text: anyone can type ``nodegate: bad psu`` in
 nodegate writes down every drain it makes (node, the exact reason and comment it wrote, the
 kind of hold, the evidence, when) in its own state on the side of the call that makes it
 (``holds.json`` in ``default_holds_dir``, kept by ``holds_store``), *before* the update is
-sent; a drain is nodegate's only while Slurm still shows exactly the reason recorded. Anything else drained or down is a
-person's (or Slurm's), whatever its text, and nodegate never lifts, rewrites or clears it.
+sent; a drain is nodegate's only while Slurm still shows exactly the reason recorded.
+Anything else drained or down is a person's (or Slurm's), whatever its text, and nodegate
+never lifts, rewrites or clears it.
 
 Holds are ranked (docs/gate.md, "Holds and their owners")::
 
