@@ -24,6 +24,9 @@ parallel.set_lab_instance()
 # pyinfra runs in tests keep their hosts' fact lists (nodegate.fact_cache) apart from an
 # operator's ~/.cache, and every suite run starts without one
 os.environ.setdefault("NODEGATE_FACT_READS_DIR", tempfile.mkdtemp(prefix="nodegate-fact-reads-"))
+# the holds record (nodegate.cluster.holds) of every gate, budget and remediation a test runs:
+# never the machine's own /var/lib/nodegate/holds
+os.environ.setdefault("NODEGATE_HOLDS_DIR", tempfile.mkdtemp(prefix="nodegate-holds-"))
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None,

@@ -43,3 +43,11 @@ def add_slurm_client(parser: argparse.ArgumentParser, *, retries: bool = True) -
         parser.add_argument("--retries", type=arg_number(int, 1, 100), default=3,
                             help="tries of each read when the controller is unreachable "
                                  "(default %(default)s)")
+
+
+def add_holds_dir(parser: argparse.ArgumentParser) -> None:
+    """``--holds-dir``: the record of the drains nodegate made (``cluster.holds``)."""
+    parser.add_argument("--holds-dir", type=Path,
+                        help="the record of the drains nodegate made (holds.json; default "
+                             "$NODEGATE_HOLDS_DIR or /var/lib/nodegate/holds): only a drain "
+                             "recorded there is ever lifted")

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "sim": "nodegate.sim.cli",
     "power": "nodegate.power.cli",
     "gate": "nodegate.cluster.cli",
+    "hold": "nodegate.cluster.holds_cli",
     "sweep": "nodegate.cluster.sweep_cli",
     "cluster-check": "nodegate.cluster.cluster_check_cli",
     "report": "nodegate.ledger.report_cli",

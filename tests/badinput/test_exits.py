@@ -70,6 +70,8 @@ COMMANDS = [
             2),
     Command("gate", (*NODEGATE, "gate", "--report-dir", "{r}", "--node", "vm", "--dry-run",
                      "--json"), 0, {"bin/scontrol": SCONTROL}),
+    Command("hold", (*NODEGATE, "hold", "--node", "vm", "--json"), 0,
+            {"bin/scontrol": SCONTROL}),
     Command("sweep", (*NODEGATE, "sweep", "--partition", "gpu", "--ledger", "{d}/ledger.json",
                       "--dry-run", "--json"), 0, {"bin/sinfo": SINFO, "bin/squeue": SQUEUE}),
     # one idle node to pair: bad input before any srun (a pair needs two real nodes)

@@ -37,13 +37,13 @@ class Recorder:
     def state(self, node: str) -> NodeState:
         return self.STATES.get(node, NodeState(node, "idle"))
 
-    def drain(self, node: str, reason: str) -> Change:
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change:
         self.DONE.append(("drain", node, reason))
         before = self.state(node)
         after = NodeState(node, "idle", frozenset({"DRAIN"}), reason)
         return Change(node, "drain", True, before, after)
 
-    def resume(self, node: str) -> Change:
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change:
         self.DONE.append(("resume", node, None))
         before = self.state(node)
         return Change(node, "resume", True, before, NodeState(node, "idle"))

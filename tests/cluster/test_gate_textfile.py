@@ -11,8 +11,10 @@ import pytest
 
 from nodegate.cluster import cli as gate_cli
 from nodegate.cluster.gate import Action, Decision
+from nodegate.cluster.holds import HoldStore, Kind, Record
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.errors import ConfigError
+from tests.cluster.helpers import report
 
 
 class OneResume:
@@ -21,7 +23,7 @@ class OneResume:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def resume(self, node: str) -> Change:
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change:
         self.calls.append(node)
         return Change(node, "resume", True, NodeState(node, "idle", frozenset({"DRAIN"})),
                       NodeState(node, "idle"))
@@ -62,9 +64,13 @@ def test_a_write_failing_after_the_change_is_reported_not_bad_input(tmp_path: Pa
     blocker = tmp_path / "gone"
     blocker.write_text("a file where the folder was")  # after the check, before the write
     scheduler = OneResume()
-    decision = Decision("n1", Action.RESUME, "passing report")
-    change, _, unwritten = gate_cli._act(_args(blocker), decision, NodeState("n1", "idle"),
-                                         [], scheduler)  # type: ignore[arg-type]
+    passing = report("n1", level="quick")
+    decision = Decision("n1", Action.RESUME, "passing report", report_id=passing.report_id)
+    held = NodeState("n1", "idle", frozenset({"DRAIN"}), "nodegate: xid_events[node]")
+    store = HoldStore(tmp_path / "holds")
+    store.put(Record("n1", "nodegate: xid_events[node]", Kind.HEALTH))
+    change, _, unwritten = gate_cli._act(_args(blocker), decision, held, [passing],
+                                         scheduler, store=store)  # type: ignore[arg-type]
     assert scheduler.calls == ["n1"] and change is not None and change.changed
     assert unwritten is not None and str(blocker / "nodegate_gate.prom") in unwritten
 

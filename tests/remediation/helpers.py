@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nodegate.cluster.holds import HoldStore, Record, kind_of_reason
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.remediation.engine import BoardView, Context, Runners
 from nodegate.remediation.state import StateStore
@@ -49,14 +50,14 @@ class FakeScheduler:
     def state(self, node: str) -> NodeState:
         return self.current
 
-    def drain(self, node: str, reason: str) -> Change:
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change:
         before = self.current
         self.calls.append(("drain", reason))
         self.current = dataclasses.replace(before, flags=before.flags | {"DRAIN"},
                                            reason=reason)
         return Change(node, "drain", True, before, self.current)
 
-    def resume(self, node: str) -> Change:
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change:
         before = self.current
         self.calls.append(("resume", None))
         self.current = NodeState(node, "idle")
@@ -65,7 +66,8 @@ class FakeScheduler:
     def partition_nodes(self, partition: str) -> list[NodeState]:
         return [self.current]
 
-    def set_comment(self, node: str, comment: str | None) -> Change:
+    def set_comment(self, node: str, comment: str | None, *,
+                    expect: NodeState | None = None) -> Change:
         return Change(node, "comment", False, self.current, self.current)
 
 
@@ -133,8 +135,17 @@ def make_report(*results: CheckResult, order: Sequence[int] = tuple(range(8)),
 def context(store: StateStore, scheduler: FakeScheduler, recorder: Recorder,
             reports: list[NodeReport], tmp_path: Path, *, dry_run: bool = False,
             profile: dict[str, Any] | None = None,
-            now: dt.datetime = NOW) -> Context:
+            now: dt.datetime = NOW, holds: HoldStore | None = None) -> Context:
+    """The step's context; ``holds`` (default: a fresh record under ``tmp_path``) records the
+    fake node's current ``nodegate:`` drain as the hold its words name, as the nodegate that
+    made it would have: pass a store to decide otherwise."""
+    if holds is None:
+        holds = HoldStore(tmp_path / "holds")
+        current = scheduler.current
+        if current.drained and current.reason and current.reason.startswith("nodegate:"):
+            kind, suite = kind_of_reason(current.reason)
+            holds.put(Record(NODE, current.reason, kind, suite=suite))
     return Context(node=NODE, scheduler=scheduler, store=store, reports=lambda: reports,
                    profile=PROFILE if profile is None else profile,
                    runners=recorder.runners(), bundle_dir=tmp_path / "rma", dry_run=dry_run,
-                   now=lambda: now)
+                   now=lambda: now, holds=holds)

@@ -8,6 +8,10 @@ node runs its cron entry, exactly as cron runs it, one after another. slurmctld 
 nodes drained by nodegate and the third left in service, marked in its Comment, with the WARN
 and the alert metric on that node; node4 untouched. An administrator's drain of node4 then
 uses none of nodegate's budget: with node1 repaired and resumed, node3 drains at its next run.
+Then holds have owners on the real Slurm (issue 47): the administrator's drain survives the
+node's own passing health run and a remediation step, a person's drain in nodegate's words
+survives a failing one, and a person who drains a node while its gate is between its read and
+its update (a slow ``scontrol`` on the node) keeps the drain.
 
 Runs on NODEGATE_LAB_INSTANCE (set it: the default lab is someone else's), on the lab-upgrade
 group's one lab (tests/roles/lab_group.py), reset to its baseline with these faults or brought
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -122,3 +127,55 @@ def test_three_faults_in_four_nodes_keep_two_in_service(lab: None) -> None:
     assert "drain" in rows[HEALTHY][0] and rows[HEALTHY][1] == ADMIN, rows
     assert 'nodegate_gate_drain_budget_exceeded{node="node3",partition="gpu"} 0' \
         in textfile("node3")
+
+
+GATE = "/opt/nodegate/venv/bin/nodegate"
+SLOW = "/tmp/nodegate-slow-scontrol"
+
+
+def test_holds_have_owners_on_the_real_slurm(lab: None) -> None:
+    """Runs after the budget test: node2 and node3 drained by nodegate, node1 (still
+    failing) resumed by an administrator, node4 drained by one (``ADMIN``)."""
+    # the administrator's drain survives the node's own passing health run and gate ...
+    healthy = cron_run(HEALTHY)
+    assert healthy.endswith("rc=0"), healthy
+    assert "drain" in partition()[HEALTHY][0] and partition()[HEALTHY][1] == ADMIN
+    # ... and a remediation step (someone else's drain: exit 0, nothing touched)
+    step = sh(HEALTHY, f"{GATE} remediate --enable --node {HEALTHY} 2>&1; echo rc=$?")
+    assert step.endswith("rc=0") and "someone else" in step, step
+    assert partition()[HEALTHY][1] == ADMIN
+
+    # a person's drain in nodegate's own words is theirs: a failing run never rewrites it
+    theirs = "nodegate: bad psu (alice)"
+    sh("slurmctl", f"scontrol update NodeName=node1 State=DRAIN Reason={shlex.quote(theirs)}")
+    failing = cron_run("node1")
+    assert failing.endswith("rc=0") and "person" in failing, failing
+    assert partition()["node1"][1] == theirs
+
+    # a person drains node1 while its gate is between its read and its update: with room in
+    # the budget (node3 resumed) the gate decides to drain; its scontrol is slow after the
+    # decision's read, the person's drain lands then, and the gate leaves it (exit 3)
+    sh("slurmctl", "scontrol update NodeName=node1,node3 State=RESUME")
+    _wait_sinfo("node1", r"idle\|gpu:8\|none")
+    real = sh("node1", "command -v scontrol")
+    shim = (f"#!/bin/sh\n{real} \"$@\"; rc=$?\n"
+            f"if [ \"$1\" = show ] && [ ! -e {SLOW}/read ]; then touch {SLOW}/read; "
+            "sleep 8; fi\nexit $rc\n")
+    sh("node1", f"rm -rf {SLOW} && mkdir -p {SLOW} && printf %s {shlex.quote(shim)} > "
+                f"{SLOW}/scontrol && chmod 755 {SLOW}/scontrol")
+    sh("node1", f"cd / && (PATH={SLOW}:$PATH setsid {GATE} gate --node node1 --drain-budget 0.5 "
+                f"> {SLOW}/out 2>&1; echo $? > {SLOW}/rc) > /dev/null 2>&1 < /dev/null &")
+    deadline = time.monotonic() + 60
+    while sh("node1", f"test -e {SLOW}/read && echo read || true") != "read":
+        assert time.monotonic() < deadline, "the gate never read node1"
+        time.sleep(0.2)
+    carol = "bad fan (carol)"
+    sh("slurmctl", f"scontrol update NodeName=node1 State=DRAIN Reason={shlex.quote(carol)}")
+    while sh("node1", f"cat {SLOW}/rc 2>/dev/null || true") == "":
+        assert time.monotonic() < deadline + 60, "the gate did not finish"
+        time.sleep(0.5)
+    out = sh("node1", f"cat {SLOW}/out")
+    assert sh("node1", f"cat {SLOW}/rc") == "3", out
+    assert "changed since the decision's read" in out, out
+    assert partition()["node1"][1] == carol
+    sh("node1", f"rm -rf {SLOW}")

@@ -22,7 +22,15 @@ itself and is marked instead. What remains is a window of one scontrol round tri
 (the drain, one ``sinfo``, the resume: well under a second on a healthy controller) in which
 the partition can be short by the number of nodes deciding in that same moment; a drain stops
 new jobs only and kills none, so nothing running is lost in it. Ties within one second resolve
-conservatively: both may step back, and the next run drains one of them.
+by node name: of two drains with the same reason time the one whose node name sorts first
+keeps it and the other steps back, so two gates starting in the same second under a budget of
+one end with exactly one drain.
+
+Ownership (``cluster.holds``): the drain goes through ``holds.drain`` (recorded first, then
+compare-and-set against the decision's read); a step back resumes only that drain, and only
+while Slurm still shows it. The mark goes *beside* an existing comment (``<theirs> | <ours>``),
+is recorded, and is only ever taken out of a comment where nodegate wrote it: a person's
+comment is never rewritten or cleared.
 """
 
 from __future__ import annotations
@@ -31,7 +39,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from nodegate.cluster.scheduler import Change, NodeState, Scheduler
+from nodegate.cluster import holds
+from nodegate.cluster.holds import HoldScheduler as Scheduler
+from nodegate.cluster.holds import HoldStore, Mark
+from nodegate.cluster.scheduler import Change, NodeState
 
 #: The comment on a node the budget kept in service (ours to set and to clear).
 MARK_PREFIX = "nodegate: over drain budget"
@@ -91,6 +102,8 @@ def keeps_after(node: str, members: Sequence[NodeState], budget: DrainBudget) ->
     """After our drain: do the nodegate drains not later than ours, plus ours, still fit?
 
     A drain with no reason time (the controller did not say) counts as earlier: conservative.
+    Equal times (Slurm stamps to the second) are ordered by node name, so of two nodes that
+    drained in the same second exactly one keeps its drain.
     """
     mine = next((m for m in members if m.node == node), None)
     if mine is None or not counts_against(mine):
@@ -98,7 +111,8 @@ def keeps_after(node: str, members: Sequence[NodeState], budget: DrainBudget) ->
     earlier = sum(
         1 for m in members
         if m.node != node and counts_against(m)
-        and (m.reason_time is None or mine.reason_time is None or m.reason_time <= mine.reason_time)
+        and (m.reason_time is None or mine.reason_time is None
+             or (m.reason_time, m.node) < (mine.reason_time, node))
     )
     return earlier + 1 <= budget.allowed(len(members))
 
@@ -113,50 +127,77 @@ def _count(partition: str, members: Sequence[NodeState], budget: DrainBudget) ->
 
 
 def drain_within_budget(node: str, reason: str, scheduler: Scheduler, budget: DrainBudget,
-                        *, log: Callable[[str], None] = lambda _: None) -> BudgetOutcome:
+                        *, log: Callable[[str], None] = lambda _: None,
+                        store: HoldStore | None = None, decided: NodeState | None = None,
+                        evidence: str | None = None) -> BudgetOutcome:
     """Drain ``node`` with ``reason`` unless that takes one of its partitions past the budget;
-    otherwise (or when a concurrent decider won the same slot) leave it in service, marked."""
-    state = scheduler.state(node)
-    if state.drained:  # already out (a reason change is no new drain): the budget is not asked
-        change = scheduler.drain(node, reason)
+    otherwise (or when a concurrent decider won the same slot) leave it in service, marked.
+    ``decided``: the read the decision rests on (compare-and-set; read now when None);
+    ``store``: the holds record (``holds.default_holds_dir`` when None)."""
+    store = store if store is not None else HoldStore()
+    state = decided if decided is not None else scheduler.state(node)
+    if state.drained or state.down:  # already out: no new drain, the budget is not asked
+        change = holds.drain(scheduler, store, state, reason, evidence=evidence)
         return BudgetOutcome(change=change, counts=_read_counts(state, scheduler, budget))
     partitions = _partition_members(state, scheduler)
     counts = [_count(p, members, budget) for p, members in partitions.items()]
     full = [c for c, members in zip(counts, partitions.values(), strict=True)
             if not room_before(node, members, budget)]
     if full:
-        return _hold(node, reason, scheduler, budget, full=full[0], counts=counts, why="")
-    change = scheduler.drain(node, reason)
+        return _hold(node, reason, scheduler, budget, store=store, state=state, full=full[0],
+                     counts=counts, why="")
+    change = holds.drain(scheduler, store, state, reason, evidence=evidence)
     after = _partition_members(state, scheduler)
     counts = [_count(p, members, budget) for p, members in after.items()]
     lost = [c for c, members in zip(counts, after.values(), strict=True)
             if not keeps_after(node, members, budget)]
     if lost:
         log(f"{node}: another node drained in the same moment; stepping back")
-        if scheduler.state(node).reason == change.after.reason:
-            scheduler.resume(node)
+        scheduler.resume(node, expect=change.after)  # only our drain, only while it shows
+        store.forget(node)
+        now = scheduler.state(node)
         counts = _read_counts(state, scheduler, budget)
-        return _hold(node, reason, scheduler, budget, full=lost[0], counts=counts,
+        return _hold(node, reason, scheduler, budget, store=store, state=now, full=lost[0],
+                     counts=counts,
                      why=" (a concurrent nodegate drain took the last slot)")
-    clear_mark(state, scheduler)
+    clear_mark(change.after, scheduler, store)
     return BudgetOutcome(change=change, counts=counts)
 
 
-def clear_mark(state: NodeState, scheduler: Scheduler) -> Change | None:
-    """Lift our mark once the node no longer needs it (it passed, or it is drained now)."""
-    if state.comment and state.comment.startswith(MARK_PREFIX):
-        return scheduler.set_comment(state.node, None)
-    return None
+def clear_mark(state: NodeState, scheduler: Scheduler,
+               store: HoldStore | None = None) -> Change | None:
+    """Take our mark out of the comment once the node no longer needs it (it passed, or it is
+    drained now): only a mark the record says nodegate wrote, only our part of the comment,
+    and only while the comment is still as read (compare-and-set)."""
+    store = store if store is not None else HoldStore()
+    mark = store.mark(state.node)
+    if mark is None:
+        return None
+    left = mark.without(state.comment)
+    if left is False or left is True:  # someone rewrote the comment: theirs now
+        store.forget_mark(state.node)
+        return None
+    change = scheduler.set_comment(state.node, left or None, expect=state)
+    store.forget_mark(state.node)
+    return change
 
 
 def _hold(node: str, reason: str, scheduler: Scheduler, budget: DrainBudget, *,
-          full: PartitionCount, counts: list[PartitionCount], why: str) -> BudgetOutcome:
+          store: HoldStore, state: NodeState, full: PartitionCount,
+          counts: list[PartitionCount], why: str) -> BudgetOutcome:
     text = mark_text(reason)
-    scheduler.set_comment(node, text)
+    mine = store.mark(node)
+    base = state.comment
+    if mine is not None and mine.without(state.comment) is not False:
+        base = mine.without(state.comment) or None  # type: ignore[assignment]
+    mark = Mark(text=text, base=base)
+    if state.comment != mark.written():
+        store.put_mark(node, mark)  # recorded before it is written
+        scheduler.set_comment(node, mark.written(), expect=state)
     warn = (f"WARN {node}: drain budget of partition {full.partition} spent "
             f"({full.nodegate_drained} of {full.total} nodes drained by nodegate, "
             f"budget {budget.describe()} allows {full.allowed}){why}; left in service, "
-            f"marked '{text}'")
+            f"marked '{text}'" + (f" beside the comment '{base}'" if base else ""))
     return BudgetOutcome(change=None, marked=text, warn=warn, counts=counts)
 
 

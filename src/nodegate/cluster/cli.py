@@ -17,13 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
+from nodegate.arguments import add_holds_dir, add_profile, add_report_dir, add_slurm_client
 from nodegate.bounds import arg_number
 from nodegate.vocabulary import LEVELS
 
 if TYPE_CHECKING:
     from nodegate.cluster.budget import BudgetOutcome
     from nodegate.cluster.gate import Decision
+    from nodegate.cluster.holds import Hold, HoldStore
     from nodegate.cluster.scheduler import Change, NodeState
     from nodegate.cluster.slurm import SlurmScheduler
     from nodegate.report.model import NodeReport
@@ -33,15 +34,17 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "gate", help="drain or resume this node in Slurm from its latest report",
         description="Periodic health (--mode health, the default): a FAIL drains the node "
-                    "with a 'nodegate:' reason, a hold nodegate records; a PASS lifts only "
-                    "a nodegate hold its evidence is strong enough for: a health drain, or a "
+                    "with a 'nodegate:' reason and records the drain (--holds-dir); a PASS "
+                    "lifts only a drain nodegate recorded making whose reason Slurm still "
+                    "shows, and only where its evidence ranks high enough: a health drain, or a "
                     "level's hold when the passing run is of that level or higher. The other "
-                    "kinds (a suite's, an upgrade's, an RMA hold, ...) need their own evidence "
-                    "or a person, and a person's drain is never touched (docs/concepts.md, "
-                    "'Holds'). --mode join resumes only on a fresh passing report of --level. "
-                    "Exit 0 done (any action), 2 bad input, 3 scheduler unreachable (nothing "
-                    "changed), 1 done but the --textfile-dir metrics could not be written "
-                    "after it.")
+                    "kinds (a suite's, a maintenance or upgrade hold, an RMA hold, ...) need "
+                    "their own evidence or a person, and a person's drain is never touched "
+                    "whatever its words (docs/concepts.md, 'Holds'; docs/gate.md). --mode join "
+                    "resumes only on a fresh passing report of --level. Exit 0 done (any "
+                    "action), 2 bad input, 3 scheduler unreachable, its answer not about the "
+                    "node, or the node changed since it was read (nothing changed), 1 done but "
+                    "the --textfile-dir metrics could not be written after it.")
     parser.add_argument("--mode", choices=("health", "join"), default="health",
                         help="health: judge the newest report (cron, HealthCheckProgram); "
                              "join: resume only on a fresh pass of --level (deploy/join.py) "
@@ -76,6 +79,7 @@ def register(subparsers: Any) -> None:
                         help="health: write nodegate_gate.prom there (the decision, whether "
                              "the node is held, when the gate ran; with --drain-budget the "
                              "budget's counts too); not written by --dry-run (default: none)")
+    add_holds_dir(parser)
     parser.add_argument("--dry-run", action="store_true", help="decide and print, change nothing")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.set_defaults(func=run)
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         decide_join,
         health_evidence,
         latest,
+        owned,
         with_unreadable,
     )
     from nodegate.cluster.slurm import RetryPolicy, SlurmScheduler
@@ -107,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
     report_dir: Path = args.report_dir or default_report_dir()
     if _writes_textfile(args):
         check_textfile_dir(args.textfile_dir)
+    from nodegate.cluster.holds import HoldStore
+
+    store = HoldStore(args.holds_dir)
+    store.check()  # before anything is changed: a record that cannot be read is exit 2
     if args.run_health:
         _run_health(report_dir)
     max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
@@ -136,16 +145,33 @@ def run(args: argparse.Namespace) -> int:
         decision = decide_health(state, health_evidence(
             battery_reports(reports), clock, health.clock_skew_s), policy=health, now=clock)
         decision = with_unreadable(decision, state, unreadable)
+    hold = _hold(args, state, store)
+    decision = owned(decision, hold, reports, join=args.mode == "join")
     for path, why in unreadable:
         print(f"nodegate gate: unreadable report {path}: {why}", file=sys.stderr)
     change, outcome, unwritten = _act(args, decision, state, reports, scheduler,
-                                      clear=not unreadable)
+                                      store=store, hold=hold, clear=not unreadable)
     _print(args, node, decision, state, change=change, outcome=outcome)
     if unwritten is not None:  # after the change: exit 2 would say nothing was changed
         print(f"nodegate gate: error: {unwritten} (the decision above was carried out)",
               file=sys.stderr)
         return 1
     return 0
+
+
+def _hold(args: argparse.Namespace, state: NodeState, store: HoldStore) -> Hold:
+    """The node's hold by the record; a hold the deploy set from outside it (an upgrade's, a
+    new node's at a join: ``holds.deploy_record``) is recorded now (not in a dry run)."""
+    from nodegate.cluster.holds import classify, deploy_record
+
+    record = store.get(state.node)
+    if record is None or not record.shown(state):
+        adopted = deploy_record(state, join=args.mode == "join")
+        if adopted is not None:
+            record = adopted
+            if not args.dry_run:
+                store.put(adopted)
+    return classify(state, record)
 
 
 def _writes_textfile(args: argparse.Namespace) -> bool:
@@ -181,11 +207,13 @@ def check_textfile_dir(folder: Path) -> None:
 
 
 def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
-         reports: list[NodeReport], scheduler: SlurmScheduler, *, clear: bool = True,
+         reports: list[NodeReport], scheduler: SlurmScheduler, *, store: HoldStore,
+         hold: Hold | None = None, clear: bool = True,
          ) -> tuple[Change | None, BudgetOutcome | None, str | None]:
     """Carry the decision out; in health mode with a budget, a drain goes through the budget
     (docs/gate.md, "The drain budget") and its metrics are written (the third value: why
     they could not be, after the change)."""
+    from nodegate.cluster import holds
     from nodegate.cluster.budget import (
         TEXTFILE_NAME,
         DrainBudget,
@@ -193,7 +221,7 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
         drain_within_budget,
         render_metrics,
     )
-    from nodegate.cluster.gate import Action, apply
+    from nodegate.cluster.gate import Action, offered
     from nodegate.errors import ConfigError
     from nodegate.report._atomic import atomic_write_text
 
@@ -201,17 +229,27 @@ def _act(args: argparse.Namespace, decision: Decision, state: NodeState,
     outcome = None
     if args.dry_run:
         return None, None, None
+    holds.reconcile(state, store)  # a record Slurm no longer shows is forgotten
+    change: Change | None = None
     if budget is not None and args.mode == "health" and decision.action is Action.DRAIN:
         assert decision.reason is not None
         outcome = drain_within_budget(
-            decision.node, decision.reason, scheduler, budget,
+            decision.node, decision.reason, scheduler, budget, store=store, decided=state,
+            evidence=decision.report_id,
             log=lambda line: print(f"nodegate gate: {line}", file=sys.stderr))
         change = outcome.change
-    else:
-        change = apply(decision, scheduler)
-        if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
-                newest_health_passes(reports):
-            clear_mark(state, scheduler)
+    elif decision.action is Action.DRAIN:
+        assert decision.reason is not None
+        change = holds.drain(scheduler, store, state, decision.reason,
+                             evidence=decision.report_id, join=args.mode == "join")
+    elif decision.action is Action.RESUME:
+        evidence = offered(decision, hold or holds.classify(state, store.get(state.node)),
+                           reports, join=args.mode == "join")
+        if evidence is not None:  # ``gate.owned`` turned a resume without one into NONE
+            change = holds.resume(scheduler, store, state, evidence)
+    if args.mode == "health" and decision.action is not Action.DRAIN and clear and \
+            newest_health_passes(reports):
+        clear_mark(change.after if change is not None else state, scheduler, store)
     if _writes_textfile(args):
         import time
 

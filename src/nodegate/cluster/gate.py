@@ -3,7 +3,9 @@
 Pure functions, no I/O: the policy is the part that must be right, so it is tested exhaustively
 without a scheduler, and ``apply`` is the only place that acts.
 
-Drain reasons are a small grammar, so ownership survives in the scheduler itself:
+Drain reasons are a small grammar that says which kind of hold a drain is; *whose* it is,
+the record says (``cluster.holds``: only a drain nodegate recorded making, whose reason Slurm
+still shows, is nodegate's; ``owned`` puts every decision under that rule):
 
 * ``nodegate: <check>[<entity>]`` (``+N more``) - a quick (health) failure. A later passing
   health check resumes it.
@@ -20,8 +22,9 @@ Drain reasons are a small grammar, so ownership survives in the scheduler itself
 * ``nodegate: RMA gpuN serial ...`` - remediation gave the card up (nodegate.remediation):
   neither the health gate nor a join lifts or rewrites it, pass or fail. A person resumes the
   node once the card is replaced; a reset that cleared the symptom is no repair.
-* anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``) belongs to
-  someone else: nodegate never resumes it and never overwrites it.
+* anything else (an administrator's ``bad fan``, Slurm's own ``Not responding``), and any of
+  the above that is not in the record, belongs to someone else: nodegate never resumes it and
+  never overwrites it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodegate.cluster import evidence as _evidence
+from nodegate.cluster import holds as _holds
 from nodegate.cluster.scheduler import Change, NodeState, Scheduler
 from nodegate.report.model import NodeReport, format_timestamp
 from nodegate.report.order import Clock, report_key, same_boot_age, suspect
@@ -500,6 +504,45 @@ def with_unreadable(decision: Decision, state: NodeState,
         return Decision(state.node, Action.NONE, f"not resumed: {note}",
                         state.reason, decision.report_id)
     return _drain(state, reason, note, None)
+
+
+def offered(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport], *,
+            join: bool = False) -> _holds.Evidence | None:
+    """The evidence a resume offers to lift ``hold``: the report the decision rests on; for a
+    suite hold, that suite's newest report (the join checked it is fresh and passing)."""
+    if hold.kind is _holds.Kind.SUITE and join:
+        mine = [r for r in reports if suite_of(r) == hold.suite]
+        newest = max(mine, key=_order) if mine else None
+        return _holds.evidence_of(newest, join=True) if newest is not None and \
+            is_passing(newest) else None
+    report = next((r for r in reports if r.report_id == decision.report_id), None)
+    return _holds.evidence_of(report, join=join) if report is not None else None
+
+
+def owned(decision: Decision, hold: _holds.Hold, reports: Sequence[NodeReport], *,
+          join: bool = False) -> Decision:
+    """``decision`` under the holds' one rule (``cluster.holds``): a resume only where the
+    evidence it rests on may lift the node's hold, a drain only where it may replace it;
+    otherwise the node is left as it is, and ``why`` says whose hold kept it."""
+    if decision.action is Action.RESUME:
+        evidence = offered(decision, hold, reports, join=join)
+        if evidence is None:
+            return dataclasses.replace(decision, action=Action.NONE,
+                                       why=f"not resumed: no report to offer ({decision.why})")
+        ruling = _holds.decide(hold, evidence)
+    elif decision.action is Action.DRAIN:
+        assert decision.reason is not None
+        ruling = _holds.may_replace(hold, *_holds.kind_of_reason(decision.reason), join=join)
+    else:
+        if not hold.ours and hold.kind is _holds.Kind.PERSON and \
+                is_nodegate_reason(hold.reason):
+            return dataclasses.replace(decision, why=f"{decision.why}; not in nodegate's "
+                                       "record, so a person's drain")
+        return decision
+    if ruling.allowed:
+        return decision
+    return dataclasses.replace(decision, action=Action.NONE, reason=None,
+                              why=f"left as it is: {ruling.why}")
 
 
 def apply(decision: Decision, scheduler: Scheduler) -> Change | None:

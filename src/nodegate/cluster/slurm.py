@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+from nodegate.cluster.holds import Raced, same_hold
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.errors import CannotRunError, ConfigError
 from nodegate.fileio import read_bytes
@@ -57,6 +59,8 @@ STATE_SUFFIXES = {
 
 #: Slurm keeps the reason in a fixed-size message field in places; stay well under it.
 MAX_REASON = 200
+
+_T = TypeVar("_T")
 
 Runner = Callable[[Sequence[str], Mapping[str, str], float], "subprocess.CompletedProcess[str]"]
 
@@ -125,23 +129,38 @@ class SlurmScheduler:
     # --- the Scheduler interface -----------------------------------------------------------
 
     def nodes(self) -> list[NodeState]:
-        out = self._run(
-            [self._bin("sinfo"), "-a", "-N", "-h", "-O", "NodeList:|,StateComplete:|,Reason:0"],
-            what="list nodes",
-        )
-        return parse_sinfo(out)
+        argv = [self._bin("sinfo"), "-a", "-N", "-h", "-O", "NodeList:|,StateComplete:|,Reason:0"]
+        return self._asked(argv, "list nodes", None,
+                           lambda out: _nonempty(out, parse_sinfo, "no nodes"))
 
     def state(self, node: str) -> NodeState:
+        """One node's state, verified to be an answer about ``node`` (``verify_show``):
+        empty, garbled or another node's answer is retried, then "could not ask" (exit 3)."""
         _check_node(node)
-        out = self._run([self._bin("scontrol"), "show", "node", "-o", node], what="read", node=node)
-        lines = [line for line in out.splitlines() if line.strip()]
-        if not lines:
-            raise ConfigError(f"{self._where()} returned nothing for node {node!r}", host=node)
-        return parse_show_node(lines[0])
+        argv = [self._bin("scontrol"), "show", "node", "-o", node]
+        return self._asked(argv, "read", node, lambda out: verify_show(out, node))
 
-    def drain(self, node: str, reason: str) -> Change:
+    def _asked(self, argv: list[str], what: str, node: str | None,
+               parse: Callable[[str], _T]) -> _T:
+        """``_run`` and ``parse``, where an answer ``parse`` refuses (``Unanswered``) is
+        asked again within the retry policy, then a CannotRunError naming what came back."""
+        delays = self.retry.delays()
+        last = ""
+        for attempt in range(self.retry.attempts):
+            out = self._run(argv, what=what, node=node)
+            try:
+                return parse(out)
+            except Unanswered as exc:
+                last = exc.message
+            if attempt < len(delays):
+                self._sleep(delays[attempt])
+        raise CouldNotAsk(f"could not ask {self._where()} ({what}"
+                             f"{' ' + node if node else ''}): {last} "
+                             f"({self.retry.attempts} tries); no state was changed", host=node)
+
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change:
         reason = clean_reason(reason)
-        before = self.state(node)
+        before = self._before(node, expect, "drained")
         if before.drained and before.reason == reason:
             return Change(node, "drain", False, before, before)
         self._update(node, "State=DRAIN", f"Reason={reason}")
@@ -150,10 +169,14 @@ class SlurmScheduler:
             raise CannotRunError(
                 f"drain sent to {self._where()} but the node is {after.describe()}", host=node
             )
+        if expect is not None and after.reason != reason:
+            raise Raced(f"{node} shows {after.describe()} right after nodegate's drain with "
+                        f"'{reason}': someone else changed it meanwhile; left as it is",
+                        host=node)
         return Change(node, "drain", True, before, after)
 
-    def resume(self, node: str) -> Change:
-        before = self.state(node)
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change:
+        before = self._before(node, expect, "resumed")
         if before.available:
             return Change(node, "resume", False, before, before)
         self._update(node, "State=RESUME")
@@ -164,22 +187,44 @@ class SlurmScheduler:
             )
         return Change(node, "resume", True, before, after)
 
-    def partition_nodes(self, partition: str) -> list[NodeState]:
-        _check_node(partition)
-        out = self._run(
-            [self._bin("sinfo"), "-N", "-h", "-p", partition, "-O",
-             "NodeList:|,StateComplete:|,Timestamp:|,Reason:0"],
-            what=f"list partition {partition}",
-        )
-        nodes = parse_sinfo_timed(out)
-        if not nodes:
-            raise ConfigError(f"partition {partition!r} has no nodes at {self._where()} "
-                              "(unknown partition?)", key="partition")
-        return nodes
+    def _before(self, node: str, expect: NodeState | None, verb: str) -> NodeState:
+        """The read right before an update; with ``expect`` (the decision's read) a change
+        since is ``Raced``: the node is left as it is now."""
+        before = self.state(node)
+        if expect is not None and not same_hold(before, expect):
+            raise Raced(f"{node} changed since the decision's read (was {expect.describe()}, "
+                        f"now {before.describe()}): left as it is, not {verb}", host=node)
+        return before
 
-    def set_comment(self, node: str, comment: str | None) -> Change:
+    def partition_nodes(self, partition: str) -> list[NodeState]:
+        """Every node of ``partition`` with its reason's time. An empty or garbled answer is
+        asked again, then "could not ask" (exit 3): the drain budget reads partitions the
+        node's own record names, and an empty list must never count as room to drain. Only
+        where ``scontrol show partition`` then says the partition does not exist is it bad
+        input (exit 2)."""
+        _check_node(partition)
+        argv = [self._bin("sinfo"), "-N", "-h", "-p", partition, "-O",
+                "NodeList:|,StateComplete:|,Timestamp:|,Reason:0"]
+        try:
+            return self._asked(argv, f"list partition {partition}", None,
+                               lambda out: _nonempty(out, parse_sinfo_timed,
+                                                     f"no nodes in partition {partition!r}"))
+        except CouldNotAsk:
+            try:
+                self._run([self._bin("scontrol"), "show", "partition", "-o", partition],
+                          what=f"read partition {partition}", node=partition)
+            except ConfigError:
+                raise ConfigError(f"partition {partition!r} is not known to "
+                                  f"{self._where()}", key="partition") from None
+            raise
+
+    def set_comment(self, node: str, comment: str | None, *,
+                    expect: NodeState | None = None) -> Change:
         text = clean_reason(comment) if comment else None
         before = self.state(node)
+        if expect is not None and before.comment != expect.comment:
+            raise Raced(f"{node}'s comment changed since it was read (was {expect.comment!r}, "
+                        f"now {before.comment!r}): left as it is", host=node)
         if before.comment == text:
             return Change(node, "comment", False, before, before)
         self._update(node, f"Comment={text or ''}")
@@ -190,10 +235,14 @@ class SlurmScheduler:
         """The address Slurm reaches ``node`` at (``NodeAddr``; the name when none is set):
         where a pair's other node dials its rendezvous."""
         _check_node(node)
-        out = self._run([self._bin("scontrol"), "show", "node", "-o", node], what="read",
-                        node=node)
-        match = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
-        return match.group(1) if match else node
+
+        def address(out: str) -> str:
+            verify_show(out, node)  # an answer about another node is no address of this one
+            match = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
+            return match.group(1) if match else node
+
+        return self._asked([self._bin("scontrol"), "show", "node", "-o", node], "read", node,
+                           address)
 
     # --- jobs (the sweep) -------------------------------------------------------------------
 
@@ -278,6 +327,45 @@ class SlurmScheduler:
 
 
 # --- parsing (pure, tested against captured 22.05 output) --------------------------------------
+
+
+class CouldNotAsk(CannotRunError):
+    """Asked within the retry policy and never answered about what was asked (exit 3)."""
+
+
+class Unanswered(CannotRunError):
+    """An answer that is no answer to the question: empty, garbled, or about another node.
+    "Could not ask" (exit 3), never bad input and never a verdict about a node."""
+
+
+def verify_show(out: str, node: str) -> NodeState:
+    """The one ``scontrol show node -o NODE`` answer about ``node``: exactly one line naming
+    it; an empty answer, a garbled one or one naming another node is ``Unanswered``."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    if not lines:
+        raise Unanswered("an empty answer", host=node)
+    try:
+        states = [parse_show_node(line) for line in lines]
+    except CannotRunError as exc:
+        raise Unanswered(exc.message, host=node) from None
+    named = {s.node for s in states}
+    if named != {node}:
+        raise Unanswered(f"an answer about {', '.join(sorted(named))}, not {node}", host=node)
+    return states[0]
+
+
+def _nonempty(out: str, parse: Callable[[str], list[NodeState]],
+              empty: str) -> list[NodeState]:
+    """``parse(out)``, where nothing listed or a garbled line is ``Unanswered``."""
+    try:
+        nodes = parse(out)
+    except Unanswered:
+        raise
+    except CannotRunError as exc:
+        raise Unanswered(exc.message) from None
+    if not nodes:
+        raise Unanswered(f"an empty answer ({empty})")
+    return nodes
 
 
 def _check_node(node: str) -> None:

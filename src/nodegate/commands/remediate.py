@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodegate.arguments import add_profile, add_report_dir, add_slurm_client
+from nodegate.arguments import add_holds_dir, add_profile, add_report_dir, add_slurm_client
 from nodegate.bounds import arg_number
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ def register(subparsers: Any) -> None:
     add_report_dir(parser, "the node's reports")
     parser.add_argument("--state-dir", type=Path, help="remediation state (default "
                         "$NODEGATE_REMEDIATION_DIR or /var/lib/nodegate/remediation)")
+    add_holds_dir(parser)
     parser.add_argument("--bundle-dir", type=Path, help="where RMA bundles go (default: "
                         "the state dir's rma/)")
     add_slurm_client(parser, retries=False)
@@ -80,6 +81,13 @@ def run(args: argparse.Namespace) -> int:
                           file=str(report_dir))
     node = hint or scheduler_name(newest)
     state_dir: Path = args.state_dir or default_state_dir()
+    if os.path.lexists(state_dir) and not state_dir.is_dir():  # before anything is read
+        raise ConfigError("not a folder: the remediation state folder must be one",
+                          file=str(state_dir), key="--state-dir")
+    from nodegate.cluster.holds import HoldStore
+
+    holds = HoldStore(args.holds_dir)
+    holds.check()
     profile: dict[str, Any] = dict(select_profile(args.profile or None).data)
     if args.enable:
         profile["remediation"] = {**(profile.get("remediation") or {}), "enabled": True}
@@ -88,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(node=node, scheduler=SlurmScheduler(conf=args.slurm_conf),
                   store=StateStore(state_dir), reports=lambda: reports, profile=profile,
                   runners=runners, bundle_dir=args.bundle_dir or state_dir / "rma",
-                  dry_run=args.dry_run)
+                  dry_run=args.dry_run, holds=holds)
     outcome = step(ctx)
     print(f"nodegate remediate: {node}: {outcome.phase.value}: {outcome.message}")
     if args.textfile_dir is not None and not args.dry_run:

@@ -347,8 +347,9 @@ SECTIONS: dict[str, dict[str, Any]] = {
         {
             "enabled": _BOOL,
             "gpu_reset": _BOOL,  # false: never reset a GPU, reboot instead
-            "window_h": {"type": "number", "exclusiveMinimum": 0},
-            "max_per_gpu": {"type": "integer", "minimum": 0},
+            # a window past ten years counts nothing more, and 1e8 h overflows a datetime
+            "window_h": {"type": "number", "exclusiveMinimum": 0, "maximum": 87600},
+            "max_per_gpu": {"type": "integer", "minimum": 0, "maximum": 1000},
             "source": {"type": "string", "pattern": SOURCE_PATTERN},
         },
         [],

@@ -4,8 +4,12 @@ Each call holds the node's remediation lock, reads the state, the node's Slurm s
 evidence, and moves the state machine at most one action forward:
 
 * remediation off in the profile: nothing (exit 0);
-* drained or down by anyone else (a reason not starting ``nodegate:``, an upgrade hold):
-  never touched, whatever our state says;
+* drained or down by anyone else: never touched, whatever our state says. "Anyone else" is
+  decided by the holds record (``cluster.holds``), not the reason's text: only a health or
+  standard hold nodegate recorded is remediation's (its own rank or below); an acceptance,
+  cluster-check, multinode, maintenance or upgrade hold and any drain not in the record (a
+  person's, whatever its words) are left as they are, and a recorded RMA hold stays an RMA
+  hold even when ``remediation.json`` is gone;
 * drained by nodegate while jobs still run (DRAINING, DRAIN+ALLOC/MIXED/COMPLETING): wait;
 * drained and idle: the action the evidence calls for (``actions``), unless the card's
   count is past the profile's limit or the finding is RMA-class (``escalation``): then RMA;
@@ -24,14 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodegate.cluster import holds as _holds
 from nodegate.cluster.gate import (
     REASON_PREFIX,
     battery_reports,
-    is_nodegate_reason,
-    is_upgrade_hold,
     latest,
 )
-from nodegate.cluster.scheduler import NodeState, Scheduler
+from nodegate.cluster.holds import Evidence, HoldStore, Kind
+from nodegate.cluster.holds import HoldScheduler as Scheduler
+from nodegate.cluster.scheduler import NodeState
 from nodegate.cluster.slurm import clean_reason
 from nodegate.errors import ExitCode
 from nodegate.remediation import actions as _actions
@@ -98,6 +103,10 @@ class Context:
     bundle_dir: Path
     dry_run: bool = False
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
+    #: the record of nodegate's drains (``cluster.holds``): whose each hold is
+    holds: HoldStore = field(default_factory=HoldStore)
+    #: the node as this step read it: every drain is compare-and-set against it
+    seen: NodeState | None = None
 
 
 def jobs_running(state: NodeState) -> bool:
@@ -105,13 +114,22 @@ def jobs_running(state: NodeState) -> bool:
     return state.state in BUSY_STATES or "COMPLETING" in state.flags
 
 
-def foreign_drain(node: NodeState) -> str | None:
-    """Why the node is someone else's to bring back (None: nodegate's own drain or none)."""
-    if (node.drained or node.down) and not is_nodegate_reason(node.reason):
-        return f"{node.describe()}: taken out by someone else; remediation never touches it"
-    if node.drained and is_upgrade_hold(node.reason):
-        return f"out for a driver upgrade ({node.reason}); its own validation and join decide"
-    return None
+#: The holds remediation may act on: its own rank (a standard re-qualification) or below.
+OWN_HOLDS = frozenset({Kind.HEALTH, Kind.STANDARD})
+
+
+def foreign_hold(node: NodeState, store: HoldStore) -> str | None:
+    """Why the node is someone else's to bring back (None: a health or standard hold in
+    nodegate's record, or no hold): the record decides, never the reason's text."""
+    hold = _holds.classify(node, store.get(node.node))
+    if hold.kind is Kind.NONE or hold.kind in OWN_HOLDS:
+        return None
+    if hold.kind is Kind.PERSON:
+        return (f"{node.describe()}: taken out by someone else (not in nodegate's record); "
+                "remediation never touches it")
+    return (f"{hold.describe()}: ranks above remediation's standard re-qualification or is "
+            f"another kind; lifted by {_holds.LIFTED_BY[hold.kind]}; remediation never "
+            "rewrites it")
 
 
 def step(ctx: Context) -> Outcome:
@@ -126,7 +144,12 @@ def _step(ctx: Context) -> Outcome:
     if not policy.enabled:
         return Outcome(st.phase, "off", "remediation is off (profile remediation.enabled)")
     node = ctx.scheduler.state(ctx.node)
-    foreign = foreign_drain(node)
+    ctx.seen = node
+    hold = _holds.classify(node, ctx.holds.get(ctx.node))
+    if hold.kind is Kind.RMA:  # the record says RMA, whatever remediation.json says
+        return Outcome(Phase.RMA, "rma", f"in RMA ({node.reason}, nodegate's record); stays "
+                       "drained until a person resumes it", ExitCode.FAILED)
+    foreign = foreign_hold(node, ctx.holds)
     if foreign is not None:
         return Outcome(st.phase, "foreign", foreign)
     now = ctx.now()
@@ -223,8 +246,9 @@ def _act(ctx: Context, st: NodeRemediation, policy: Policy, now: dt.datetime) ->
         if stronger.rank > remedy.rank:
             remedy = stronger
     idents = identities(ctx, board)
-    targets = list(plan.targets) or sorted(
-        {g for a in st.history[-1:] for g in a.targets}, key=lambda g: int(g[3:]))
+    # only what the evidence names: a node-level failure after a cured GPU is the node's
+    # (a node-level rung, or a person), never that card's again
+    targets = list(plan.targets)
     if remedy is Remedy.RMA:
         entity = (plan.rma_entities or tuple(targets) or (None,))[0]
         return _rma(ctx, st, plan, entity=entity, idents=idents, now=now,
@@ -275,7 +299,9 @@ def _run(ctx: Context, st: NodeRemediation, plan: Plan, *, remedy: Remedy,
         return Outcome(st.phase, "dry-run", f"would {what}: {plan.describe()}", plan=plan)
     # a standard hold first: a reset or a boot may clear the symptom, and a quick health pass
     # (the cron gate) must not resume the node before the standard re-qualification does
-    ctx.scheduler.drain(ctx.node, requalify_reason(remedy.value, targets))
+    _holds.drain(ctx.scheduler, ctx.holds, ctx.seen or ctx.scheduler.state(ctx.node),
+                 requalify_reason(remedy.value, targets), kind=Kind.STANDARD,
+                 evidence="remediation")
     serials = {t: _actions_key(t, idents) for t in targets}
     record = ActionRecord(remedy.value, list(targets), serials, now, ctx.runners.boot_id())
     ctx.store.record_intent(st, record, now)  # on disk before the action runs
@@ -344,14 +370,20 @@ def _requalify(ctx: Context, st: NodeRemediation, policy: Policy, now: dt.dateti
                        "retried at the next run", ExitCode.CANNOT_RUN)
     last = st.action.action if st.action else None
     if verdict:
-        foreign = foreign_drain(ctx.scheduler.state(ctx.node))  # it took minutes: read again
+        node = ctx.scheduler.state(ctx.node)  # it took minutes: read again
+        foreign = foreign_hold(node, ctx.holds)
         if foreign is not None:
             st.move(Phase.DRAINED, ctx.now())
             st.action, st.escalate_from = None, None
             ctx.store.save(st)
             return Outcome(Phase.DRAINED, "foreign", f"{done}re-qualified at standard: PASS, "
                            f"but meanwhile {foreign}; not resumed")
-        ctx.scheduler.resume(ctx.node)
+        change = _holds.resume(ctx.scheduler, ctx.holds, node,
+                               Evidence(level="standard", finished_at=ctx.now()))
+        if node.drained and not change.changed:
+            return Outcome(st.phase, "held", f"{done}re-qualified at standard: PASS, but "
+                           f"{node.describe()} is not a hold it lifts; not resumed",
+                           ExitCode.FAILED)
         st.move(Phase.IN_SERVICE, ctx.now())
         st.action, st.escalate_from, st.reason = None, None, None
         ctx.store.save(st)
@@ -372,7 +404,8 @@ def _rma(ctx: Context, st: NodeRemediation, plan: Plan, *, entity: str | None,
         return Outcome(st.phase, "dry-run", f"would drain with '{reason}' and write the RMA "
                        f"bundle: {plan.describe()}", plan=plan)
     path = write_rma_bundle(ctx, st, reason, now)
-    ctx.scheduler.drain(ctx.node, reason)
+    _holds.drain(ctx.scheduler, ctx.holds, ctx.seen or ctx.scheduler.state(ctx.node), reason,
+                 kind=Kind.RMA, evidence="remediation")
     st.move(Phase.RMA, now)
     st.rma_reason = reason
     ctx.store.save(st)

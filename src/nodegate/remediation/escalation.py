@@ -11,12 +11,14 @@ reason says so. Past the profile's limit (``remediation.max_per_gpu`` within
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nodegate.cluster.gate import RMA_REASON
 from nodegate.cluster.slurm import clean_reason
+from nodegate.errors import ConfigError
 from nodegate.remediation.state import ActionRecord
 
 #: Defaults when the profile's ``remediation`` section leaves a key out.
@@ -35,11 +37,33 @@ class Policy:
 
     @classmethod
     def from_profile(cls, profile: Mapping[str, Any]) -> Policy:
+        """The section, every number within the schema's bounds (profiles/schema.py): a
+        profile that skipped the schema (``--enable`` on a hand-made one) is refused here,
+        exit 2 naming the key, never an OverflowError."""
         section = profile.get("remediation") or {}
         return cls(enabled=bool(section.get("enabled", False)),
-                   window_h=float(section.get("window_h", DEFAULT_WINDOW_H)),
-                   max_per_gpu=int(section.get("max_per_gpu", DEFAULT_MAX_PER_GPU)),
+                   window_h=_bounded(section, "window_h", DEFAULT_WINDOW_H, MAX_WINDOW_H),
+                   max_per_gpu=int(_bounded(section, "max_per_gpu", DEFAULT_MAX_PER_GPU,
+                                            MAX_PER_GPU, integer=True)),
                    gpu_reset=bool(section.get("gpu_reset", True)))
+
+
+#: The schema's maxima (profiles/schema.py, ``remediation``).
+MAX_WINDOW_H = 87600.0
+MAX_PER_GPU = 1000
+
+
+def _bounded(section: Mapping[str, Any], key: str, default: float, most: float, *,
+             integer: bool = False) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (integer and not isinstance(value, int)) or not math.isfinite(value) or \
+            not (0 <= value <= most) or (key == "window_h" and value == 0):
+        raise ConfigError(f"remediation.{key} must be a number in (0, {most:g}]"
+                          if key == "window_h" else
+                          f"remediation.{key} must be an integer in [0, {most:g}]",
+                          key=f"remediation.{key}")
+    return float(value)
 
 
 def card_key(entity: str, identity: Mapping[str, str]) -> str:
