@@ -44,17 +44,18 @@ class FakeSlurm:
     def state(self, node: str) -> NodeState:
         return self.members[node]
 
-    def drain(self, node: str, reason: str) -> Change:
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change:
         before = self.members[node]
         after = NodeState(node, "idle", frozenset({"DRAIN"}), reason, partitions=("gpu",))
         self.members[node] = after
         self.drains[node] = reason
         return Change(node, "drain", True, before, after)
 
-    def resume(self, node: str) -> Change:
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change:
         raise AssertionError("a cluster check never resumes")
 
-    def set_comment(self, node: str, comment: str | None) -> Change:
+    def set_comment(self, node: str, comment: str | None, *,
+                    expect: NodeState | None = None) -> Change:
         before = self.members[node]
         return Change(node, "comment", False, before, before)
 
@@ -163,6 +164,20 @@ def test_one_slow_node_of_four_is_named_drained_and_every_node_keeps_its_pairs(
     assert n1["peer-n3"]["verdict"] == "WARN" and n1["peer-n3"]["evidence"]["pair_verdict"] \
         == "FAIL" and n1["peer-n3"]["measured"] == 2.0
     assert n1["peer-n2"]["verdict"] == "PASS" and n1["peer-n2"]["measured"] == 40.0
+
+
+def test_a_persons_drain_on_a_named_node_is_never_rewritten(tmp_path: Path) -> None:
+    """`--nodes` pairs an administrator's drained node; its failure is reported, the drain
+    and its reason stay the person's (fails on main: rewritten to the check's reason)."""
+    nodes = members()
+    nodes[2] = NodeState("n3", "idle", frozenset({"DRAIN"}), "bad fan", partitions=("gpu",))
+    slurm, srun = FakeSlurm(nodes), FakeSrun(bad="n3")
+    policy = cc.CheckPolicy("gpu")
+    outcome = cc.run_check(slurm, policy, srun, nodes=list(NODES))
+    assert outcome.localisations[None].nodes == ("n3",)
+    cc.act(slurm, policy, srun, outcome, tmp_path)
+    assert slurm.drains == {} and slurm.members["n3"].reason == "bad fan"
+    assert outcome.drained["n3"].startswith("not drained: already held")
 
 
 def test_a_pair_that_never_starts_is_no_evidence_and_is_retried() -> None:

@@ -81,7 +81,7 @@ class OneDrain:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def drain(self, node: str, reason: str) -> Change:
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change:
         self.calls.append((node, reason))
         return Change(node, "drain", True, NodeState(node, "idle"),
                       NodeState(node, "idle", frozenset({"DRAIN"}), reason))
@@ -94,8 +94,8 @@ def test_the_gate_metrics_are_written_without_a_drain_budget(tmp_path: Path) -> 
                               dry_run=False)
     decision = Decision("n1", Action.DRAIN, "quick FAIL", reason="nodegate: quick failed x")
     scheduler = OneDrain()
-    _, _, unwritten = gate_cli._act(args, decision, NodeState("n1", "idle"), [],
-                                    scheduler)  # type: ignore[arg-type]
+    _, _, unwritten = gate_cli._act(args, decision, NodeState("n1", "idle"), [], scheduler,
+                                    store=HoldStore(tmp_path / "holds"))  # type: ignore[arg-type]
     assert unwritten is None and scheduler.calls == [("n1", "nodegate: quick failed x")]
     text = (tmp_path / "nodegate_gate.prom").read_text()
     assert 'nodegate_gate_action{node="n1",action="drain"} 1' in text
@@ -110,5 +110,6 @@ def test_a_dry_run_writes_no_gate_metrics(tmp_path: Path) -> None:
     args = argparse.Namespace(drain_budget=None, textfile_dir=tmp_path, mode="health",
                               dry_run=True)
     decision = Decision("n1", Action.DRAIN, "quick FAIL", reason="nodegate: quick failed x")
-    gate_cli._act(args, decision, NodeState("n1", "idle"), [], OneDrain())  # type: ignore[arg-type]
+    gate_cli._act(args, decision, NodeState("n1", "idle"), [], OneDrain(),  # type: ignore[arg-type]
+                  store=HoldStore(tmp_path / "holds"))
     assert list(tmp_path.iterdir()) == []

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodegate.cluster import job_outcome as jo
 from nodegate.cluster import jobrun
@@ -50,6 +50,9 @@ from nodegate.cluster import pairs as pr
 from nodegate.cluster.jobrun import GRACE_S, MAX_OUTPUT, run_bounded
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.errors import CannotRunError, ConfigError
+
+if TYPE_CHECKING:
+    from nodegate.cluster.holds_store import HoldStore
 
 #: Every pair job's name is this plus ``a+b``: how an operator (and a cancel) finds them.
 PAIR_JOB_PREFIX = "nodegate-pair."
@@ -107,11 +110,12 @@ class CheckScheduler(Protocol):
 
     def state(self, node: str) -> NodeState: ...
 
-    def drain(self, node: str, reason: str) -> Change: ...
+    def drain(self, node: str, reason: str, *, expect: NodeState | None = None) -> Change: ...
 
-    def resume(self, node: str) -> Change: ...
+    def resume(self, node: str, *, expect: NodeState | None = None) -> Change: ...
 
-    def set_comment(self, node: str, comment: str | None) -> Change: ...
+    def set_comment(self, node: str, comment: str | None, *,
+                    expect: NodeState | None = None) -> Change: ...
 
 
 def srun_runner(srun: str = "srun", scancel: str = "scancel", *,
@@ -484,7 +488,8 @@ def deliver_argv(node: str, policy: CheckPolicy) -> list[str]:
 
 
 def act(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, outcome: Outcome,
-        out_dir: Path, *, log: Callable[[str], None] = lambda _: None) -> None:
+        out_dir: Path, *, log: Callable[[str], None] = lambda _: None,
+        store: HoldStore | None = None) -> None:
     """Write each node's suite report (controller copy, then onto the node), then drain the
     nodes the matrix named (within the budget when one is set).
 
@@ -518,16 +523,31 @@ def act(scheduler: CheckScheduler, policy: CheckPolicy, runner: Runner, outcome:
             log(f"{node}: report not written on the node ({outcome.delivered[node]})")
     if not policy.drain:
         return
+    from nodegate.cluster import holds
     from nodegate.cluster.budget import DrainBudget, drain_within_budget
+    from nodegate.cluster.holds_store import HoldStore
 
+    store = store if store is not None else HoldStore()
     for node, reason in named.items():
+        # the hold rule and compare-and-set (docs/gate.md, "Holds"): a person's drain, an RMA
+        # or another suite's hold is left as it is, never rewritten with the check's reason
+        decided = scheduler.state(node)
         if policy.drain_budget is not None:
-            result = drain_within_budget(node, reason, scheduler,  # type: ignore[arg-type]
-                                         DrainBudget(policy.drain_budget), log=log)
-            outcome.drained[node] = result.warn or ("drained: " + reason)
+            result = drain_within_budget(node, reason, scheduler,
+                                         DrainBudget(policy.drain_budget), log=log,
+                                         store=store, decided=decided, evidence=SUITE)
+            change = result.change
+            warn = result.warn
         else:
-            scheduler.drain(node, reason)
+            change = holds.drain(scheduler, store, decided, reason, evidence=SUITE)
+            warn = None
+        if warn:
+            outcome.drained[node] = warn
+        elif change is not None and change.changed:
             outcome.drained[node] = "drained: " + reason
+        else:
+            outcome.drained[node] = (f"not drained: already held ({decided.describe()}); "
+                                     "a hold nodegate may not replace is kept")
         log(f"{node}: {outcome.drained[node]}")
 
 

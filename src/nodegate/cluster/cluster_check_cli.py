@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodegate.arguments import add_slurm_client
+from nodegate.arguments import add_holds_dir, add_slurm_client
 from nodegate.bounds import arg_number
 
 #: Where the JSON report, the heat map and the nodes' report copies go by default.
@@ -73,6 +73,7 @@ def register(subparsers: Any) -> None:
                              "(as the gate's)")
     add_slurm_client(parser)
     parser.add_argument("--json", action="store_true", help="print the JSON report")
+    add_holds_dir(parser)
     parser.set_defaults(func=run)
 
 
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         srun_runner,
         write_outputs,
     )
+    from nodegate.cluster.holds_store import HoldStore
     from nodegate.cluster.slurm import NODE_NAME, RetryPolicy, SlurmScheduler
     from nodegate.errors import ConfigError, ExitCode, NodegateError
 
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         report_dir=args.node_report_dir, drain=not args.no_drain,
         drain_budget=args.drain_budget, plan=args.plan, start_retries=args.start_retries)
     preflight_out(args.out)  # before any pair runs: a run must be able to leave its record
+    store = HoldStore(args.holds_dir)
+    store.check()  # the record of its drains, too, before anything runs
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     runner = srun_runner(scheduler._bin("srun"), scheduler._bin("scancel"))
 
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if len(outcome.nodes) < 2:
         raise ConfigError(f"fewer than two nodes to pair in partition {policy.partition} "
                           f"({', '.join(outcome.nodes) or 'none'})", key="--partition")
-    act(scheduler, policy, runner, outcome, args.out, log=log)
+    act(scheduler, policy, runner, outcome, args.out, log=log, store=store)
     try:
         json_path, html_path = write_outputs(policy, outcome, args.out)
     except NodegateError as exc:  # after the act: name it, keep the verdict's code
