@@ -18,21 +18,13 @@ from typing import NamedTuple
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import read_text
+from nodegate.paths import config_dir
 from nodegate.secret_refs import is_secret_key
-
-#: The nodegate configuration folder (``$NODEGATE_CONFIG_DIR`` in tests).
-DEFAULT_CONFIG_DIR = Path("/etc/nodegate")
 
 
 class NodeSecrets(NamedTuple):
     values: frozenset[str]
     problems: tuple[str, ...]
-
-
-def config_dir() -> Path:
-    from nodegate.paths import env_path
-
-    return env_path("NODEGATE_CONFIG_DIR") or DEFAULT_CONFIG_DIR
 
 
 def _assignments(text: str) -> list[tuple[str, str]]:

@@ -17,6 +17,16 @@ def env_path(name: str) -> Path | None:
     return Path(value) if value else None
 
 
+#: The node's nodegate configuration (resolved profile, power wiring, credentials).
+DEFAULT_CONFIG_DIR = Path("/etc/nodegate")
+
+
+def config_dir() -> Path:
+    """``/etc/nodegate``, or ``$NODEGATE_CONFIG_DIR`` (the test suite points it at a
+    temporary folder: a test never reads the machine's own configuration)."""
+    return env_path("NODEGATE_CONFIG_DIR") or DEFAULT_CONFIG_DIR
+
+
 def cache_dir() -> Path:
     """Per-user cache (built simulator library, lab base image): NODEGATE_CACHE_DIR wins."""
     env = env_path("NODEGATE_CACHE_DIR")

@@ -50,9 +50,9 @@ def load_wiring(path: Path | None = None) -> NodeWiring | None:
     """This node's power wiring, or None when the node has none installed (nothing at the
     path). Something there that is not a readable wiring file (a FIFO, a device, a
     directory) is a ConfigError naming it, never "no wiring": power would go unjudged."""
-    from nodegate.paths import env_path
+    from nodegate.paths import config_dir, env_path
 
-    path = path or env_path("NODEGATE_NODE_FILE") or NODE_FILE
+    path = path or env_path("NODEGATE_NODE_FILE") or config_dir() / NODE_FILE.name
     if not os.path.lexists(path):
         return None
     try:

@@ -268,10 +268,10 @@ def newest_health_passes(reports: list[NodeReport]) -> bool:
 def join_profile(value: str | None, report_profile: str) -> dict[str, Any]:
     """The resolved profile data a join judges completeness against: the node's own (as
     ``nodegate health`` picks it), else the one the report names; unknown is a ConfigError."""
-    from nodegate.profiles.installed import NODE_PROFILE_FILE, select_profile
+    from nodegate.profiles.installed import node_profile_file, select_profile
 
     if value is None and not os.environ.get("NODEGATE_PROFILE") and \
-            not NODE_PROFILE_FILE.is_file():
+            not node_profile_file().is_file():
         value = report_profile
     return select_profile(value).data
 
