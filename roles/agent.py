@@ -153,7 +153,7 @@ def health_command() -> str:
 
     extra = [str(a) for a in health_args()]
     # the report names the node as Slurm does (the gate asks for that name; uname may be
-    # an FQDN): issue 48
+    # an FQDN)
     node = slurm_member()
     named = ["--node-name", node] if node and not any(
         a == "--node-name" or a.startswith("--node-name=") for a in extra) else []

@@ -238,7 +238,7 @@ def install_log_filter(logger: logging.Logger | None = None) -> None:
             handler.addFilter(RedactingFilter())
 
 
-# --- what the process did not read itself (issue 48) --------------------------------------
+# --- what the process did not read itself --------------------------------------
 
 #: ``password=VALUE``-shaped text in collected output (a kernel command line, a tool's dump
 #: of its configuration): the key names a credential, the value is masked whatever it looks

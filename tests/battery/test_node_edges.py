@@ -1,4 +1,4 @@
-"""The node side at its edges (issue 48): one node identity, a full report disk still drains,
+"""The node side at its edges: one node identity, a full report disk still drains,
 a counter that cannot go back, every path through the one reader, names that are not text,
 no orphan NVML reader.
 

@@ -1,4 +1,4 @@
-"""The suite never touches the machine's own nodegate files (issue 48, item 8): one autouse
+"""The suite never touches the machine's own nodegate files: one autouse
 fixture (tests/conftest.py ``_own_paths``) points every local default into a folder of the
 test's own, and an audit hook fails a test that opens one of the machine's files. Proved
 here by running a test with the defaults while another process holds /run/nodegate.lock,

@@ -220,7 +220,7 @@ def test_profile_hashes_are_hashlibs_sha256(data: bytes) -> None:
     assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
 
 
-# --- issue 48, item 9: `profiles check` says what the battery will say ----------------------
+# --- `profiles check` says what the battery will say ----------------------
 
 
 def test_a_resolved_profile_from_show_json_checks_clean(tmp_path: Path) -> None:

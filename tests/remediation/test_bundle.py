@@ -110,7 +110,7 @@ def test_without_the_tool_the_manifest_says_so(store: StateStore, tmp_path: Path
     assert manifest["chassis"] is None and manifest["bmc"] is None
 
 
-# --- issue 48, item 7: what the process did not read itself ----------------------------------
+# --- what the process did not read itself ----------------------------------
 
 #: Numeric-looking BMC passwords (main's registry skipped them: "a number") and others the
 #: process never read: they live only in the node's environment and credential files.

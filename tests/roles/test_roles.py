@@ -272,7 +272,7 @@ def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
 
 
 def test_scheduled_health_names_its_report_as_slurm_names_the_node() -> None:
-    """Issue 48: health named its report after uname (an FQDN) and the gate asked for the
+    """Health named its report after uname (an FQDN) and the gate asked for the
     Slurm name: the agent passes the Slurm name to health (--node-name)."""
     cron = run(agent, data=host_data()).uploads["/etc/cron.d/nodegate-health"]
     line = next(x for x in cron.splitlines() if x.startswith("*/5"))

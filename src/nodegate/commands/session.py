@@ -33,7 +33,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nvml-timeout", metavar="SECONDS",
                         help="deadline for reading the board through NVML (default 30s); "
                              "a driver that does not answer in time is gpu_reachable ERROR")
-    parser.add_argument("--node-name", help="node name in reports (default: hostname)")
+    parser.add_argument("--node-name", help="this node's Slurm name in reports (default "
+                        "$NODEGATE_NODE_NAME, $SLURMD_NODENAME, else the host name; the "
+                        "host name and machine id are recorded too)")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")

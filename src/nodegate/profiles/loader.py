@@ -289,32 +289,11 @@ def _check_consistency(data: Mapping[str, Any], *, file: str, host: str | None) 
 
 
 def check_files(files: Iterable[Path]) -> list[str]:
-    """Validate profile files (a layer each; a selectable one resolved too) as the battery
-    will: a resolved profile (``.json``, what ``profiles show NAME --json`` prints and
-    ``health --profile FILE`` reads) is read as JSON, not as YAML 1.1 (``3e-07`` is a
-    number there), and a selectable one must hold every threshold each level's checks need
-    (``registry.require_thresholds``: exit 2 naming the file, the key and the level), or
-    the first ``health`` would refuse it. Returns names."""
-    from nodegate.profiles.installed import _profile_from_json
-
+    """Validate profile files (a layer each; a selectable one resolved too). Returns names."""
     checked = []
     for path in files:
-        if path.suffix == ".json":
-            _complete_at_every_level(_profile_from_json(path))
-        else:
-            data = load_layer(path)
-            if data.get("layer", "profile") == "profile":
-                _complete_at_every_level(resolve_profile(path.stem,
-                                                         base=path.resolve().parent))
+        data = load_layer(path)
+        if data.get("layer", "profile") == "profile":
+            resolve_profile(path.stem, base=path.resolve().parent)
         checked.append(str(path))
     return checked
-
-
-def _complete_at_every_level(profile: Profile) -> None:
-    """Each level's required thresholds, with the groups a run of that level runs by default
-    (``health``: the quick groups; ``validate``: every group)."""
-    from nodegate.battery.registry import require_thresholds
-    from nodegate.vocabulary import ALL_GROUPS, LEVELS, QUICK_GROUPS
-
-    for level in LEVELS:
-        require_thresholds(profile, level, QUICK_GROUPS if level == LEVELS[0] else ALL_GROUPS)
