@@ -63,6 +63,11 @@ class _MachineFiles:
 
 MACHINE_FILES = _MachineFiles()
 sys.addaudithook(MACHINE_FILES)
+# module- and session-scoped fixtures run before ``_own_paths``: they get a folder of the
+# session's own (set once, at import, as NODEGATE_FACT_READS_DIR is)
+_SESSION_PATHS = Path(tempfile.mkdtemp(prefix="nodegate-own-paths-"))
+for _name, _below in OWN_PATHS.items():
+    os.environ.setdefault(_name, str(_SESSION_PATHS / _below))
 
 
 @pytest.fixture(autouse=True)
