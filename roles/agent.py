@@ -151,11 +151,16 @@ def health_command() -> str:
     """The scheduled command line (goes into a cron/systemd file, so every word is quoted)."""
     from shlex import quote
 
+    extra = [str(a) for a in health_args()]
+    # the report names the node as Slurm does (the gate asks for that name; uname may be
+    # an FQDN)
+    node = slurm_member()
+    named = ["--node-name", node] if node and not any(
+        a == "--node-name" or a.startswith("--node-name=") for a in extra) else []
     words = [f"{knob('agent_venv')}/bin/nodegate", "health", "--quiet", "--color", "never",
              "--profile", str(knob("agent_profile_path")),
              "--report-dir", str(knob("agent_report_dir")),
-             "--textfile-dir", str(knob("agent_textfile_dir")),
-             *[str(a) for a in health_args()]]
+             "--textfile-dir", str(knob("agent_textfile_dir")), *named, *extra]
     line = " ".join(quote(w) for w in words)
     if "%" in line or "\n" in line:  # cron turns % into newlines
         raise DeployError(f"{host.name}: agent health command may not contain % or newlines")

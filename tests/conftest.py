@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,66 @@ os.environ.setdefault("NODEGATE_FACT_READS_DIR", tempfile.mkdtemp(prefix="nodega
 # the holds record (nodegate.cluster.holds) of every gate, budget and remediation a test runs:
 # never the machine's own /var/lib/nodegate/holds
 os.environ.setdefault("NODEGATE_HOLDS_DIR", tempfile.mkdtemp(prefix="nodegate-holds-"))
+
+
+#: Every default path of the local process, pointed into a per-test folder by
+#: ``_own_paths`` (the variable -> the folder or file name below the test's folder). Lab tests
+#: still talk about /run/nodegate.lock *inside* their hosts: only this process's defaults
+#: (and its children's, through the environment) are redirected.
+OWN_PATHS = {
+    "NODEGATE_LOCK_FILE": "run/nodegate.lock",
+    "NODEGATE_REPORT_DIR": "var/lib/nodegate/reports",
+    "NODEGATE_TEXTFILE_DIR": "var/lib/node_exporter/textfile_collector",
+    "NODEGATE_CONFIG_DIR": "etc/nodegate",
+    "NODEGATE_REMEDIATION_DIR": "var/lib/nodegate/remediation",
+}
+# NODEGATE_CACHE_DIR stays: it holds the built simulator library and the lab's base image,
+# which every test shares (and which are the suite's own, not the machine's files)
+#: The machine's own files no test may open (``_MachineFiles``).
+MACHINE_PATHS = ("/run/nodegate.lock", "/etc/nodegate", "/var/lib/nodegate",
+                 "/var/lib/node_exporter/textfile_collector")
+
+
+class _MachineFiles:
+    """An audit hook (``sys.addaudithook``) noting every open of the machine's own nodegate
+    files by this process; ``_own_paths`` fails the test that did it."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event != "open" or not args or not isinstance(args[0], (str, bytes, Path)):
+            return
+        path = os.fsdecode(args[0]) if not isinstance(args[0], Path) else str(args[0])
+        if path.startswith(MACHINE_PATHS) and (
+                path in MACHINE_PATHS or path.startswith(tuple(f"{p}/" for p in MACHINE_PATHS))):
+            self.opened.append(path)
+
+
+MACHINE_FILES = _MachineFiles()
+sys.addaudithook(MACHINE_FILES)
+# module- and session-scoped fixtures run before ``_own_paths``: they get a folder of the
+# session's own (set once, at import, as NODEGATE_FACT_READS_DIR is)
+_SESSION_PATHS = Path(tempfile.mkdtemp(prefix="nodegate-own-paths-"))
+for _name, _below in OWN_PATHS.items():
+    os.environ.setdefault(_name, str(_SESSION_PATHS / _below))
+
+
+@pytest.fixture(autouse=True)
+def _own_paths(tmp_path_factory: pytest.TempPathFactory,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test runs with the local defaults (battery lock, report and textfile folders,
+    /etc/nodegate, caches, remediation state) in a folder of its own: the suite passes on a
+    node in service, whose own nodegate run holds /run/nodegate.lock, and never writes its
+    reports. A test that opens one of the machine's files in this process fails."""
+    base = tmp_path_factory.mktemp("own-paths")
+    for name, below in OWN_PATHS.items():
+        monkeypatch.setenv(name, str(base / below))
+    before = len(MACHINE_FILES.opened)
+    yield base
+    touched = MACHINE_FILES.opened[before:]
+    del MACHINE_FILES.opened[before:]
+    assert not touched, f"the test opened the machine's own nodegate files: {touched[:5]}"
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None,

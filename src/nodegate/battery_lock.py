@@ -22,9 +22,11 @@ MAX_LOCK_WAIT_S = 3600
 
 
 def default_lock_path() -> Path:
-    env = os.environ.get("NODEGATE_LOCK_FILE")
-    if env:
-        return Path(env)
+    from nodegate.paths import env_path
+
+    env = env_path("NODEGATE_LOCK_FILE")
+    if env is not None:
+        return env
     run = Path("/run")
     if os.geteuid() == 0 and run.is_dir():
         return run / "nodegate.lock"

@@ -9,11 +9,29 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
+def env_path(name: str) -> Path | None:
+    """The path an environment variable names, or None where it is unset *or empty*: a unit
+    file's ``Environment=NODEGATE_REPORT_DIR=`` (an unset variable expanded) means the
+    default everywhere, never the current directory."""
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+#: The node's nodegate configuration (resolved profile, power wiring, credentials).
+DEFAULT_CONFIG_DIR = Path("/etc/nodegate")
+
+
+def config_dir() -> Path:
+    """``/etc/nodegate``, or ``$NODEGATE_CONFIG_DIR`` (the test suite points it at a
+    temporary folder: a test never reads the machine's own configuration)."""
+    return env_path("NODEGATE_CONFIG_DIR") or DEFAULT_CONFIG_DIR
+
+
 def cache_dir() -> Path:
     """Per-user cache (built simulator library, lab base image): NODEGATE_CACHE_DIR wins."""
-    env = os.environ.get("NODEGATE_CACHE_DIR")
-    if env:
-        return Path(env)
+    env = env_path("NODEGATE_CACHE_DIR")
+    if env is not None:
+        return env
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"
     return base / "nodegate"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 if TYPE_CHECKING:  # logging, html, json and urllib load when first needed: the cron path
@@ -236,3 +236,62 @@ def install_log_filter(logger: logging.Logger | None = None) -> None:
     for handler in (logger or logging.getLogger()).handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+
+
+# --- what the process did not read itself --------------------------------------
+
+#: ``password=VALUE``-shaped text in collected output (a kernel command line, a tool's dump
+#: of its configuration): the key names a credential, the value is masked whatever it looks
+#: like. Keys: any word holding one of these (``NODEGATE_BMC_PASSWORD``, ``rootpw``,
+#: ``snmp_community``, ``api-key``).
+_ASSIGNED = (r"(?i)(?<![A-Za-z0-9])([A-Za-z0-9_.-]*(?:passw(?:or)?d|passwd|pwd|rootpw|secret"
+             r"|token|communit(?:y|ies)|api[_-]?key|credential)[A-Za-z0-9_.-]*)"
+             r"(\s*[=:]\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"']+)")
+#: ``snmpget -c COMMUNITY`` (net-snmp's flag) in a collected command line.
+_SNMP_FLAG = r"(?<![A-Za-z0-9-])(-c\s+)([^\s-][^\s]*)(?=\s+[^\s]*(?:snmp|[0-9]+\.[0-9]+\.))"
+
+
+def redact_collected(text: str, secrets: Iterable[str] = ()) -> tuple[str, dict[str, int]]:
+    """Collected output another program wrote (``nvidia-bug-report.sh``, the kernel log)
+    with every secret masked, and how many of each kind were (never the values).
+
+    Beyond ``redact``: ``secrets`` are the node's credential values (its nodegate
+    environment files and credential files, ``nodegate.node_secrets``), masked *including*
+    values that read as a number (``2718281828``, ``2024-06-30``, ``1e7_5e3``: here no
+    measurement can be rewritten, the text is not ours); ``password=``-shaped values, SNMP
+    communities (``community=``, ``-c``) and URL userinfo whatever their value."""
+    counts: dict[str, int] = {}
+    text = _mask_values(text, secrets, counts)
+    text = re.sub(_ASSIGNED, lambda m: _assigned(m, counts), text)
+    text = re.sub(_SNMP_FLAG, lambda m: _counted(counts, "snmp community",
+                                                 f"{m.group(1)}{MASK}"), text)
+    if "://" in text:
+        text = re.sub(_TEXT_URL, lambda m: _userinfo(m.group(0), counts), text)
+    return redact(text), counts
+
+
+def _counted(counts: dict[str, int], kind: str, replacement: str) -> str:
+    counts[kind] = counts.get(kind, 0) + 1
+    return replacement
+
+
+def _mask_values(text: str, secrets: Iterable[str], counts: dict[str, int]) -> str:
+    values = {s for s in secrets if len(s) >= MIN_SECRET_LEN}
+    if not values:
+        return text
+    forms = sorted({f for s in values for f in _forms(s)}, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(f) for f in forms))
+    return pattern.sub(lambda m: _counted(counts, "credential value", MASK), text)
+
+
+def _assigned(match: re.Match[str], counts: dict[str, int]) -> str:
+    key, sep, value = match.groups()
+    if value.strip("\"'") in ("", MASK):
+        return match.group(0)
+    kind = "snmp community" if "communit" in key.lower() else "password-shaped value"
+    return _counted(counts, kind, f"{key}{sep}{MASK}")
+
+
+def _userinfo(url: str, counts: dict[str, int]) -> str:
+    masked = mask_userinfo(url)
+    return url if masked == url else _counted(counts, "url userinfo", masked)

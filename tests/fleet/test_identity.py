@@ -99,3 +99,31 @@ def test_cli_json_shows_the_swap(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr  # hgx7 fails
     nodes = {n["node"]: n for n in json.loads(result.stdout)["nodes"]}
     assert [s["entity"] for s in nodes["hgx7"]["swaps"]] == ["gpu3"]
+
+
+def test_a_hosts_reports_under_two_names_are_one_node(tmp_path: Path) -> None:
+    """gpu-b01's reports from before the agent passed its Slurm name are named after its
+    host name; later ones carry ``node: gpu-b01`` and ``labels.host``. One machine id, one
+    host name: one node in the fleet view. A second machine under the same Slurm name with
+    another host name stays apart."""
+    import dataclasses
+
+    machine = "0123456789abcdef0123456789abcdef"
+    fqdn = "gpu-b01.dc1.example.net"
+    old = dataclasses.replace(
+        synthetic_report(fqdn, level="quick", started_at=T0, seed=1), machine_id=machine)
+    new = synthetic_report("gpu-b01", level="quick", started_at=T0 + dt.timedelta(days=1),
+                           seed=2, faults=("nvlink-down@gpu3.link5",))
+    new = dataclasses.replace(new, machine_id=machine,
+                              labels={**new.labels, "host": fqdn, "slurm_node": "gpu-b01"})
+    other = dataclasses.replace(
+        synthetic_report("gpu-b02.dc1.example.net", level="quick", started_at=T0, seed=3),
+        machine_id=machine)  # a cloned machine id, another host: not joined
+    write_report(old, tmp_path / "a" / "quick-0.json")
+    write_report(new, tmp_path / "a" / "quick-1.json")
+    write_report(other, tmp_path / "b" / "quick-0.json")
+    view = aggregate(tmp_path)
+    nodes = {node.node: node for node in view.nodes}
+    assert sorted(nodes) == ["gpu-b01", "gpu-b02.dc1.example.net"]
+    assert len(nodes["gpu-b01"].history) == 2
+    assert nodes["gpu-b01"].verdict == "FAIL"

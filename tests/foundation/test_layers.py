@@ -31,7 +31,8 @@ LAYERS: dict[str, int] = {
     # 1: leaf helpers
     "results": 1, "bounds": 1, "paths": 1, "mapping": 1, "fileio": 1, "yamlio": 1, "versions": 1,
     "progress": 1, "secret_refs": 1, "redaction": 1, "flock": 1, "battery_lock": 1,
-    "schema_check": 1, "records": 1, "arguments": 1, "collector": 1,
+    "schema_check": 1, "records": 1, "arguments": 1, "collector": 1, "identity": 1,
+    "node_secrets": 1,
     "<root>": 1,
     # 2: measuring the board and under load, reading profiles, the simulated board, the report
     "probes": 2, "load": 2, "profiles": 2, "sim": 2, "report": 2,

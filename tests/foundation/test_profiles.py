@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,37 @@ def test_profile_hashes_are_hashlibs_sha256(data: bytes) -> None:
     from nodegate.profiles.loader import sha256_hex
 
     assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+# --- `profiles check` says what the battery will say ----------------------
+
+
+def test_a_resolved_profile_from_show_json_checks_clean(tmp_path: Path) -> None:
+    """What ``profiles show NAME --json`` printed (``3e-07`` included: JSON, not YAML 1.1)
+    is what ``health --profile FILE`` reads; main refused it (exit 2)."""
+    from tests.conftest import run_cli
+
+    shown = run_cli("profiles", "show", "sim-h100-hgx", "--json")
+    assert shown.returncode == 0, shown.stderr
+    path = tmp_path / "resolved.json"
+    path.write_text(shown.stdout)
+    assert "3e-07" in shown.stdout  # gemm_fp8_tflops_min
+    done = run_cli("profiles", "check", str(path))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_profile_lacking_a_threshold_a_level_needs_is_refused(tmp_path: Path) -> None:
+    from nodegate.battery.registry import required_keys
+    from nodegate.vocabulary import QUICK_GROUPS
+    from tests.conftest import run_cli
+
+    shown = run_cli("profiles", "show", "sim-h100-hgx", "--json")
+    data = json.loads(shown.stdout)
+    key = next(iter(required_keys(data, "quick", QUICK_GROUPS)))
+    del data["thresholds"][key.value]
+    path = tmp_path / "resolved.json"
+    path.write_text(json.dumps(data, indent=2))
+    done = run_cli("profiles", "check", str(path))
+    assert done.returncode == 2, done.stderr
+    assert str(path) in done.stderr and key.value in done.stderr
+    assert "quick level" in done.stderr

@@ -108,3 +108,62 @@ def test_without_the_tool_the_manifest_says_so(store: StateStore, tmp_path: Path
     manifest = read_manifest(outcome.bundle)
     assert "not included" in manifest["files"]["nvidia-bug-report.log.gz"]
     assert manifest["chassis"] is None and manifest["bmc"] is None
+
+
+# --- what the process did not read itself ----------------------------------
+
+#: Numeric-looking BMC passwords (main's registry skipped them: "a number") and others the
+#: process never read: they live only in the node's environment and credential files.
+NUMERIC = ("2718281828", "2024-06-30", "1e7_5e3")
+
+
+@pytest.mark.parametrize("bmc_password", NUMERIC)
+def test_the_bug_report_loses_every_node_secret(store: StateStore, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                bmc_password: str) -> None:
+    config = tmp_path / "etc-nodegate"
+    config.mkdir()
+    (config / "power-poller.env").write_text(
+        f"NODEGATE_BMC_PASSWORD={bmc_password}\nPDU_COMMUNITY='pdu-c0mm-42'\nOTHER=keep-me\n")
+    (config / "bmc-password").write_text("S3cond-Secret-77\n")
+    monkeypatch.setenv("NODEGATE_CONFIG_DIR", str(config))
+    forget_secrets()
+    store.save(NodeRemediation("gpu-node-01", phase=Phase.DRAINED, history=[
+        ActionRecord("reset_gpu", ["gpu4"], {"gpu4": serial(4)}, NOW, "boot-0",
+                     outcome="done", finished_at=NOW)]))
+    recorder = Recorder(board())
+    runners = recorder.runners()
+    runners.kernel_log = lambda: KERNEL_LOG.replace(SECRET, "k3rnel-only-pw")
+    dump = (f"NODEGATE_BMC_PASSWORD={bmc_password}\n"
+            f"ipmitool -P {bmc_password} sensor\n"
+            "snmpget -v2c -c pdu-c0mm-42 10.0.0.5 1.3.6.1.4.1.318\n"
+            "community=public-ish\n"
+            "BOOT_IMAGE=/vmlinuz root=/dev/sda1 rootpw=kernel-cmdline-secret quiet\n"
+            "fetch http://svc:url-pass-1@repo.example/x\n"
+            "second S3cond-Secret-77 and OTHER=keep-me\n")
+
+    def bug_report(path: Path) -> bool:
+        path.write_bytes(gzip.compress(dump.encode()))
+        return True
+
+    runners.bug_report = bug_report
+    ctx = context(store, FakeScheduler(), recorder, [make_report(failed("remap_failure",
+                                                                        "gpu4", measured=1))],
+                  tmp_path)
+    ctx.runners = runners
+    outcome = step(ctx)
+    assert outcome.bundle is not None
+    with tarfile.open(outcome.bundle, "r:gz") as archive:
+        texts = {m.name: archive.extractfile(m).read() for m in archive.getmembers()}  # type: ignore[union-attr]
+    report = gzip.decompress(texts["nvidia-bug-report.log.gz"]).decode()
+    everything = report + texts["kernel.log"].decode() + texts["manifest.json"].decode()
+    for secret in (bmc_password, "pdu-c0mm-42", "public-ish", "kernel-cmdline-secret",
+                   "url-pass-1", "S3cond-Secret-77", "k3rnel-only-pw"):
+        assert secret not in everything, (secret, report)
+    assert "keep-me" in report  # not a credential variable: kept
+    manifest = read_manifest(outcome.bundle)
+    kinds = manifest["redacted"]["nvidia-bug-report.log.gz"]
+    assert kinds["credential value"] >= 3
+    assert kinds["snmp community"] >= 1 and kinds["url userinfo"] >= 1
+    assert kinds["password-shaped value"] >= 1
+    assert manifest["redacted"]["kernel.log"]["url userinfo"] == 1

@@ -146,3 +146,53 @@ def test_the_health_check_program_drains_the_faulty_node_with_nodegates_reason(
         (token, reason)
     token, reason = slurm(HEALTHY)
     assert "DRAIN" not in token and reason == "", (token, reason)
+
+
+REPORTS = "/var/lib/nodegate/reports"
+NODEGATE = "/opt/nodegate/venv/bin/nodegate"
+
+
+def test_a_node_whose_host_name_is_not_its_slurm_name_is_drained_by_the_cron_gate(
+        lab: None) -> None:
+    """The faulty node's host name an FQDN (``node2.lab.example``), its Slurm name ``node2``:
+    the agent's scheduled line (health with the Slurm name, then the gate) drains it; and a
+    health run that names its report after the host name alone (as main's cron line did)
+    is still judged as this node's by its machine id, where main said "no report for node"."""
+    _resume(FAULTY)
+    before = sh(FAULTY, "hostname").strip()
+    sh(FAULTY, f"hostname {FAULTY}.lab.example")
+    try:
+        sh(FAULTY, f"rm -f {REPORTS}/quick-latest.json; line=$(sed -n "
+                   "'s|^[*]/5 [*] [*] [*] [*] root ||p' /etc/cron.d/nodegate-health); "
+                   "sh -c \"$line\" || true")
+        token, reason = slurm(FAULTY)
+        assert "DRAIN" in token and reason.startswith("nodegate: ") and "gpu5" in reason, \
+            (token, reason)
+        _resume(FAULTY)
+        out = sh(FAULTY, f"{NODEGATE} health --quiet --color never --profile "
+                         f"/etc/nodegate/profile.json --checks gpu --no-textfile >/dev/null "
+                         f"2>&1; {NODEGATE} gate --node {FAULTY} 2>&1; echo rc=$?")
+        assert "rc=0" in out and "by its machine id" in out, out
+        token, reason = slurm(FAULTY)
+        assert "DRAIN" in token and "gpu5" in reason, (token, reason, out)
+    finally:
+        sh(FAULTY, f"hostname {shlex.quote(before)}")
+
+
+def test_a_sick_node_whose_report_disk_is_full_is_drained(lab: None) -> None:
+    """A 2 MiB tmpfs mounted over the faulty node's report folder and filled: Slurm's
+    HealthCheckProgram (gate --healthcheck) still drains it on the ECC fault; main's health
+    exited 3 on the lock's pid write and the node stayed in service."""
+    _resume(FAULTY)
+    wrapper = "/usr/local/sbin/nodegate-slurm-healthcheck"
+    sh(FAULTY, f"mount -t tmpfs -o size=2m tmpfs {REPORTS}")
+    try:
+        sh(FAULTY, f"dd if=/dev/zero of={REPORTS}/filler bs=64k >/dev/null 2>&1 || true; "
+                   f"for i in $(seq 64); do head -c 4096 /dev/zero > {REPORTS}/c$i "
+                   "2>/dev/null || break; done")
+        out = sh(FAULTY, f"SLURMD_NODENAME={FAULTY} {shlex.quote(wrapper)} 2>&1; echo rc=$?")
+        token, reason = slurm(FAULTY)
+        assert "DRAIN" in token and "gpu5" in reason, (token, reason, out)
+        assert "could not be written" in out, out
+    finally:
+        sh(FAULTY, f"umount {REPORTS} || umount -l {REPORTS} || true")

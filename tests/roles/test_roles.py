@@ -271,6 +271,18 @@ def test_scheduled_health_is_followed_by_the_gate_on_a_slurm_node() -> None:
     assert "nodegate gate" not in off
 
 
+def test_scheduled_health_names_its_report_as_slurm_names_the_node() -> None:
+    """Health named its report after uname (an FQDN) and the gate asked for the
+    Slurm name: the agent passes the Slurm name to health (--node-name)."""
+    cron = run(agent, data=host_data()).uploads["/etc/cron.d/nodegate-health"]
+    line = next(x for x in cron.splitlines() if x.startswith("*/5"))
+    health = line[line.index("nodegate health"):line.index("nodegate gate")]
+    assert "--node-name gpu-b01" in health
+    off = run(agent, data=host_data(agent_schedule_gate=False)).uploads[
+        "/etc/cron.d/nodegate-health"]
+    assert "--node-name gpu-b01" in off  # the report names the Slurm node either way
+
+
 def test_scheduled_remediation_follows_the_gate_only_where_it_is_on() -> None:
     """One ``nodegate remediate`` step after the gate where remediation is on (the site's
     opt-in), the same words deploy/remediate.py runs; nothing of it where it is off."""

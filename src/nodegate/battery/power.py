@@ -47,9 +47,13 @@ class NodeWiring:
 
 
 def load_wiring(path: Path | None = None) -> NodeWiring | None:
-    """This node's power wiring, or None when the node has none installed."""
-    path = path or Path(os.environ.get("NODEGATE_NODE_FILE", str(NODE_FILE)))
-    if not path.is_file():
+    """This node's power wiring, or None when the node has none installed (nothing at the
+    path). Something there that is not a readable wiring file (a FIFO, a device, a
+    directory) is a ConfigError naming it, never "no wiring": power would go unjudged."""
+    from nodegate.paths import config_dir, env_path
+
+    path = path or env_path("NODEGATE_NODE_FILE") or config_dir() / NODE_FILE.name
+    if not os.path.lexists(path):
         return None
     try:
         data = json.loads(read_text(path, kind="config"))
@@ -210,7 +214,11 @@ def judge_under_load(sampler: PowerSampler, profile: Profile) -> list[CheckResul
 
 
 def run_static(profile: Profile) -> list[CheckResult]:
-    wiring = load_wiring()
+    try:
+        wiring = load_wiring()
+    except ConfigError as exc:  # unmeasured is never a pass, nor a SKIP
+        return [make(name, "node", Verdict.ERROR, severity=Severity.CRITICAL,
+                     reason=f"power wiring unreadable: {exc}") for name in STATIC_CHECKS]
     if wiring is None:
         return _skip_all(STATIC_CHECKS, "no power wiring on this node (/etc/nodegate/"
                                         "node.json, installed by the pdu_monitor role)")

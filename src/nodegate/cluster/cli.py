@@ -9,6 +9,7 @@ per-node core of ``deploy/join.py``. Module-level imports: argparse only (cron s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -94,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
         decide_health,
         decide_join,
         health_evidence,
-        latest,
         owned,
         with_unreadable,
     )
@@ -116,19 +116,11 @@ def run(args: argparse.Namespace) -> int:
 
     store = HoldStore(args.holds_dir)
     store.check()  # before anything is changed: a record that cannot be read is exit 2
-    if args.run_health:
-        _run_health(report_dir)
+    node_hint = args.node or os.environ.get("SLURMD_NODENAME") or None
+    fresh = _run_health(report_dir, node_hint) if args.run_health else None
     max_age = parse_duration(args.max_age, key="--max-age") if args.max_age else None
-    node_hint = args.node or os.environ.get("SLURMD_NODENAME")
-    reports, unreadable = read_node_reports(report_dir, node_hint)
-    newest = latest(battery_reports(reports)) or latest(reports)
-    if newest is None:  # nothing readable: nothing was judged, nothing is changed (exit 2)
-        raise ConfigError(
-            "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge"
-            + "".join(f"; unreadable: {path}: {why}" for path, why in unreadable[:3]),
-            file=str(report_dir),
-        )
-    node = node_hint or scheduler_name(newest)
+    reports, unreadable, newest, node = _evidence(report_dir, node_hint, fresh,
+                                                  own=args.run_health)
     scheduler = SlurmScheduler(conf=args.slurm_conf, retry=RetryPolicy(attempts=args.retries))
     state = scheduler.state(node)
     clock = Clock.here()
@@ -137,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         if max_age is not None:
             join = JoinPolicy(level=join.level, max_age_s=max_age, require=join.require)
         decision = decide_join(state, reports, policy=join, now=clock,
-                               profile=join_profile(args.profile, newest.profile))
+                               profile=join_profile(args.profile, newest.profile if newest
+                                                    else ""))
         decision = with_unreadable(decision, state, unreadable, level=join.level,
                                    require=join.require)
     else:
@@ -172,6 +165,34 @@ def _hold(args: argparse.Namespace, state: NodeState, store: HoldStore) -> Hold:
             if not args.dry_run:
                 store.put(adopted)
     return classify(state, record)
+
+
+def _evidence(report_dir: Path, node_hint: str | None, fresh: NodeReport | None, *,
+              own: bool) -> tuple[list[NodeReport], list[tuple[str, str]],
+                                  NodeReport | None, str]:
+    """The node's reports, the unreadable ones (ERROR evidence, a full report disk
+    included), the newest and the node's scheduler name; ConfigError (exit 2) where there is
+    nothing to judge."""
+    from nodegate.cluster.gate import battery_reports, latest
+    from nodegate.errors import ConfigError
+    from nodegate.report.order import reconcile
+
+    reports, unreadable = read_node_reports(report_dir, node_hint)
+    reports, unreadable = _own_evidence(report_dir, reports, unreadable, fresh, own=own)
+    reports, went_back = reconcile(reports)
+    for note in went_back:
+        print(f"nodegate gate: note: {note}", file=sys.stderr)
+    newest = latest(battery_reports(reports)) or latest(reports)
+    full = any(path.endswith("[disk full]") for path, _ in unreadable)
+    if newest is None and not (full and node_hint):
+        # nothing readable: nothing was judged, nothing is changed (exit 2)
+        raise ConfigError(
+            "no report" + (f" for node {node_hint}" if node_hint else "") + " to judge"
+            + "".join(f"; unreadable: {path}: {why}" for path, why in unreadable[:3]),
+            file=str(report_dir),
+        )
+    node = node_hint or scheduler_name(newest)  # type: ignore[arg-type]
+    return reports, unreadable, newest, node
 
 
 def _writes_textfile(args: argparse.Namespace) -> bool:
@@ -301,23 +322,69 @@ def newest_health_passes(reports: list[NodeReport]) -> bool:
 def join_profile(value: str | None, report_profile: str) -> dict[str, Any]:
     """The resolved profile data a join judges completeness against: the node's own (as
     ``nodegate health`` picks it), else the one the report names; unknown is a ConfigError."""
-    from nodegate.profiles.installed import NODE_PROFILE_FILE, select_profile
+    from nodegate.profiles.installed import node_profile_file, select_profile
 
     if value is None and not os.environ.get("NODEGATE_PROFILE") and \
-            not NODE_PROFILE_FILE.is_file():
+            not node_profile_file().is_file():
         value = report_profile
     return select_profile(value).data
 
 
-def _run_health(report_dir: Path) -> None:
-    """The quick battery in its own process (its lock, its outputs); FAIL is exit 1, fine."""
-    from nodegate.errors import CannotRunError
+def _run_health(report_dir: Path, node: str | None) -> NodeReport | None:
+    """The quick battery in its own process (its lock, its outputs), named as Slurm names
+    this node; FAIL is exit 1, fine. Returns the report it printed (``--json``): judged
+    even where it could not be written (a full report disk), so a FAIL still drains."""
+    from nodegate.errors import CannotRunError, ConfigError
+    from nodegate.report.model import NodeReport
 
-    argv = [sys.executable, "-m", "nodegate.cli", "health", "--quiet",
-            "--report-dir", str(report_dir)]
-    proc = subprocess.run(argv, check=False)
+    argv = [sys.executable, "-m", "nodegate.cli", "health", "--quiet", "--json",
+            "--report-dir", str(report_dir), *(["--node-name", node] if node else [])]
+    proc = subprocess.run(argv, check=False, stdout=subprocess.PIPE)
     if proc.returncode not in (0, 1):
         raise CannotRunError(f"nodegate health exited {proc.returncode}; not gating on it")
+    try:
+        return NodeReport.from_dict(json.loads(proc.stdout), source="nodegate health")
+    except (ValueError, TypeError, KeyError, ConfigError):
+        return None
+
+
+#: Below this many free bytes the report folder's filesystem counts as full: no report
+#: (~100 KiB to a few MiB) can be written there.
+FULL_DISK_BYTES = 64 * 1024
+
+
+def disk_full(report_dir: Path) -> str | None:
+    """Why no new report can be written in ``report_dir`` (its filesystem is full), or None."""
+    try:
+        info = os.statvfs(report_dir)
+    except OSError:
+        return None
+    free = info.f_bavail * info.f_frsize
+    if free >= FULL_DISK_BYTES and (info.f_files == 0 or info.f_favail > 0):
+        return None
+    what = "no free inode" if free >= FULL_DISK_BYTES else f"{free} bytes free"
+    return (f"report disk full ({what}): no new report can be written, the newest one "
+            "present is not this run's (ERROR)")
+
+
+def _own_evidence(report_dir: Path, reports: list[NodeReport],
+                  unreadable: list[tuple[str, str]], fresh: NodeReport | None, *,
+                  own: bool = False) -> tuple[list[NodeReport], list[tuple[str, str]]]:
+    """The node's evidence on the node itself: the report ``health`` just judged (added when
+    it could not be written), and a full report disk as ERROR evidence (drains; a node
+    whose reports cannot be written is never "nothing to judge")."""
+    if fresh is not None and fresh.report_id not in {r.report_id for r in reports}:
+        print(f"nodegate gate: judging the report nodegate health printed ({fresh.report_id}, "
+              f"{fresh.verdict.value}): it was not written to {report_dir}", file=sys.stderr)
+        # newer than every report present: give it the next sequence of their order
+        top = max((r.sequence for r in reports if r.sequence is not None), default=0)
+        reports = [*reports, dataclasses.replace(fresh, sequence=top + 1)]
+    # a node's own folder (a bastion's full disk is not the node's)
+    own = own or (report_dir.is_dir() and any(report_dir.glob("*-latest.json")))
+    full = disk_full(report_dir) if own and report_dir.is_dir() else None
+    if full is not None:
+        unreadable = [*unreadable, (f"{report_dir} [disk full]", full)]
+    return reports, unreadable
 
 
 def scheduler_name(report: NodeReport) -> str:
@@ -374,6 +441,13 @@ def _stand_ins(report_dir: Path, unreadable: list[str]) -> list[NodeReport]:
     return out
 
 
+def _here() -> str | None:
+    """This machine's id: a node's own report folder holds its reports whatever their names."""
+    from nodegate.report.order import read_machine_id
+
+    return read_machine_id()
+
+
 def read_node_reports(report_dir: Path, node: str | None
                       ) -> tuple[list[NodeReport], list[tuple[str, str]]]:
     """The node's reports and the (path, why) of those that cannot be read: the
@@ -406,7 +480,12 @@ def read_node_reports(report_dir: Path, node: str | None
         return reports, unreadable
     if own:  # an unreadable latest copy: the newest dated report of its level stands in
         reports += _stand_ins(report_dir, [p for p, _ in unreadable])
-    mine = [r for r in reports if node in (r.node, r.labels.get("slurm_node"))]
+    mine = [r for r in reports if node in (r.node, r.labels.get("slurm_node"))
+            or (own and r.machine_id is not None and r.machine_id == _here())]
+    for other in (r for r in mine if node not in (r.node, r.labels.get("slurm_node"))):
+        print(f"nodegate gate: note: report {other.report_id} names this machine "
+              f"({other.machine_id}) {other.node!r} (host {other.labels.get('host', '?')!r}),"
+              f" not {node!r}: judged as this node's by its machine id", file=sys.stderr)
     if not own:  # a bastion's tree: an unreadable file is this node's by where it lies
         folders = {Path(p).parent for p, r in zip(
             [p for p in paths if str(p) not in dict(unreadable)], reports, strict=True)

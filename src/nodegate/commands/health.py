@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from nodegate import collector
+from nodegate.errors import CannotRunError
 
 
 def register(subparsers: Any) -> None:
@@ -53,8 +57,35 @@ def run(args: argparse.Namespace) -> int:
     """The quick level with the cyclic garbage collector paused: a run builds ~800 results
     and their reports in well under a second and exits, and the collector's ~50 passes over
     those young objects were 5-10 % of it. It runs again afterwards (an in-process caller)."""
-    with collector.paused():
+    with collector.paused(), _terminated_like_a_deadline():
         return _run(args)
+
+
+class Terminated(CannotRunError):
+    """SIGTERM (systemd's stop, Slurm's HealthCheckProgram timeout, ``kill``): the run ends
+    as a deadline ends it, its NVML reader killed and its lock released; exit 3, nothing
+    judged, no report written (docs/exit-codes.md)."""
+
+
+@contextlib.contextmanager
+def _terminated_like_a_deadline() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread for the duration: the ``with``
+    blocks on the way out kill the forked NVML reader (``probes.deadline``) and release the
+    battery lock; the default action (exit 143) did neither. Only in the main thread (an
+    in-process caller elsewhere keeps its own handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated("terminated by SIGTERM; the NVML reader was stopped, nothing "
+                         "judged, no report written")
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _run(args: argparse.Namespace) -> int:

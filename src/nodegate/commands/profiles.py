@@ -68,11 +68,35 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from nodegate.profiles.loader import check_files
+    """Each file checked as the battery will read it: a resolved profile (``.json``, what
+    ``profiles show NAME --json`` prints and ``health --profile FILE`` reads) as JSON, not
+    YAML 1.1 (``3e-07`` is a number there); a layer validated, and a selectable profile
+    resolved and required to hold every threshold each level's checks need
+    (``registry.require_thresholds``: exit 2 naming the file, the key and the level), or the
+    first ``health`` would refuse it."""
+    from nodegate.profiles.installed import select_profile
+    from nodegate.profiles.loader import check_files, load_layer, resolve_profile
 
-    for name in check_files(args.files):
-        print(f"ok  {name}")
+    for path in args.files:
+        if path.suffix == ".json":
+            _complete_at_every_level(select_profile(str(path)))
+        else:
+            check_files([path])
+            if load_layer(path).get("layer", "profile") == "profile":
+                _complete_at_every_level(resolve_profile(path.stem,
+                                                         base=path.resolve().parent))
+        print(f"ok  {path}")
     return 0
+
+
+def _complete_at_every_level(profile: Any) -> None:
+    """Each level's required thresholds, with the groups a run of that level runs by default
+    (``health``: the quick groups; ``validate``: every group)."""
+    from nodegate.battery.registry import require_thresholds
+    from nodegate.vocabulary import ALL_GROUPS, LEVELS, QUICK_GROUPS
+
+    for level in LEVELS:
+        require_thresholds(profile, level, QUICK_GROUPS if level == LEVELS[0] else ALL_GROUPS)
 
 
 def run_schema(args: argparse.Namespace) -> int:

@@ -9,13 +9,15 @@ from ``nodegate.profiles.installed``, the lock from ``nodegate.battery_lock``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodegate.arguments import add_color, add_profile, add_report_dir
-from nodegate.errors import ConfigError
+from nodegate.errors import CannotRunError, ConfigError
+
+if TYPE_CHECKING:
+    from nodegate.identity import Identity
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, groups: tuple[str, ...]) -> None:
@@ -34,7 +36,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, groups: tuple[str, ...
     parser.add_argument("--nvml-timeout", metavar="SECONDS",
                         help="deadline for reading the board through NVML (default 30s); "
                              "a driver that does not answer in time is gpu_reachable ERROR")
-    parser.add_argument("--node-name", help="node name in reports (default: hostname)")
+    parser.add_argument("--node-name", help="this node's Slurm name in reports (default "
+                        "$NODEGATE_NODE_NAME, $SLURMD_NODENAME, else the host name; the "
+                        "host name and machine id are recorded too)")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.add_argument("--quiet", action="store_true", help="print only the verdict line")
     add_color(parser)
@@ -58,6 +62,8 @@ def check_outputs(args: argparse.Namespace, name: str | None = None) -> None:
 
 def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
          name: str | None = None) -> int:
+    import dataclasses
+
     from nodegate.report import exit_code_for, render_summary, to_json
     from nodegate.report.outputs import write_outputs
 
@@ -66,18 +72,27 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
         raise ConfigError(f"no check ran at level {report.level.value} with these groups "
                           f"({report.labels.get('groups') or 'none'}); no report written",
                           key="--checks")
+    ident = node_identity(args)
+    labels = {**ident.labels(), **report.labels}
+    if ident.notes:
+        labels["names"] = "; ".join(ident.notes)
+    report = dataclasses.replace(report, labels=labels)
+    notes = [*ident.notes, *notes]
     report_dir, textfile = output_dirs(args)
     # the cron health path skips re-validating (time budget); load levels validate
     try:
         files = write_outputs(report, report_dir=report_dir, textfile_dir=textfile,
                               validate=level != "health", name=name)
-    except ConfigError as exc:
+    except (ConfigError, CannotRunError, OSError) as exc:
         if exit_code_for(report) == 0:
             raise  # nothing failed, and no report says so: not a pass (exit 2)
         # the board was judged and failed: a full disk must not turn that into "bad input"
-        print(f"nodegate {level}: error: {exc}", file=sys.stderr)
+        # or "could not run"; the gate of Slurm's HealthCheckProgram reads the verdict from
+        # the JSON on stdout (--json) when no new report could be written
+        if args.json:
+            print(to_json(report))
         print(f"nodegate {level}: {report.verdict.value} (judged; the report could not be "
-              "written)", file=sys.stderr)
+              f"written to {report_dir}: {_why(exc)})", file=sys.stderr)
         return int(exit_code_for(report))
     report = files.report or report  # as written: numbered (report.outputs.number)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
@@ -92,8 +107,25 @@ def emit(report: Any, args: argparse.Namespace, level: str, notes: list[str],
     return code
 
 
+def _why(exc: BaseException) -> str:
+    """One line for an exception of the writer (a ConfigError's message names the file)."""
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+    return str(exc)
+
+
+def node_identity(args: argparse.Namespace) -> Identity:
+    """This run's node identity (``nodegate.identity``), from ``--node-name`` first."""
+    from nodegate.identity import node_identity as identify
+
+    found = getattr(args, "_identity", None)
+    if found is None:
+        found = identify(getattr(args, "node_name", None))
+        args._identity = found
+    return found
+
+
 def node_name(args: argparse.Namespace) -> str:
-    """``--node-name``, ``$NODEGATE_NODE_NAME``, else the host name: uname's node name, which
-    is what ``socket.gethostname()`` returns on Linux, without importing socket (~3 ms of
-    every cron health check)."""
-    return str(args.node_name or os.environ.get("NODEGATE_NODE_NAME") or os.uname().nodename)
+    """The report's ``node``: the Slurm name (``--node-name``, ``$NODEGATE_NODE_NAME``,
+    ``$SLURMD_NODENAME``), else the host name, as printable text (``nodegate.identity``)."""
+    return node_identity(args).node

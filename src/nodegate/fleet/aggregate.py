@@ -288,6 +288,7 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
             continue  # the same report twice (a latest copy beside its dated original)
         else:
             by_node.setdefault(item["node"], []).append(item)
+    _one_machine_one_node(by_node)
     nodes, metrics = _node_values(by_node, time.time() if now is None else now)
     _charge_unreadable(nodes, unreadable, by_node)
     margin = margin_pct / 100.0
@@ -297,6 +298,30 @@ def build_view(root: Path, items: Iterable[Summary], *, margin_pct: float = 10.0
                              key=lambda m: (not m.outliers, m.key, m.profile))
     return FleetView(root, margin_pct, nodes, ordered_metrics, unreadable, full_reads,
                      history.points, history.shapes, _few_nodes_notes(nodes))
+
+
+def _one_machine_one_node(by_node: dict[str, list[Summary]]) -> None:
+    """A node's reports under its host name (``gpu-b01.dc1.example.net``, written before its
+    Slurm name was passed) joined to those under its Slurm name (``gpu-b01``) where the
+    latter say so: their ``host`` is that name and their machine id is the one every report
+    of the host name carries. Names alone never join two groups (two machines sharing a
+    cloned machine id stay apart), and a name whose reports carry several machine ids is
+    left to ``identity_conflict``."""
+    named: dict[tuple[str, str], str] = {}
+    for name, items in by_node.items():
+        for item in items:
+            host, machine = item.get("host"), item.get("machine_id")
+            if host and machine and host != name:
+                named[(str(host), str(machine))] = name
+    if not named:
+        return
+    for name in list(by_node):
+        machines = {item.get("machine_id") for item in by_node[name]}
+        if len(machines) != 1 or None in machines:
+            continue
+        target = named.get((name, str(next(iter(machines)))))
+        if target is not None and target != name and target in by_node:
+            by_node[target].extend(by_node.pop(name))
 
 
 def _few_nodes_notes(nodes: Sequence[NodeView]) -> list[str]:

@@ -451,14 +451,16 @@ class SummaryCache:
         self.stamp = _code_stamp()
 
     def load(self) -> CacheEntries:
-        try:
-            with open(self.path, "rb") as handle:
-                info = os.fstat(handle.fileno())
-                if info.st_uid != os.getuid() or info.st_mode & 0o022 or \
-                        not S_ISREG(info.st_mode):
-                    return {}
-                blob = handle.read()
-        except OSError:
+        from nodegate.errors import ConfigError
+        from nodegate.fileio import MiB, read_bytes
+
+        try:  # the one reader: a FIFO at the cache's path is refused, never waited on
+            info = os.stat(self.path)
+            if info.st_uid != os.getuid() or info.st_mode & 0o022 or \
+                    not S_ISREG(info.st_mode):
+                return {}
+            blob = read_bytes(self.path, kind="cache", limit=1024 * MiB)
+        except (OSError, ConfigError):
             return {}
         body = memoryview(blob)[8:]
         if blob[:4] != _MAGIC or int.from_bytes(blob[4:8], "big") != zlib.crc32(body):

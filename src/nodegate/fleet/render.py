@@ -6,6 +6,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from nodegate.fleet.aggregate import FleetView, NodeView, Swap
+from nodegate.identity import escape
 from nodegate.vocabulary import FAILING
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ def render_text(view: FleetView, *, history: int = 5, pairs: PairMatrix | None =
     lines = [*_header_lines(view), "", *_node_lines(ordered), *_metric_lines(view),
              *pair_lines(pairs), *_card_lines(ordered), *_swap_lines(view),
              *_history_lines(view, history), *_unreadable_lines(view)]
-    return "\n".join(lines) + "\n"
+    # every name here came from a report: escaped, so an ANSI sequence or a newline in a node
+    # name can neither clear the terminal nor forge a row (``identity.escape``)
+    return "\n".join(escape(line) for line in lines) + "\n"
 
 
 def pair_lines(matrix: PairMatrix | None) -> list[str]:

@@ -65,10 +65,26 @@ def _send(fd: int, message: tuple[str, Any]) -> None:
         view = view[os.write(fd, view):]
 
 
-def _child(fn: Callable[[Progress], T], read_fd: int, write_fd: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Let the kernel kill this child when its parent dies (``PR_SET_PDEATHSIG``, Linux): a
+    ``health`` killed (SIGKILL, SIGTERM) during a hung NVML read leaves no reader behind.
+    A parent already gone before the signal was armed is checked for after it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: the parent's close() still kills it
+        pass
+    if os.getppid() != parent:
+        os._exit(70)
+
+
+def _child(fn: Callable[[Progress], T], read_fd: int, write_fd: int, parent: int) -> None:
     """In the child: drop every inherited descriptor but stdio and the pipe, run, answer."""
     code = 0
     try:
+        _die_with_parent(parent)
         os.close(read_fd)
         os.closerange(3, write_fd)
         os.closerange(write_fd + 1, 1 << 16)
@@ -104,9 +120,10 @@ def start_with_deadline(fn: Callable[[Progress], T], deadline_s: float) -> Pendi
     must end it: ``result()``, or ``close()`` (idempotent) on the way out of an error.
     """
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
-        _child(fn, read_fd, write_fd)
+        _child(fn, read_fd, write_fd, parent)
     os.close(write_fd)
     return Pending(pid, read_fd, deadline_s)
 
@@ -127,7 +144,16 @@ class Pending(Generic[T]):
 
     def result(self) -> T:
         """The child's value, or its exception re-raised; DeadlineExceeded or ChildDied
-        as ``call_with_deadline`` says. The child is reaped (or killed) either way."""
+        as ``call_with_deadline`` says. The child is reaped (or killed) either way: an
+        interruption while waiting (SIGTERM raised as an exception, ^C) kills it too."""
+        try:
+            return self._result()
+        except BaseException:
+            if not _reaped(self._pid):
+                _kill(self._pid)
+            raise
+
+    def _result(self) -> T:
         if not self._open:
             raise RuntimeError("the probe's result was already taken")
         pid = self._pid

@@ -172,11 +172,32 @@ class KernelLog(NamedTuple):
 
 
 def read_boot_id() -> str | None:
-    path = Path(os.environ.get("NODEGATE_BOOT_ID_FILE", "/proc/sys/kernel/random/boot_id"))
+    """This boot's id (``$NODEGATE_BOOT_ID_FILE`` in tests and the simulator), through the
+    one reader: a FIFO or a device there is refused, never waited on. A file the variable
+    names that is not a short line of text is a ConfigError naming it (exit 2, no
+    traceback); the kernel's own file unreadable is no boot id (None)."""
+    from nodegate.errors import ConfigError
+    from nodegate.fileio import read_bytes
+    from nodegate.paths import env_path
+
+    named = env_path("NODEGATE_BOOT_ID_FILE")
+    path = named or Path("/proc/sys/kernel/random/boot_id")
     try:
-        return path.read_text().strip() or None
-    except OSError:
+        text = read_bytes(path, kind="config", limit=4096).decode("ascii").strip()
+        if len(text) > 64 or not text.isprintable():
+            raise ConfigError("not a boot id (one line of at most 64 printable characters)",
+                              file=str(path))
+    except UnicodeDecodeError:
+        text = ""
+        if named is not None:
+            raise ConfigError("not a boot id (not ASCII text)", file=str(path),
+                              key="NODEGATE_BOOT_ID_FILE") from None
+    except ConfigError as exc:
+        if named is not None and "not found" not in exc.message:
+            raise ConfigError(exc.message, file=str(path), key="NODEGATE_BOOT_ID_FILE") \
+                from None
         return None
+    return text or None
 
 
 def _uptime() -> float | None:

@@ -18,16 +18,23 @@ from nodegate.profiles import Profile
 NODE_PROFILE_FILE = Path("/etc/nodegate/profile.json")
 
 
+def node_profile_file() -> Path:
+    """The installed resolved profile: ``profile.json`` in ``paths.config_dir()``."""
+    from nodegate.paths import config_dir
+
+    return config_dir() / NODE_PROFILE_FILE.name
+
+
 def select_profile(value: str | None) -> Profile:
     from nodegate.profiles.cache import resolve_profile_cached
 
-    value = value or os.environ.get("NODEGATE_PROFILE")
+    value = value or os.environ.get("NODEGATE_PROFILE") or None
     if value is None:
-        if NODE_PROFILE_FILE.is_file():
-            value = str(NODE_PROFILE_FILE)
+        installed = node_profile_file()
+        if installed.is_file():
+            value = str(installed)
         else:
-            raise ConfigError("no profile given and /etc/nodegate/profile.json is absent",
-                              key="--profile")
+            raise ConfigError(f"no profile given and {installed} is absent", key="--profile")
     if value.endswith(".json"):
         return _profile_from_json(Path(value))
     return resolve_profile_cached(value)

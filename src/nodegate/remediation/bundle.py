@@ -7,8 +7,12 @@ why the node went to RMA. Beside it: ``kernel.log``, the kernel log lines around
 event, and ``nvidia-bug-report.log.gz`` where ``nvidia-bug-report.sh`` is on PATH.
 
 Every text that enters the archive passes ``nodegate.redaction.redact`` (the project's one
-redaction place): URL userinfo and every credential this process read. The bug report is
-decompressed, redacted and compressed again for the same reason.
+redaction place): URL userinfo and every credential this process read. What other programs
+wrote (the kernel log lines, the bug report, decompressed and compressed again) passes
+``redaction.redact_collected`` too: the node's own credential values
+(``nodegate.node_secrets``: its nodegate environment and credential files, numeric-looking
+values included), ``password=``-shaped values and SNMP communities; the manifest's
+``redacted`` says how many of each kind were masked in each file, never the values.
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nodegate.errors import ConfigError
 from nodegate.fileio import atomic_write_bytes, read_bytes
-from nodegate.redaction import redact
+from nodegate.redaction import redact, redact_collected
 from nodegate.report.model import format_timestamp
 
 SCHEMA = "nodegate.rma/1"
@@ -134,21 +138,34 @@ def check_folder(folder: Path, *, key: str, room: int = 0) -> None:
 def write_bundle(path: Path, manifest: dict[str, Any], *, kernel_log: str | None = None,
                  bug_report: BugReportRunner | None = default_bug_report) -> Path:
     """Write the archive at ``path`` atomically (a temp file beside it, then a rename)."""
+    from nodegate.node_secrets import node_secrets
+
     members: list[tuple[str, bytes]] = []
     files: dict[str, str] = {}
+    # what other programs wrote is filtered for the node's own credentials too (values this
+    # process never read), and the manifest says what was masked, by kind
+    secrets = node_secrets()
+    redacted: dict[str, dict[str, int]] = {}
     if kernel_log is not None:
         context = kernel_context(kernel_log)
-        members.append((KERNEL_LOG, redact("\n".join(context) + "\n").encode()))
+        text, counts = redact_collected("\n".join(context) + "\n", secrets.values)
+        members.append((KERNEL_LOG, text.encode()))
         files[KERNEL_LOG] = f"{len(context)} kernel log lines around the GPU events"
+        redacted[KERNEL_LOG] = counts
     if bug_report is not None:
         with tempfile.TemporaryDirectory(prefix="nodegate-rma-") as scratch:
             out = Path(scratch) / BUG_REPORT
             if bug_report(out) and out.is_file():
-                members.append((BUG_REPORT, _redacted_gzip(out)))
+                data, counts = _redacted_gzip(out, secrets.values)
+                members.append((BUG_REPORT, data))
                 files[BUG_REPORT] = f"output of {BUG_REPORT_TOOL}, redacted"
+                redacted[BUG_REPORT] = counts
             else:
                 files[BUG_REPORT] = f"not included: {BUG_REPORT_TOOL} not on PATH or failed"
-    manifest = {**manifest, "files": files}
+    manifest = {**manifest, "files": files,
+                "redacted": {name: dict(sorted(c.items())) for name, c in redacted.items()}}
+    if secrets.problems:
+        manifest["redaction_problems"] = list(secrets.problems)
     text = redact(json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
     members.insert(0, (MANIFEST, text.encode()))
     buffer = io.BytesIO()
@@ -162,11 +179,12 @@ def write_bundle(path: Path, manifest: dict[str, Any], *, kernel_log: str | None
     return atomic_write_bytes(path, buffer.getvalue(), mode=0o600)
 
 
-def _redacted_gzip(path: Path) -> bytes:
-    """The gzip file's text with every secret masked, compressed again."""
+def _redacted_gzip(path: Path, secrets: Iterable[str]) -> tuple[bytes, dict[str, int]]:
+    """The gzip file's text with every secret masked (``redact_collected``), compressed
+    again, and what was masked by kind."""
     raw = gzip.decompress(read_bytes(path, kind="capture"))
-    text = redact(raw.decode("utf-8", "surrogateescape"))
-    return gzip.compress(text.encode("utf-8", "surrogateescape"))
+    text, counts = redact_collected(raw.decode("utf-8", "surrogateescape"), secrets)
+    return gzip.compress(text.encode("utf-8", "surrogateescape")), counts
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

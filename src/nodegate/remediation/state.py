@@ -76,7 +76,9 @@ class InvalidTransition(CannotRunError):
 
 def default_state_dir() -> Path:
     """``$NODEGATE_REMEDIATION_DIR`` or /var/lib/nodegate/remediation (survives reboots)."""
-    return Path(os.environ.get("NODEGATE_REMEDIATION_DIR", str(DEFAULT_STATE_DIR)))
+    from nodegate.paths import env_path
+
+    return env_path("NODEGATE_REMEDIATION_DIR") or DEFAULT_STATE_DIR
 
 
 @dataclass

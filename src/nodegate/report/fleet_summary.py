@@ -48,7 +48,8 @@ REPORT_KEYS = frozenset({
     "verdict", "counts", "results",
 })
 #: The summary's string fields: ``node`` is the scheduler's name for the node (its
-#: ``slurm_node`` label, else the host name), ``host`` the report's own ``node``, ``level``
+#: ``slurm_node`` label, else the host name), ``host`` its ``host`` label (the host name,
+#: ``nodegate.identity``), else the report's own ``node``, ``level``
 #: the suite for a report outside the battery (``multinode``), else its level.
 TEXT_FIELDS = ("report_id", "node", "host", "profile", "level", "started_at", "finished_at",
                "verdict")
@@ -113,7 +114,7 @@ def from_report(data: Mapping[str, Any], *, source: str = "<report>",
         "schema": SCHEMA_ID,
         "report_id": str(data["report_id"]),
         "node": str(labels.get("slurm_node") or data["node"]),
-        "host": str(data["node"]),
+        "host": str(labels.get("host") or data["node"]),
         "profile": str(data["profile"]),
         "level": str(labels.get("suite") or data["level"]),
         "started_at": str(data["started_at"]),

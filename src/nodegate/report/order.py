@@ -17,10 +17,9 @@ Standard library only: the cron health check imports this.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,13 +33,24 @@ OrderKey = tuple[int, int, float, float, str]
 
 
 def read_machine_id() -> str | None:
-    """``/etc/machine-id`` (``$NODEGATE_MACHINE_ID_FILE`` in tests) when it holds one."""
-    path = Path(os.environ.get("NODEGATE_MACHINE_ID_FILE", "/etc/machine-id"))
+    """``/etc/machine-id`` (``$NODEGATE_MACHINE_ID_FILE`` in tests) when it holds one,
+    through the one reader: a FIFO or a device there is refused, never waited on. A file
+    the variable names that cannot be read (FIFO, too large) is a ConfigError naming it
+    (exit 2, no traceback); text that is no machine id is None, as a missing file."""
+    from nodegate.errors import ConfigError
+    from nodegate.fileio import read_bytes
+    from nodegate.paths import env_path
+
+    named = env_path("NODEGATE_MACHINE_ID_FILE")
+    path = named or Path("/etc/machine-id")
     try:
-        with open(path, "rb") as handle:
-            text = handle.read(64).decode("ascii", "replace").strip()
-    except OSError:
+        data = read_bytes(path, kind="config", limit=4096)
+    except ConfigError as exc:
+        if named is not None and "not found" not in exc.message:
+            raise ConfigError(exc.message, file=str(path), key="NODEGATE_MACHINE_ID_FILE") \
+                from None
         return None
+    text = data.decode("ascii", "replace").strip()
     return text if MACHINE_ID_RE.match(text) else None
 
 
@@ -105,6 +115,37 @@ def dict_key(data: Mapping[str, Any]) -> OrderKey:
         finished = 0.0
     return key_of(data.get("sequence"), data.get("boottime_s"), finished,
                   str(data.get("report_id")))
+
+
+def reconcile(reports: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """``reports`` where, within one boot, the boot-relative clock wins over the sequence:
+    a report that finished later in the same boot than one with a higher sequence (a
+    counter restored from a backup or set back by hand) is lifted to that sequence, so it
+    orders after it, and a note says so. Across boots the sequence stands (boot times of
+    two boots do not compare)."""
+    import dataclasses
+
+    notes: list[str] = []
+    out = list(reports)
+    by_boot: dict[str, list[int]] = {}
+    for index, report in enumerate(out):
+        if report.boot_id and _int(report.sequence) is not None and \
+                _float(report.boottime_s) is not None:
+            by_boot.setdefault(report.boot_id, []).append(index)
+    for indexes in by_boot.values():
+        indexes.sort(key=lambda i: float(out[i].boottime_s))
+        top: Any = None
+        for index in indexes:
+            report = out[index]
+            if top is not None and report.sequence < top.sequence:
+                notes.append(f"report {report.report_id} (sequence {report.sequence}) "
+                             f"finished after {top.report_id} (sequence {top.sequence}) in "
+                             "the same boot: the sequence counter went back; ordered by "
+                             "boot time")
+                out[index] = dataclasses.replace(report, sequence=top.sequence)
+            else:
+                top = report
+    return out, notes
 
 
 def same_boot_age(report: Any, clock: Clock) -> float | None:

@@ -32,11 +32,17 @@ class WrittenFiles(NamedTuple):
 
 
 def default_report_dir() -> Path:
-    return Path(os.environ.get("NODEGATE_REPORT_DIR", str(DEFAULT_REPORT_DIR)))
+    """``$NODEGATE_REPORT_DIR``, else the default; empty is unset (``paths.env_path``)."""
+    from nodegate.paths import env_path
+
+    return env_path("NODEGATE_REPORT_DIR") or DEFAULT_REPORT_DIR
 
 
 def default_textfile_dir() -> Path:
-    return Path(os.environ.get("NODEGATE_TEXTFILE_DIR", str(DEFAULT_TEXTFILE_DIR)))
+    """``$NODEGATE_TEXTFILE_DIR``, else the default; empty is unset (``paths.env_path``)."""
+    from nodegate.paths import env_path
+
+    return env_path("NODEGATE_TEXTFILE_DIR") or DEFAULT_TEXTFILE_DIR
 
 
 def fixed_targets(report_dir: Path, textfile_dir: Path | None, name: str) -> list[Path]:
@@ -214,8 +220,8 @@ def highest_sequence(report_dir: Path) -> int:
 def next_sequence(report_dir: Path) -> int:
     """Take this node's next report number: under a lock of its own (two runs writing at
     once never share one), persisted atomically in ``SEQUENCE_FILE`` before any report
-    carries it. A missing or corrupt counter resumes after the highest number among the
-    reports present."""
+    carries it; always above the highest number among the reports present, whatever the
+    counter says (missing, corrupt or set back)."""
     from nodegate import flock
     from nodegate.report._atomic import atomic_write_text
 
@@ -228,9 +234,10 @@ def next_sequence(report_dir: Path) -> int:
             current = int(text) if text.isdigit() and len(text) <= 16 else None
         except (OSError, UnicodeDecodeError, ConfigError):
             current = None
-        if current is None:
-            current = highest_sequence(report_dir)
-        number = current + 1
+        # above every number present whatever the counter says: a counter restored from a
+        # backup (or hand-edited) must not number a new FAIL below an old PASS, which the
+        # gate would then take for the older report
+        number = max(current or 0, highest_sequence(report_dir)) + 1
         atomic_write_text(counter, f"{number}\n")
     return number
 
