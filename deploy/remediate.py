@@ -31,7 +31,7 @@ from pyinfra.context import host
 from pyinfra.operations import server
 
 import nodegate.pyinfra_compat  # noqa: F401  (a lost SSH connection fails that host only)
-from nodegate.cluster.gate import is_nodegate_reason
+from nodegate.cluster.reasons import is_nodegate_reason
 from nodegate.cluster.slurm import parse_state
 from nodegate.facts.gpu import SlurmNode
 from roles.agent import health_env_file, remediate_words

@@ -23,7 +23,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import files
 
-from nodegate.cluster.gate import is_nodegate_reason, is_upgrade_hold, upgrade_reason
+from nodegate.cluster.reasons import is_nodegate_reason, is_upgrade_hold, upgrade_reason
 from nodegate.cluster.slurm import is_drained, parse_state
 from nodegate.facts.gpu import SlurmNode
 from nodegate.versions import Version, upstream_of_package

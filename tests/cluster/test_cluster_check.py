@@ -18,7 +18,8 @@ import pytest
 from nodegate.cluster import cluster_check as cc
 from nodegate.cluster import job_outcome as jo
 from nodegate.cluster import pairs as pr
-from nodegate.cluster.gate import Action, decide_health, decide_join, suite_hold
+from nodegate.cluster.gate import Action, decide_health, decide_join
+from nodegate.cluster.reasons import suite_hold
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.report import build, to_json
 from nodegate.report.model import validate

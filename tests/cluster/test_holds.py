@@ -1,4 +1,4 @@
-"""Holds have owners (issue 47, findings 1-4): the gate lifts only a drain it recorded, never
+"""Holds have owners: the gate lifts only a drain it recorded, never
 rewrites or clears a person's reason or comment, acts compare-and-set against a Slurm that
 changes under it, and takes no verdict from an answer about another node or from none.
 

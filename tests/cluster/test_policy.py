@@ -15,8 +15,8 @@ from nodegate.cluster.gate import (
     decide_health,
     decide_join,
     drain_reason,
-    hold_level,
 )
+from nodegate.cluster.reasons import hold_level
 from nodegate.cluster.scheduler import NodeState
 from nodegate.cluster.slurm import (
     RetryPolicy,
@@ -203,7 +203,8 @@ def test_health() -> None:
 def test_an_upgrade_drain_is_left_to_the_upgrade() -> None:
     """Upgrades: the cron health never resumes (nor rewrites) a node out for an upgrade; the
     upgrade's own join resumes it on a fresh pass, or drains it with the failure."""
-    from nodegate.cluster.gate import decide_join, is_upgrade_hold, upgrade_reason
+    from nodegate.cluster.gate import decide_join
+    from nodegate.cluster.reasons import is_upgrade_hold, upgrade_reason
 
     reason = upgrade_reason("570.133.20", "580.65.06")
     assert reason == "nodegate: upgrade 570.133.20 -> 580.65.06" and is_upgrade_hold(reason)
@@ -223,7 +224,8 @@ def test_an_upgrade_drain_is_left_to_the_upgrade() -> None:
 def test_an_rma_drain_is_lifted_by_no_report_only_by_a_person() -> None:
     """Remediation gave the card up: a quick pass after a reset that cleared the symptom, a
     standard pass, a join and a new failure all leave the RMA drain as it is."""
-    from nodegate.cluster.gate import decide_join, is_rma_hold
+    from nodegate.cluster.gate import decide_join
+    from nodegate.cluster.reasons import is_rma_hold
     from nodegate.remediation.escalation import rma_reason
 
     reason = rma_reason("gpu5", {"serial": "1654922001234"}, "row remap failure")

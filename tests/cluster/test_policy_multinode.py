@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from nodegate.cluster.gate import (
-    Action,
-    JoinPolicy,
-    battery_reports,
-    decide_health,
-    decide_join,
-    suite_hold,
-)
+from nodegate.cluster.gate import Action, JoinPolicy, battery_reports, decide_health, decide_join
+from nodegate.cluster.reasons import suite_hold
 from nodegate.cluster.scheduler import NodeState
 from nodegate.judge import load as verdicts
 from nodegate.profiles.loader import Threshold

@@ -73,6 +73,7 @@ def _env(place: Path) -> dict[str, str]:
             "NODEGATE_REPORT_DIR": str(place / "reports"),
             "NODEGATE_TEXTFILE_DIR": str(place / "textfile"),
             "NODEGATE_REMEDIATION_DIR": str(place / "remediation"),
+            "NODEGATE_HOLDS_DIR": str(place / "holds"),
             "NODEGATE_NODE_FILE": str(place / "node.json"),
             "NODEGATE_PROFILE": "sim-h100-hgx", "NODEGATE_NODE_NAME": NODE,
             "SLURM_CONF": str(place / "slurm.conf")}
@@ -115,6 +116,15 @@ def _scontrol(place: Path, state: str, reason: str | None = None) -> None:
     script = place / "bin" / "scontrol"
     script.write_text(f"#!/bin/sh\necho {shlex.quote(line)}\n")
     script.chmod(0o755)
+
+
+def _gate_drained(place: Path, reason: str) -> None:
+    """The node as the scheduled gate leaves it after a FAIL: drained with ``reason`` in
+    Slurm, and the drain in nodegate's record (what lets a later pass lift it)."""
+    from nodegate.cluster.holds_store import HoldStore, Kind, Record
+
+    _scontrol(place, "IDLE+DRAIN", reason)
+    HoldStore(place / "holds").put(Record(NODE, reason, Kind.HEALTH))
 
 
 def _inventory(out: str) -> dict[str, dict[str, object]]:
@@ -185,7 +195,7 @@ def test_task_4_an_xid_79_drains_and_a_pass_after_the_power_cycle_lifts(place: P
     gate = _run(place, _command(4, "nodegate gate --node gpu-c017 --dry-run"))
     assert gate.returncode == 0 and f"{NODE} drain (dry run)" in gate.stdout, gate.stdout
     # the scheduled gate drained it; after the power cycle the board is healthy again
-    _scontrol(place, "IDLE+DRAIN", drain_reason(report))
+    _gate_drained(place, drain_reason(report))
     assert _run(place, _command(4, "nodegate health"), board=HEALTHY).returncode == 0
     gate = _run(place, _command(4, "nodegate gate --node gpu-c017 --dry-run"))
     assert gate.returncode == 0 and f"{NODE} resume (dry run)" in gate.stdout, gate.stdout
@@ -203,7 +213,7 @@ def test_task_5_one_partition_opts_in_to_remediation_in_dry_run(place: Path) -> 
     # the dry run on a node nodegate drained for its Xid 79 says what it would do
     _scontrol(place, "MIXED")
     assert _run(place, _command(4, "nodegate health"), board=SICK).returncode == 1
-    _scontrol(place, "IDLE+DRAIN", drain_reason(load(place / "reports" / "quick-latest.json")))
+    _gate_drained(place, drain_reason(load(place / "reports" / "quick-latest.json")))
     done = _run(place, _command(5, "nodegate remediate"), board=SICK)
     assert f"nodegate remediate: {NODE}:" in done.stdout + done.stderr, done.stderr
     assert "power_cycle gpu6" in done.stdout + done.stderr

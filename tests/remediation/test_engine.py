@@ -244,7 +244,8 @@ def test_the_hold_before_an_action_is_lifted_by_a_standard_pass_only() -> None:
     node drained; the standard re-qualification's pass is what resumes it."""
     import datetime as dt
 
-    from nodegate.cluster.gate import Action, decide_health, hold_level
+    from nodegate.cluster.gate import Action, decide_health
+    from nodegate.cluster.reasons import hold_level
     from nodegate.cluster.scheduler import NodeState
     from nodegate.remediation.engine import requalify_reason
     from nodegate.vocabulary import Level

@@ -1,5 +1,5 @@
 """Remediation acts only on holds of its own rank or below, by the record, and only on what
-the evidence names (issue 47, findings 2 and 8)."""
+the evidence names."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ node runs its cron entry, exactly as cron runs it, one after another. slurmctld 
 nodes drained by nodegate and the third left in service, marked in its Comment, with the WARN
 and the alert metric on that node; node4 untouched. An administrator's drain of node4 then
 uses none of nodegate's budget: with node1 repaired and resumed, node3 drains at its next run.
-Then holds have owners on the real Slurm (issue 47): the administrator's drain survives the
+Then holds have owners on the real Slurm: the administrator's drain survives the
 node's own passing health run and a remediation step, a person's drain in nodegate's words
 survives a failing one, and a person who drains a node while its gate is between its read and
 its update (a slow ``scontrol`` on the node) keeps the drain.

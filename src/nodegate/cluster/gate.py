@@ -32,29 +32,25 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nodegate.cluster import evidence as _evidence
 from nodegate.cluster import holds as _holds
+from nodegate.cluster.reasons import (
+    REASON_PREFIX,
+    hold_level,
+    is_nodegate_reason,
+    is_rma_hold,
+    is_upgrade_hold,
+    suite_hold,
+)
 from nodegate.cluster.scheduler import Change, NodeState, Scheduler
 from nodegate.report.model import NodeReport, format_timestamp
 from nodegate.report.order import Clock, report_key, same_boot_age, suspect
 from nodegate.results import CheckResult, Verdict
 from nodegate.vocabulary import LEVEL_RANK, Level
-
-REASON_PREFIX = "nodegate:"
-UPGRADE_REASON = f"{REASON_PREFIX} upgrade"
-#: Remediation's verdict on a card no reset cures (``remediation.escalation.rma_reason``).
-RMA_REASON = f"{REASON_PREFIX} RMA"
-
-
-_HOLD = re.compile(r"^nodegate: (standard|acceptance) ")
-#: A suite's drain: ``nodegate: multinode failed ...``, or the cluster check's
-#: ``nodegate: cluster-check: ...`` (pairs.reason_for): a health pass never lifts either.
-_SUITE_HOLD = re.compile(r"^nodegate: (multinode|netload|cluster-check)[ :]")
 
 #: The report label naming a suite outside the node's battery (``multinode``); such reports
 #: never stand in for a battery level, and a join can require them.
@@ -98,40 +94,6 @@ class HealthPolicy:
 
     max_age_s: float = 3600.0
     clock_skew_s: float = 300.0
-
-
-# --- reasons ----------------------------------------------------------------------------------
-
-
-def is_nodegate_reason(reason: str | None) -> bool:
-    return bool(reason) and str(reason).startswith(REASON_PREFIX)
-
-
-def upgrade_reason(previous: str | None, target: str) -> str:
-    """``nodegate: upgrade 570.133.20 -> 580.65.06``: the version it left stays in Slurm."""
-    return f"{UPGRADE_REASON} {previous or 'none'} -> {target}"
-
-
-def is_upgrade_hold(reason: str | None) -> bool:
-    return bool(reason) and (str(reason) == UPGRADE_REASON
-                             or str(reason).startswith(UPGRADE_REASON + " "))
-
-
-def is_rma_hold(reason: str | None) -> bool:
-    return bool(reason) and (str(reason) == RMA_REASON
-                             or str(reason).startswith(RMA_REASON + " "))
-
-
-def hold_level(reason: str | None) -> Level | None:
-    """The level a gate hold requires to lift (None: not a hold)."""
-    match = _HOLD.match(reason or "")
-    return Level(match.group(1)) if match else None
-
-
-def suite_hold(reason: str | None) -> str | None:
-    """The suite a hold requires to lift (None: not a suite hold)."""
-    match = _SUITE_HOLD.match(reason or "")
-    return match.group(1) if match else None
 
 
 def suite_of(report: NodeReport) -> str | None:

@@ -6,7 +6,8 @@ same file when a budget is set."""
 
 from __future__ import annotations
 
-from nodegate.cluster.gate import Action, is_nodegate_reason
+from nodegate.cluster.gate import Action
+from nodegate.cluster.reasons import is_nodegate_reason
 from nodegate.cluster.scheduler import NodeState
 
 #: What ``nodegate gate`` did: an Action, or ``mark`` (kept in service by the drain budget).

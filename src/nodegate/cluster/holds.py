@@ -225,7 +225,7 @@ def may_replace(hold: Hold, kind: Kind, suite: str | None = None, *,
 def kind_of_reason(reason: str) -> tuple[Kind, str | None]:
     """The kind a gate drain reason of nodegate's own grammar sets (``cluster.gate``): the
     caller's own reason, never one read from Slurm (that is ``classify``'s job)."""
-    from nodegate.cluster.gate import hold_level, is_rma_hold, is_upgrade_hold, suite_hold
+    from nodegate.cluster.reasons import hold_level, is_rma_hold, is_upgrade_hold, suite_hold
 
     suite = suite_hold(reason)
     if suite is not None:
@@ -264,7 +264,7 @@ def drain(scheduler: HoldScheduler, store: HoldStore, decided: NodeState, reason
     """Drain ``decided.node`` with ``reason`` as a hold of ``kind``: only where the node is
     still as the decision read it (``Raced`` otherwise), only where ``may_replace`` allows,
     with the record written before the update."""
-    from nodegate.cluster.slurm import clean_reason
+    from nodegate.cluster.reasons import clean_reason
 
     reason = clean_reason(reason)
     if kind is None:
@@ -328,7 +328,7 @@ def deploy_record(state: NodeState, *, join: bool) -> Record | None:
       the controller before the node had a record (docs/gate.md: the one hold known by its
       words; health never lifts it, only a passing join).
     """
-    from nodegate.cluster.gate import is_upgrade_hold, upgrade_reason
+    from nodegate.cluster.reasons import is_upgrade_hold, upgrade_reason
 
     if not state.drained or not state.reason:
         return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nodegate.cluster.holds import Raced, same_hold
+from nodegate.cluster.reasons import clean_reason
 from nodegate.cluster.scheduler import Change, NodeState
 from nodegate.errors import CannotRunError, ConfigError
 from nodegate.fileio import read_bytes
@@ -57,8 +58,6 @@ STATE_SUFFIXES = {
     "-": "PLANNED",
 }
 
-#: Slurm keeps the reason in a fixed-size message field in places; stay well under it.
-MAX_REASON = 200
 
 _T = TypeVar("_T")
 
@@ -373,15 +372,6 @@ def _check_node(node: str) -> None:
         raise ConfigError(
             f"{node!r} is not a single node name (hostlists and spaces are refused)", host=node
         )
-
-
-def clean_reason(reason: str) -> str:
-    """One line, trimmed, bounded: the form Slurm stores, so an idempotence check compares
-    like with like."""
-    text = " ".join(reason.split())
-    if not text:
-        raise ConfigError("a drain reason must not be empty")
-    return text[:MAX_REASON]
 
 
 def parse_state(token: str) -> tuple[str, frozenset[str]]:

@@ -29,15 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from nodegate.cluster import holds as _holds
-from nodegate.cluster.gate import (
-    REASON_PREFIX,
-    battery_reports,
-    latest,
-)
+from nodegate.cluster.gate import battery_reports, latest
 from nodegate.cluster.holds import Evidence, HoldStore, Kind
 from nodegate.cluster.holds import HoldScheduler as Scheduler
+from nodegate.cluster.reasons import REASON_PREFIX, clean_reason
 from nodegate.cluster.scheduler import NodeState
-from nodegate.cluster.slurm import clean_reason
 from nodegate.errors import ExitCode
 from nodegate.remediation import actions as _actions
 from nodegate.remediation import bundle as _bundle

@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodegate.cluster.gate import RMA_REASON
-from nodegate.cluster.slurm import clean_reason
+from nodegate.cluster.reasons import RMA_REASON, clean_reason
 from nodegate.errors import ConfigError
 from nodegate.remediation.state import ActionRecord
 
