@@ -154,13 +154,15 @@ def test_holds_have_owners_on_the_real_slurm(lab: None) -> None:
 
     # a person drains node1 while its gate is between its read and its update: with room in
     # the budget (node3 resumed) the gate decides to drain; its scontrol is slow after the
-    # decision's read, the person's drain lands then, and the gate leaves it (exit 3)
+    # decision's read (it waits there until the person's drain is in: no race with the load on
+    # this machine), and the gate leaves the person's drain as it is (exit 3)
     sh("slurmctl", "scontrol update NodeName=node1,node3 State=RESUME")
     _wait_sinfo("node1", r"idle\|gpu:8\|none")
     real = sh("node1", "command -v scontrol")
     shim = (f"#!/bin/sh\n{real} \"$@\"; rc=$?\n"
             f"if [ \"$1\" = show ] && [ ! -e {SLOW}/read ]; then touch {SLOW}/read; "
-            "sleep 8; fi\nexit $rc\n")
+            f"i=0; while [ ! -e {SLOW}/go ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); "
+            "done; fi\nexit $rc\n")
     sh("node1", f"rm -rf {SLOW} && mkdir -p {SLOW} && printf %s {shlex.quote(shim)} > "
                 f"{SLOW}/scontrol && chmod 755 {SLOW}/scontrol")
     sh("node1", f"cd / && (PATH={SLOW}:$PATH setsid {GATE} gate --node node1 --drain-budget 0.5 "
@@ -171,6 +173,7 @@ def test_holds_have_owners_on_the_real_slurm(lab: None) -> None:
         time.sleep(0.2)
     carol = "bad fan (carol)"
     sh("slurmctl", f"scontrol update NodeName=node1 State=DRAIN Reason={shlex.quote(carol)}")
+    sh("node1", f"touch {SLOW}/go")  # the gate goes on only once the person's drain is in
     while sh("node1", f"cat {SLOW}/rc 2>/dev/null || true") == "":
         assert time.monotonic() < deadline + 60, "the gate did not finish"
         time.sleep(0.5)
