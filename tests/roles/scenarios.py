@@ -94,6 +94,10 @@ def converged_facts(os_name: str) -> dict[str, Any]:
         "storage.Blkid": {"UUID": FS_UUID, "TYPE": "xfs"},
         "packages.VenvDistributions": {"nodegate": ["0.1.0"], "torch": ["2.13.0+cpu"],
                                        "pysnmp": ["7.1.22"]},
+        # systemd is init: the agent's schedule is the timer, enabled, active and run once
+        "schedule.SystemdBooted": True,
+        "schedule.ScheduleState": {"nodegate-health.timer": "enabled active",
+                                   "stamp": "systemd-timer"},
     }
 
 
