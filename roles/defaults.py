@@ -150,6 +150,9 @@ DEFAULTS: dict[str, Any] = {
     "slurm_controller_prolog_epilog": True,  # Prolog/Epilog = slurm_node's quick check
     "slurm_controller_return_to_service": 2,
     "slurm_controller_extra_lines": [],   # more slurm.conf lines, verbatim (site policy)
+    "slurm_controller_remove_nodes": [],  # Slurm names slurm.conf may lose (a rename, a node
+                                          # retired): drained first, removed when idle; any
+                                          # other node the inventory lacks is kept
     # the rolling upgrade (deploy/rolling_upgrade.py)
     "rolling_batch": 1,                   # nodes upgraded at once
     "rolling_max_unavailable": None,      # per partition: an int, or {partition: n, default: n};
