@@ -176,7 +176,8 @@ def set_keepalive(connector: Any) -> None:
     transport.set_keepalive(interval)
     sock = getattr(transport, "sock", None)
     user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
-    if isinstance(sock, socket.socket) and user_timeout is not None:
+    if isinstance(sock, socket.socket) and user_timeout is not None and \
+            sock.family in (socket.AF_INET, socket.AF_INET6):  # a proxy command's is not TCP
         sock.setsockopt(socket.IPPROTO_TCP, user_timeout, bound_s(connector) * 1000)
 
 
