@@ -98,6 +98,8 @@ DEFAULTS: dict[str, Any] = {
     "pdu_monitor_textfile": "/var/lib/node_exporter/textfile_collector/nodegate_power.prom",
     "pdu_monitor_listen": None,
     "pdu_monitor_push_env_secrets": True,  # copy *_env secrets from the operator's env (0600)
+    "pdu_monitor_verify": True,           # bring-up: each BMC/PDU answers, names this host
+    "pdu_monitor_bmc_serial": None,       # the host's serial its BMC's Systems must carry
     # agent
     "agent_venv": "/opt/nodegate/venv",
     "agent_python": "python3",
