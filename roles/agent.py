@@ -35,12 +35,10 @@ from roles.ops.common import cmd, is_deploy_file, knob, profile, q, target_os
 from roles.ops.files import put_template, put_text
 from roles.ops.packages import ensure_packages
 from roles.ops.schedule import (
-    SERVICE,
     TIMER,
     cron_body,
     cron_daemon,
     first_run_steps,
-    first_run_unit,
     schedule_in_effect,
     schedule_kind,
 )
@@ -294,7 +292,8 @@ def schedule(values: dict[str, Any]) -> None:
     else cron), its runner installed and enabled, then verified on the node: enabled, active
     and run once (roles/ops/schedule.py), or the host fails with the reason."""
     kind = schedule_kind()
-    timeout_s = int(knob("agent_first_run_timeout_s"))
+    first_run = first_run_steps([("health check", values["command"])], values["env_file"],
+                                int(knob("agent_first_run_timeout_s")))
     if kind == "cron":
         package, service = cron_daemon(target_os())
         ensure_packages("agent", [package], name=f"agent: {package} (runs the schedule)")
@@ -310,13 +309,8 @@ def schedule(values: dict[str, Any]) -> None:
         else:  # no systemd (a chroot, a container without it): its init script
             server.shell(name=f"agent: {service} running (no systemd)",
                          commands=[f"pgrep -x {service} >/dev/null || service {service} start"])
-        steps = [("health check", values["command"])]
-        steps += [(label, values[key]) for label, key in (("gate", "gate"),
-                                                          ("remediation", "remediate"))
-                  if values[key]]
         schedule_in_effect(name=f"agent: the schedule runs ({service} enabled and active, "
-                           "first run seen)", kind=kind, unit=service,
-                           first_run=first_run_steps(steps, values["env_file"], timeout_s))
+                           "first run seen)", kind=kind, unit=service, first_run=first_run)
         return
     files.file(name="agent: no cron entry", path="/etc/cron.d/nodegate-health", present=False)
     svc = put_template(name="agent: nodegate-health.service",
@@ -330,8 +324,7 @@ def schedule(values: dict[str, Any]) -> None:
     systemd.service(name="agent: nodegate-health.timer", service=TIMER,
                     running=True, enabled=True)
     schedule_in_effect(name="agent: the schedule runs (timer enabled and active, first run "
-                       "seen)", kind=kind, unit=TIMER, first_run=first_run_unit(SERVICE,
-                                                                                timeout_s))
+                       "seen)", kind=kind, unit=TIMER, first_run=first_run)
 
 if is_deploy_file(globals()):
     agent()

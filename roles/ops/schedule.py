@@ -4,8 +4,9 @@ check that it is in effect before the deploy reports success.
 Why: a cron entry written on a node without a cron daemon (a minimal image: ``dpkg -l cron``
 says ``un``) never runs, and the deploy used to exit 0 (issue 56). So the runner is installed
 and enabled by the role, and ``schedule_in_effect`` verifies on the node, at execution time,
-that the runner's unit is enabled and active and that the scheduled command has run once (it
-runs it once, and waits for it, the first time), failing the host with the reason otherwise.
+that the runner's unit is enabled and active (a timer's service loads) and runs the scheduled
+health check once, as the schedule runs it, failing the host with the reason otherwise; its
+report in the report directory is the first run, visible.
 """
 
 from __future__ import annotations
@@ -68,9 +69,12 @@ def cron_body(command: str, gate: str | None, remediate: str | None,
 
 def first_run_steps(steps: Sequence[tuple[str, str]], env_file: str | None,
                     timeout_s: int) -> str:
-    """Run the scheduled ``(label, command line)`` steps once, as cron would, each bounded by
-    ``timeout_s``: exit 0 or 1 (a verdict) is a run; anything else fails with the step's own
-    last output lines on stderr (they reach the deploy output and the host's failure)."""
+    """Run the scheduled ``(label, command line)`` steps once, as the schedule would (its
+    environment file loaded), each bounded by ``timeout_s``: exit 0 or 1 (a verdict) is a
+    run; anything else fails with the step's own last output lines on stderr (they reach the
+    deploy output and the host's failure). The agent runs the health check alone: the gate
+    needs the node in Slurm, which the roles after it and the deploy's own join take care of;
+    the schedule runs the gate from its next tick."""
     out = ['out=$(mktemp) || exit 1', env_loader(env_file).rstrip().rstrip(";")]
     for label, line in steps:
         why = f"nodegate: the scheduled {label} failed its first run"
@@ -82,20 +86,10 @@ def first_run_steps(steps: Sequence[tuple[str, str]], env_file: str | None,
     return "; ".join(part for part in out if part)
 
 
-def first_run_unit(service: str, timeout_s: int) -> str:
-    """Start the timer's service once and wait for it (a oneshot: ``systemctl start`` returns
-    when it has run; a run the timer already began is joined); a failure prints its journal."""
-    why = (f"nodegate: {service} failed its first run; its last {JOURNAL_LINES} journal "
-           "lines:")
-    return (f"timeout {int(timeout_s)} systemctl start {service} || {{ s=$?; echo "
-            f"{shlex.quote(why)} >&2; journalctl --no-pager -o cat -n {JOURNAL_LINES} -u "
-            f"{service} >&2; [ $s -eq 124 ] && echo 'nodegate: still running after "
-            f"{int(timeout_s)} s (agent_first_run_timeout_s)' >&2; exit 1; }}")
-
-
 def verify_script(kind: str, unit: str, first_run: str) -> str:
     """The check run on the node: ``unit`` (the timer, or the cron daemon's service) enabled
-    and active (a node without systemd: a cron process), then the first run, then the stamp."""
+    and active (a node without systemd: a cron process; a timer: its service loads too),
+    then the first run, then the stamp."""
     fail = 'nodegate_fail() { echo "nodegate: $*" >&2; exit 1; }'
     what = "the timer" if kind == "systemd-timer" else "the cron daemon"
     systemd = (f"systemctl is-enabled --quiet {unit} || nodegate_fail '{unit} ({what} of the "
@@ -104,8 +98,11 @@ def verify_script(kind: str, unit: str, first_run: str) -> str:
                f"health schedule) is not active: the health check never runs'")
     no_systemd = ("pgrep -x cron >/dev/null || pgrep -x crond >/dev/null || nodegate_fail "
                   "'no cron daemon runs: the health schedule never runs'")
+    loads = (f"[ \"$(systemctl show -p LoadState --value {SERVICE})\" = loaded ] || "
+             f"nodegate_fail '{SERVICE} does not load: '\"$(systemctl show -p LoadError --value "
+             f"{SERVICE})\"")
     check = (f"if [ -d /run/systemd/system ]; then {systemd}; else {no_systemd}; fi"
-             if kind == "cron" else systemd)
+             if kind == "cron" else f"{systemd}; {loads}")
     stamp = f"mkdir -p {STAMP.rsplit('/', 1)[0]} && echo {kind} > {STAMP}"
     return f"{fail}; {check}; {first_run}; {stamp}"
 
@@ -123,4 +120,4 @@ def schedule_in_effect(kind: str, unit: str, first_run: str) -> Generator[Any, N
 
 
 __all__ = ["KINDS", "SERVICE", "STAMP", "TIMER", "cron_body", "cron_daemon", "first_run_steps",
-           "first_run_unit", "schedule_in_effect", "schedule_kind", "verify_script"]
+           "schedule_in_effect", "schedule_kind", "verify_script"]

@@ -19,7 +19,6 @@ from roles.ops.schedule import (
     STAMP,
     cron_body,
     first_run_steps,
-    first_run_unit,
     verify_script,
 )
 from tests.roles.harness import run
@@ -43,8 +42,12 @@ def test_systemd_init_gets_the_timer_enabled_and_run_once() -> None:
     verify = _op(result, VERIFY)[0]
     assert "systemctl is-enabled --quiet nodegate-health.timer" in verify
     assert "systemctl is-active --quiet nodegate-health.timer" in verify
-    assert "timeout 900 systemctl start nodegate-health.service" in verify
+    assert "LoadState --value nodegate-health.service" in verify
+    assert "timeout 900 sh -c '/opt/nodegate/venv/bin/nodegate health --quiet" in verify
+    assert "nodegate gate" not in verify  # the gate needs Slurm: the deploy's join runs it
     assert f"echo systemd-timer > {STAMP}" in verify
+    timer = result.uploads["/etc/systemd/system/nodegate-health.timer"]
+    assert "OnActiveSec=5min" in timer and "OnBootSec" not in timer  # never fires at once
 
 
 @pytest.mark.parametrize(("os_name", "package", "service"),
@@ -58,7 +61,7 @@ def test_without_systemd_cron_is_installed_started_and_run_once(os_name: str, pa
     assert _op(result, f"agent: {service} running (no systemd)") == [
         f"pgrep -x {service} >/dev/null || service {service} start"]
     verify = _op(result, VERIFY)[0]
-    assert "nodegate health --quiet" in verify and "nodegate gate --node gpu-b01" in verify
+    assert "nodegate health --quiet" in verify and "nodegate gate" not in verify
     assert f"echo cron > {STAMP}" in verify
 
 
@@ -123,34 +126,36 @@ def test_the_first_run_loads_the_env_file_literally(tmp_path: Path) -> None:
     assert _sh(script).returncode == 0, _sh(script).stderr
 
 
-def _fake_systemctl(tmp_path: Path, *, enabled: bool, active: bool, start_rc: int = 0) -> Path:
+def _fake_systemctl(tmp_path: Path, *, enabled: bool, active: bool,
+                    loads: bool = True) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     tool = bin_dir / "systemctl"
     tool.write_text("#!/bin/sh\ncase \"$1\" in\n"
                     f"  is-enabled) exit {0 if enabled else 1};;\n"
                     f"  is-active) exit {0 if active else 3};;\n"
-                    f"  start) echo started \"$2\" >> {tmp_path}/log; exit {start_rc};;\n"
+                    "  show) case \"$3\" in LoadState) echo "
+                    f"{'loaded' if loads else 'bad-setting'};; *) echo 'Unit has a bad "
+                    "setting';; esac;;\n"
                     "esac\nexit 0\n")
     tool.chmod(0o755)
-    journal = bin_dir / "journalctl"
-    journal.write_text("#!/bin/sh\necho 'nodegate health: error: no profile at /x (exit 2)'\n")
-    journal.chmod(0o755)
     return bin_dir
 
 
-def test_a_disabled_or_failing_timer_fails_the_host_with_the_reason(tmp_path: Path) -> None:
-    start = first_run_unit("nodegate-health.service", 30)
-    script = verify_script("systemd-timer", "nodegate-health.timer", start).replace(
+def test_a_disabled_or_broken_timer_fails_the_host_with_the_reason(tmp_path: Path) -> None:
+    log = tmp_path / "ran"
+    first = first_run_steps([("health check", f"echo ran >> {log}")], None, 30)
+    script = verify_script("systemd-timer", "nodegate-health.timer", first).replace(
         f"mkdir -p /var/lib/nodegate && echo systemd-timer > {STAMP}", "true")  # not here
     off = _sh(script, _fake_systemctl(tmp_path, enabled=False, active=True))
     assert off.returncode == 1 and "nodegate-health.timer (the timer of the health schedule) " \
         "is not enabled" in off.stderr
-    broken = _sh(script, _fake_systemctl(tmp_path, enabled=True, active=True, start_rc=1))
+    idle = _sh(script, _fake_systemctl(tmp_path, enabled=True, active=False))
+    assert idle.returncode == 1 and "is not active: the health check never runs" in idle.stderr
+    broken = _sh(script, _fake_systemctl(tmp_path, enabled=True, active=True, loads=False))
     assert broken.returncode == 1
-    assert "nodegate-health.service failed its first run" in broken.stderr
-    assert "no profile at /x" in broken.stderr  # the unit's own line, from its journal
+    assert "nodegate-health.service does not load: Unit has a bad setting" in broken.stderr
+    assert not log.exists()  # nothing ran before the schedule was found in effect
     good = _sh(script, _fake_systemctl(tmp_path, enabled=True, active=True))
     assert good.returncode == 0, good.stderr
-    # the disabled timer stopped before any run; the failing and the good one each ran once
-    assert (tmp_path / "log").read_text() == "started nodegate-health.service\n" * 2
+    assert log.read_text() == "ran\n"  # the first run, once

@@ -90,6 +90,10 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "agent_schedule_health_args": ["--checks",
                                                            "gpu,log,host,network,power"],
                             "gate_join": True,
+                            # the agent's timer (systemd runs in the lab) fires every 12 h,
+                            # not 5 min: the tests run the check and gate themselves, and a
+                            # timed gate would race them; the deploy still runs it once
+                            "agent_interval_min": 720,
                             **controller.node_data()}
         if nodegate_version:
             defaults["data"]["agent_package"] = f"nodegate=={nodegate_version}"
