@@ -90,7 +90,7 @@ def _check_group_names(site: Site, module_names: set[str]) -> None:
 #: The connection's bounds (roles/defaults.py; a site's ``data:`` or ``--data`` may set them):
 #: nodegate.pyinfra_compat reads the keepalive pair, pyinfra takes ``_timeout`` from host data
 #: as every command's deadline. docs/reliability.md, "The bring-up under faults".
-CONNECTION_KNOBS = ("ssh_keepalive_s", "ssh_keepalive_count", "ssh_command_timeout_s")
+_CONNECTION_KNOBS = ("ssh_keepalive_s", "ssh_keepalive_count", "ssh_command_timeout_s")
 
 
 def connection_data(data: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def connection_data(data: dict[str, Any]) -> dict[str, Any]:
     (a deadline for each command) from ``ssh_command_timeout_s`` (0: none)."""
     from roles.defaults import DEFAULTS
 
-    out = {k: DEFAULTS[k] for k in CONNECTION_KNOBS if data.get(k) is None}
+    out = {k: DEFAULTS[k] for k in _CONNECTION_KNOBS if data.get(k) is None}
     deadline = int({**data, **out}["ssh_command_timeout_s"] or 0)
     if deadline > 0 and data.get("_timeout") is None:
         out["_timeout"] = deadline

@@ -93,3 +93,17 @@ def test_outside_pyinfras_cli_nothing_is_installed() -> None:
     before = signal.getsignal(signal.SIGINT)
     assert deploy_interrupt.install() is False
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.skipif(not PYINFRA.exists(), reason="pyinfra's CLI is not installed")
+def test_the_inventory_gives_every_host_its_connection_bounds() -> None:
+    """inventory.py through pyinfra's CLI: every host gets the keepalive knobs and pyinfra's
+    per-command deadline (``_timeout``), and no helper name of the file becomes a group."""
+    env = dict(os.environ, NODEGATE_SITE="example-site", PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([str(PYINFRA), "inventory.py", "debug-inventory"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    out = done.stdout + done.stderr  # pyinfra prints the inventory on stderr
+    assert done.returncode == 0, out[-3000:]
+    assert '"ssh_keepalive_s": 15' in out and '"_timeout": 3600' in out
+    assert "CONNECTION_KNOBS" not in out
