@@ -22,7 +22,7 @@ Opt-in: off unless ``slurm_controller_enabled`` is set on the controller host (s
 - slurmctld started; on a change, restarted when the node set changed (22.05 adds or removes
   nodes only on a restart; the operation's name says so) and ``scontrol reconfigure``
   otherwise, which also pushes the new files to every configless slurmd.
-- **The cluster changes only on purpose** (``plan_node_set``, issue 56): a node slurm.conf
+- **The cluster changes only on purpose** (``plan_node_set``): a node slurm.conf
   already has is never removed or renamed because this run's inventory lacks it (a
   ``--limit`` run, a group edited, a Slurm-name typo): its lines are kept as they are. A
   node name new to Slurm whose address is a node slurm.conf keeps (a typo, a rename, one

@@ -2,7 +2,7 @@
 check that it is in effect before the deploy reports success.
 
 Why: a cron entry written on a node without a cron daemon (a minimal image: ``dpkg -l cron``
-says ``un``) never runs, and the deploy used to exit 0 (issue 56). So the runner is installed
+says ``un``) never runs, and the deploy used to exit 0. So the runner is installed
 and enabled by the role, and ``schedule_in_effect`` verifies on the node, at execution time,
 that the runner's unit is enabled and active (a timer's service loads) and runs the scheduled
 health check once, as the schedule runs it, failing the host with the reason otherwise; its

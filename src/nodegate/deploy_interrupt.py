@@ -2,7 +2,7 @@
 
 Why: pyinfra's CLI answers SIGINT with "Exiting upon user request!" and exit 0
 (``pyinfra_cli/main.py``: ``_handle_interrupt``), so CI and scripts read an aborted bring-up
-(Ctrl-C, or a timeout's SIGINT: the only way out of a hang) as a success (issue 56).
+(Ctrl-C, or a timeout's SIGINT: the only way out of a hang) as a success.
 
 ``install`` (inventory.py calls it: pyinfra loads the inventory first in every run, after its
 CLI installed its own handler) replaces that Python-level handler with one that prints, on

@@ -18,7 +18,7 @@ every one of pyinfra's existing handlers treats it as that host's command error:
 
 A link that goes silent (no RST: a cable, a switch port, a node hung in the kernel) is not an
 EOF: without keepalives paramiko waits on the socket for TCP's own give-up, 15 minutes or more,
-and pyinfra's waves hold every other host behind that one (issue 56: 240 s, then killed). So
+and pyinfra's waves hold every other host behind that one (240 s, then killed, in a fault test). So
 ``connect`` also turns on paramiko's keepalive every ``ssh_keepalive_s`` seconds and sets the
 socket's ``TCP_USER_TIMEOUT`` to ``ssh_keepalive_s x ssh_keepalive_count``: unacknowledged data
 (the keepalives themselves) older than that closes the socket, the transport dies, and the

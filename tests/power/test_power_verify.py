@@ -1,4 +1,4 @@
-"""The power wiring verified at bring-up (issue 56): a wrong BMC address fails the host, and a
+"""The power wiring verified at bring-up: a wrong BMC address fails the host, and a
 BMC that never answered on a node is ERROR in the power checks, not a WARN forever.
 
 The BMC is the project's Redfish emulator (tests/power/conftest.py's ``bmc_server``), its

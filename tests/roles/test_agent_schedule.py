@@ -1,4 +1,4 @@
-"""The agent's schedule is installed, enabled and seen running (issue 56): a minimal image
+"""The agent's schedule is installed, enabled and seen running: a minimal image
 without cron got a cron entry nothing ran, and the deploy exited 0.
 
 Facts in, commands out for the choice (a timer where systemd is init, cron with its daemon

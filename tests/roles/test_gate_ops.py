@@ -372,7 +372,7 @@ def test_prepared_the_join_reads_nothing() -> None:
 
 def test_a_join_that_cannot_run_quotes_the_nodes_own_error(
         caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 56: a failed join said only ``nodegate gate exited 2``; now the node's own last
+    """A failed join used to say only ``nodegate gate exited 2``; now the node's own last
     stderr lines follow (redacted), from the plan or from the real run."""
     said = "nodegate gate: error: --report-dir /var/lib/nodegate/reports: no such directory"
     result = join({"exit": 2, "decision": None, "stderr": said})

@@ -251,7 +251,7 @@ def test_power_poller_runs_and_the_scheduled_check_passes_the_power_group(deploy
         assert results.get(check) == "PASS", (check, results)
 
 
-# --- the bring-up under faults (issue 56; docs/reliability.md) -----------------------------
+# --- the bring-up under faults (docs/reliability.md, 11b) -------------------------------------
 
 
 def _edit_site(edit: Any) -> str:

@@ -255,7 +255,7 @@ class SilentClient(FakeClient):
 
 def test_a_silent_link_fails_that_host_naming_the_operation(
         caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 56: the lost host fails with 'connection to HOST lost during OPERATION' and the
+    """A silent link: the lost host fails with 'connection to HOST lost during OPERATION' and the
     others finish their waves."""
     state, clients = _state()
     for h in state.inventory:

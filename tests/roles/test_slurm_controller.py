@@ -218,7 +218,7 @@ def test_known_nodes_reads_the_current_slurm_conf() -> None:
         assert known_nodes() == {"gpu-b01", "gpu-b02"}
 
 
-# --- the cluster changes only on purpose (issue 56) ---------------------------------------
+# --- the cluster changes only on purpose ---------------------------------------------------
 
 KNOWN = {"gpu-b01": "10.20.1.1", "gpu-b02": "10.20.1.2", "gpu-b03": "10.20.1.3"}
 INVENTORY = [("b01", "gpu-b01", "10.20.1.1"), ("b02", "gpu-b02", "10.20.1.2"),

@@ -65,13 +65,10 @@ def _skip_all(names: tuple[str, ...], reason: str) -> list[CheckResult]:
     return [make(name, "node", Verdict.SKIP, reason=reason) for name in names]
 
 
-#: Beside node.json: the BMC addresses ``nodegate power verify`` saw answer and name this
-#: host at bring-up (nodegate.power.verify writes it).
-VERIFIED_FILE = "power-verified.json"
-
-
 def verified_bmcs(wiring_source: str) -> set[str]:
     """The BMC addresses confirmed at bring-up (empty: never confirmed, or no record)."""
+    from nodegate.power.verify import VERIFIED_FILE
+
     path = Path(wiring_source).with_name(VERIFIED_FILE)
     try:
         data = json.loads(read_text(path, kind="config"))
@@ -84,7 +81,7 @@ def _never_answered(names: tuple[str, ...], reason: str,
                     **evidence: Any) -> list[CheckResult]:
     """A configured BMC that never answered on this node (its wiring was never confirmed):
     not an outage of something that worked, but a site file that may name the wrong device.
-    ERROR, not the infrastructure WARN that would otherwise repeat forever (issue 56)."""
+    ERROR, not the infrastructure WARN that would otherwise repeat forever."""
     return [make(name, "node", Verdict.ERROR, reason=reason, infrastructure=True,
                  hint="this BMC never answered here: check the site's bmc.url for this host, "
                       "then redeploy (pdu_monitor runs nodegate power verify)", **evidence)

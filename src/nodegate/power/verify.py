@@ -1,6 +1,6 @@
 """``nodegate power verify``: the power wiring the site declares is the wiring there is.
 
-Why (issue 56): a wrong BMC address in the site file was accepted; the deploy exited 0 and the
+Why: a wrong BMC address in the site file was accepted; the deploy exited 0 and the
 power checks said WARN "BMC unreachable" on every run, forever. The pdu_monitor role runs this
 on the node at bring-up (and whenever the wiring changes): each configured BMC must answer
 and manage this host (a Redfish ``Systems`` member whose ``HostName`` is the host's name or
@@ -18,6 +18,10 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+#: Beside node.json: the BMC addresses this command saw answer and name this host
+#: (nodegate.battery.power.judge_static reads it).
+VERIFIED_FILE = "power-verified.json"
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,6 @@ def record_verified(node_file: Path, bmcs: list[str]) -> None:
     import datetime as dt
     import json
 
-    from nodegate.battery.power import VERIFIED_FILE
     from nodegate.fileio import atomic_write_text
 
     data = {"bmcs": sorted(bmcs),
@@ -146,5 +149,5 @@ def record_verified(node_file: Path, bmcs: list[str]) -> None:
     atomic_write_text(node_file.with_name(VERIFIED_FILE), json.dumps(data, indent=2) + "\n")
 
 
-__all__ = ["Finding", "exit_code", "judge_bmc", "judge_pdu", "record_verified", "run_verify",
-           "short"]
+__all__ = ["VERIFIED_FILE", "Finding", "exit_code", "judge_bmc", "judge_pdu",
+           "record_verified", "run_verify", "short"]
