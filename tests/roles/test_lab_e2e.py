@@ -367,6 +367,47 @@ def test_a_wrong_bmc_address_fails_that_host_at_bring_up(deployed: Any) -> None:
     assert json.loads(shell("node2", "cat /etc/nodegate/power-verified.json"))["bmcs"]
 
 
+def test_a_silent_link_drop_fails_that_host_within_the_bound(deployed: Any,
+                                                             ssh_config: Path) -> None:
+    """node2's link goes down without a RST (its veth on the lab bridge: a pulled cable)
+    while operations execute: with keepalives every 5 s and 3 unanswered allowed, node2 fails
+    naming the lost connection and its operation, node1 finishes, and the run ends; the link
+    back, the same command converges."""
+    veth, ns = lab_config.node(2).veth, lab_config.BRIDGE_NS
+    for name in NODES:
+        shell(name, "rm -f /etc/nccl.conf")
+    bound = ["--data", "ssh_keepalive_s=5", "--data", "ssh_keepalive_count=3"]
+    proc = subprocess.Popen([str(VENV_BIN / "pyinfra"), "-y", "inventory.py", "deploy.py",
+                             *bound], cwd=ROOT, text=True, env=pyinfra_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    seen: list[str] = []
+    dropped = lost = None
+    try:
+        for line in proc.stdout:  # every line, timed: the failure must come within the bound
+            seen.append(line)
+            if dropped is None and "Starting operation" in line:
+                subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", veth, "down"],
+                               check=True, timeout=30)
+                dropped = time.monotonic()
+            if lost is None and "connection to node2 lost during" in line:
+                lost = time.monotonic()
+        proc.wait(timeout=900)
+    finally:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", veth, "up"],
+                       check=False, timeout=30)
+    out = "".join(seen)
+    assert proc.returncode == 1, out[-4000:]
+    assert re.search(r"connection to node2 lost during .*\(", out), out[-4000:]
+    assert "Traceback" not in out and "Grand total" in out, out[-4000:]
+    assert not re.search(r"\[node1\].*Error", out), out[-4000:]
+    assert node(ssh_config, "node1").file("/etc/nccl.conf").exists
+    # 15 s of unanswered keepalives, plus the operation's own time: not TCP's 15 minutes
+    assert dropped is not None and lost is not None and lost - dropped < 90, (dropped, lost)
+    again = pyinfra("deploy.py")
+    assert again.returncode == 0, again.stdout[-4000:]
+
+
 # last: it stops node2 mid-run and may leave the lab needing a fresh `lab up`
 def test_node_stopped_mid_deploy_fails_alone(deployed: Any, ssh_config: Path) -> None:
     """node2's sshd goes away while operations execute: paramiko's EOFError fails node2 only
