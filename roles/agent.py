@@ -31,7 +31,7 @@ from nodegate.facts.packages import VenvDistributions
 from nodegate.facts.schedule import SystemdBooted
 from nodegate.versions import Version
 from roles.defaults import DEFAULTS, role_defaults
-from roles.ops.common import cmd, is_deploy_file, knob, profile, q, target_os
+from roles.ops.common import cmd, is_deploy_file, knob, profile, q, refuse, target_os
 from roles.ops.files import put_template, put_text
 from roles.ops.packages import ensure_packages
 from roles.ops.schedule import (
@@ -42,7 +42,7 @@ from roles.ops.schedule import (
     schedule_in_effect,
     schedule_kind,
 )
-from roles.ops.slurm import drain_budget_args, slurm_member
+from roles.ops.slurm import drain_budget_args, slurm_member, slurm_name_mismatch
 
 
 def parse_requirement(text: str) -> tuple[str, str | None] | None:
@@ -291,6 +291,9 @@ def schedule(values: dict[str, Any]) -> None:
     """The health check's schedule (``agent_schedule``: a systemd timer where systemd runs,
     else cron), its runner installed and enabled, then verified on the node: enabled, active
     and run once (roles/ops/schedule.py), or the host fails with the reason."""
+    if values["gate"] and (why := slurm_name_mismatch()):
+        refuse(why)  # before the schedule names the wrong node (a --limit run included)
+        return
     kind = schedule_kind()
     first_run = first_run_steps([("health check", values["command"])], values["env_file"],
                                 int(knob("agent_first_run_timeout_s")))

@@ -159,3 +159,17 @@ def test_a_disabled_or_broken_timer_fails_the_host_with_the_reason(tmp_path: Pat
     good = _sh(script, _fake_systemctl(tmp_path, enabled=True, active=True))
     assert good.returncode == 0, good.stderr
     assert log.read_text() == "ran\n"  # the first run, once
+
+
+def test_a_slurm_name_that_is_not_the_hosts_name_refuses_the_host() -> None:
+    """A typo of slurm.node_name caught on the node itself (a --limit run has no controller):
+    nothing of the role runs, so the schedule's gate never names the wrong node."""
+    data = host_data(slurm_node_controller="slurmctl")  # nodegate configures slurmd here
+    typo = run(agent, data=data, facts={"server.Hostname": "gpu-b1.hall-b"})
+    # the harness's one host is the last active one: refuse ends the run with its message
+    assert typo.error is not None and typo.error.startswith(
+        "testhost: nodegate refused: slurm.node_name 'gpu-b01' is not this host's name "
+        "'gpu-b1'")
+    assert "/etc/cron.d/nodegate-health" not in typo.uploads
+    right = run(agent, data=data, facts={"server.Hostname": "gpu-b01.hall-b"})
+    assert any("nodegate gate --node gpu-b01" in t for t in right.uploads.values())

@@ -297,7 +297,8 @@ def test_the_schedule_runs_on_a_node_without_cron(deployed: Any) -> None:
 
 def test_a_slurm_name_typo_leaves_the_cluster_alone_and_fails_that_host(deployed: Any) -> None:
     """node2's slurm.node_name mistyped in a full Slurm run: slurm.conf is byte for byte as it
-    was, slurmctld is not restarted, and node2 fails naming the typo and the node it hit."""
+    was, slurmctld is not restarted, and node2 fails naming the typo and the node it hit; in
+    a --limit run of node2 the node refuses the name itself, its schedule untouched."""
     conf = shell("slurmctl", "cat /etc/slurm/slurm.conf")
     since = shell("slurmctl", "systemctl show -p ActiveEnterTimestampMonotonic --value "
                               "slurmctld").strip()
@@ -305,11 +306,19 @@ def test_a_slurm_name_typo_leaves_the_cluster_alone_and_fails_that_host(deployed
     def typo(site: dict[str, Any]) -> None:
         site["hosts"]["node2"]["slurm"]["node_name"] = "node02"
 
+    unit = "/etc/systemd/system/nodegate-health.service"
+    schedule = shell("node2", f"cat {unit}")
     original = _edit_site(typo)
     try:
         run = pyinfra("deploy/slurm.py")
+        # a --limit run has no controller: the node's own roles refuse the name
+        limited = pyinfra("deploy.py", "--limit", "node2")
     finally:
         SITE.write_text(original)
+    assert limited.returncode == 1, limited.stdout[-4000:]
+    assert "node2: nodegate refused: slurm.node_name 'node02' is not this host's name " \
+        "'node2'" in limited.stdout, limited.stdout[-4000:]
+    assert shell("node2", f"cat {unit}") == schedule  # its gate still names node2
     assert run.returncode == 1, run.stdout[-4000:]
     assert re.search(r"node2: nodegate refused: Slurm node name 'node02' is new to Slurm, but "
                      r"\S+ is node 'node2' in slurm.conf", run.stdout), run.stdout[-4000:]
