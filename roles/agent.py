@@ -304,6 +304,9 @@ def schedule(values: dict[str, Any]) -> None:
                      dest="/etc/cron.d/nodegate-health", src="agent/nodegate-health.cron.j2",
                      body=cron_body(values["command"], values["gate"], values["remediate"],
                                     values["env_file"]), **values)
+        if host.get_fact(SystemdBooted):  # a timer from before stops with its file
+            systemd.service(name="agent: no nodegate-health.timer", service=TIMER,
+                            running=False, enabled=False)
         files.file(name="agent: no systemd timer", path="/etc/systemd/system/nodegate-health.timer",
                    present=False)
         if host.get_fact(SystemdBooted):
@@ -328,6 +331,7 @@ def schedule(values: dict[str, Any]) -> None:
                     running=True, enabled=True)
     schedule_in_effect(name="agent: the schedule runs (timer enabled and active, first run "
                        "seen)", kind=kind, unit=TIMER, first_run=first_run)
+
 
 if is_deploy_file(globals()):
     agent()
