@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import nodegate.pyinfra_compat  # noqa: F401  (every run: a lost SSH connection fails that host only)
+import nodegate.deploy_interrupt
+import nodegate.pyinfra_compat  # (every run: a lost SSH connection fails that host only)
 from nodegate.errors import CannotRunError, ConfigError, NodegateError
 from nodegate.site import Site, load_site
 from nodegate.site.ansible import load_ansible_inventory
@@ -86,14 +87,36 @@ def _check_group_names(site: Site, module_names: set[str]) -> None:
                               "exactly those or rename the group", **where)
 
 
+#: The connection's bounds (roles/defaults.py; a site's ``data:`` or ``--data`` may set them):
+#: nodegate.pyinfra_compat reads the keepalive pair, pyinfra takes ``_timeout`` from host data
+#: as every command's deadline. docs/reliability.md, "The bring-up under faults".
+_CONNECTION_KNOBS = ("ssh_keepalive_s", "ssh_keepalive_count", "ssh_command_timeout_s")
+
+
+def connection_data(data: dict[str, Any]) -> dict[str, Any]:
+    """The connection knobs ``data`` lacks, from roles/defaults.py, and pyinfra's ``_timeout``
+    (a deadline for each command) from ``ssh_command_timeout_s`` (0: none)."""
+    from roles.defaults import DEFAULTS
+
+    out = {k: DEFAULTS[k] for k in _CONNECTION_KNOBS if data.get(k) is None}
+    deadline = int({**data, **out}["ssh_command_timeout_s"] or 0)
+    if deadline > 0 and data.get("_timeout") is None:
+        out["_timeout"] = deadline
+    return out
+
+
 def _groups(site: Site) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """Every pyinfra group: gpu_nodes (every host with a hardware profile), one per site
     group, and others (the ungrouped hosts without a profile, when there are any)."""
 
     def group(members: list[str]) -> list[tuple[str, dict[str, Any]]]:
         # the site's slurm: section too: slurm_controller names the cluster and partition
-        return [(name, {**site.hosts[name].pyinfra_data(site.name),
-                        "nodegate_site_slurm": dict(site.slurm)}) for name in members]
+        out = []
+        for name in members:
+            data = {**site.hosts[name].pyinfra_data(site.name),
+                    "nodegate_site_slurm": dict(site.slurm)}
+            out.append((name, {**data, **connection_data(data)}))
+        return out
 
     groups = {"gpu_nodes": group([h.name for h in site.gpu_nodes()])}
     for name, members in site.groups.items():
@@ -130,4 +153,5 @@ def _exit(exc: NodegateError) -> NoReturn:
     raise SystemExit(int(exc.exit_code)) from None
 
 
+nodegate.deploy_interrupt.install()  # pyinfra's CLI only: Ctrl-C exits 3, saying what is left
 globals().update(_inventory())

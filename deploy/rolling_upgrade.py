@@ -176,8 +176,10 @@ def rolling_upgrade() -> None:
             continue
         go_on: dict[str, Any] = {"_if": lambda i=index: may_go_on(batches, i, name)}
         begin(**go_on)
+        # its own bound: beyond the per-command deadline (ssh_command_timeout_s, inventory.py)
         upgrade.wait_for_jobs(name="rollout: wait for running jobs (then skip)",
-                              node=slurm_node_name(), timeout_s=job_timeout_s, **go_on)
+                              node=slurm_node_name(), timeout_s=job_timeout_s,
+                              _timeout=int(job_timeout_s) + 600, **go_on)
         upgrade_node(**go_on)
         upgrade.done(name="rollout: node done", target=str(target), **go_on)
     batch_start(name="rollout: end", index=len(batches), batches=batches)

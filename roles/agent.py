@@ -4,7 +4,9 @@ Installs nodegate's node side (``pip install nodegate[extras]``: the battery, pr
 gate and CLI; never the ``deploy`` extra's pyinfra and ansible-core) from a wheelhouse or an
 index into a dedicated venv, writes this host's resolved profile as /etc/nodegate/profile.json
 (so the node never needs the profile tree), schedules ``nodegate health`` every 5 minutes
-(cron, or a systemd timer), and creates the report and node_exporter textfile directories.
+(a systemd timer where systemd is init, else cron with its daemon installed and enabled; the
+schedule is verified enabled, active and run once before the role succeeds:
+roles/ops/schedule.py), and creates the report and node_exporter textfile directories.
 """
 
 from __future__ import annotations
@@ -23,15 +25,24 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.operation import operation
 from pyinfra.context import host
 from pyinfra.facts.files import File
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files, server, systemd
 
 from nodegate.facts.packages import VenvDistributions
+from nodegate.facts.schedule import SystemdBooted
 from nodegate.versions import Version
 from roles.defaults import DEFAULTS, role_defaults
-from roles.ops.common import cmd, is_deploy_file, knob, profile, q, target_os
+from roles.ops.common import cmd, is_deploy_file, knob, profile, q, refuse, target_os
 from roles.ops.files import put_template, put_text
 from roles.ops.packages import ensure_packages
-from roles.ops.slurm import drain_budget_args, slurm_member
+from roles.ops.schedule import (
+    TIMER,
+    cron_body,
+    cron_daemon,
+    first_run_steps,
+    schedule_in_effect,
+    schedule_kind,
+)
+from roles.ops.slurm import drain_budget_args, slurm_member, slurm_name_mismatch
 
 
 def parse_requirement(text: str) -> tuple[str, str | None] | None:
@@ -278,27 +289,53 @@ def agent() -> None:
     values = {"interval": interval, "command": health_command(), "gate": gate_command(),
               "remediate": remediate_command(),
               "report_dir": knob("agent_report_dir"), "env_file": health_env_file()}
-    schedule = knob("agent_schedule")
-    if schedule == "cron":
+    schedule(values)
+
+
+def schedule(values: dict[str, Any]) -> None:
+    """The health check's schedule (``agent_schedule``: a systemd timer where systemd runs,
+    else cron), its runner installed and enabled, then verified on the node: enabled, active
+    and run once (roles/ops/schedule.py), or the host fails with the reason."""
+    if values["gate"] and (why := slurm_name_mismatch()):
+        refuse(why)  # before the schedule names the wrong node (a --limit run included)
+        return
+    kind = schedule_kind()
+    first_run = first_run_steps([("health check", values["command"])], values["env_file"],
+                                int(knob("agent_first_run_timeout_s")))
+    if kind == "cron":
+        package, service = cron_daemon(target_os())
+        ensure_packages("agent", [package], name=f"agent: {package} (runs the schedule)")
         put_template(name="agent: cron entry (nodegate health)",
-                     dest="/etc/cron.d/nodegate-health",
-                     src="agent/nodegate-health.cron.j2", **values)
+                     dest="/etc/cron.d/nodegate-health", src="agent/nodegate-health.cron.j2",
+                     body=cron_body(values["command"], values["gate"], values["remediate"],
+                                    values["env_file"]), **values)
+        if host.get_fact(SystemdBooted):  # a timer from before stops with its file
+            systemd.service(name="agent: no nodegate-health.timer", service=TIMER,
+                            running=False, enabled=False)
         files.file(name="agent: no systemd timer", path="/etc/systemd/system/nodegate-health.timer",
                    present=False)
-    elif schedule == "systemd-timer":
-        files.file(name="agent: no cron entry", path="/etc/cron.d/nodegate-health", present=False)
-        svc = put_template(name="agent: nodegate-health.service",
-                           dest="/etc/systemd/system/nodegate-health.service",
-                           src="agent/nodegate-health.service.j2", **values)
-        timer = put_template(name="agent: nodegate-health.timer",
-                             dest="/etc/systemd/system/nodegate-health.timer",
-                             src="agent/nodegate-health.timer.j2", **values)
-        systemd.daemon_reload(name="agent: systemd reload",
-                              _if=lambda: svc.did_change() or timer.did_change())
-        systemd.service(name="agent: nodegate-health.timer", service="nodegate-health.timer",
-                        running=True, enabled=True)
-    else:
-        raise DeployError(f"{host.name}: agent_schedule must be cron or systemd-timer")
+        if host.get_fact(SystemdBooted):
+            systemd.service(name=f"agent: {service} enabled and running", service=service,
+                            running=True, enabled=True)
+        else:  # no systemd (a chroot, a container without it): its init script
+            server.shell(name=f"agent: {service} running (no systemd)",
+                         commands=[f"pgrep -x {service} >/dev/null || service {service} start"])
+        schedule_in_effect(name=f"agent: the schedule runs ({service} enabled and active, "
+                           "first run seen)", kind=kind, unit=service, first_run=first_run)
+        return
+    files.file(name="agent: no cron entry", path="/etc/cron.d/nodegate-health", present=False)
+    svc = put_template(name="agent: nodegate-health.service",
+                       dest="/etc/systemd/system/nodegate-health.service",
+                       src="agent/nodegate-health.service.j2", **values)
+    timer = put_template(name="agent: nodegate-health.timer",
+                         dest="/etc/systemd/system/nodegate-health.timer",
+                         src="agent/nodegate-health.timer.j2", **values)
+    systemd.daemon_reload(name="agent: systemd reload",
+                          _if=lambda: svc.did_change() or timer.did_change())
+    systemd.service(name="agent: nodegate-health.timer", service=TIMER,
+                    running=True, enabled=True)
+    schedule_in_effect(name="agent: the schedule runs (timer enabled and active, first run "
+                       "seen)", kind=kind, unit=TIMER, first_run=first_run)
 
 
 if is_deploy_file(globals()):

@@ -10,6 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 DEFAULTS: dict[str, Any] = {
+    # every role's apt calls (roles/ops/packages.py: apt): seconds to wait for the dpkg lock
+    # (unattended-upgrades holds it for a while) before the host fails; 0: fail at once
+    "apt_lock_timeout_s": 300,
+    # pyinfra's SSH connection (inventory.py applies them to every host; docs/reliability.md):
+    "ssh_keepalive_s": 15,                # SSH keepalive interval: a silent link drop is seen
+    "ssh_keepalive_count": 4,             # after this many unanswered keepalives
+    "ssh_command_timeout_s": 3600,        # no single command runs longer (a driver build
+                                          # included); then that host fails, the others go on
     # base
     "base_blacklist_nouveau": True,
     "base_kernel_args": None,             # None: ["iommu=pt"] when the profile wants iommu: pt
@@ -90,6 +98,8 @@ DEFAULTS: dict[str, Any] = {
     "pdu_monitor_textfile": "/var/lib/node_exporter/textfile_collector/nodegate_power.prom",
     "pdu_monitor_listen": None,
     "pdu_monitor_push_env_secrets": True,  # copy *_env secrets from the operator's env (0600)
+    "pdu_monitor_verify": True,           # bring-up: each BMC/PDU answers, names this host
+    "pdu_monitor_bmc_serial": None,       # the host's serial its BMC's Systems must carry
     # agent
     "agent_venv": "/opt/nodegate/venv",
     "agent_python": "python3",
@@ -102,7 +112,9 @@ DEFAULTS: dict[str, Any] = {
     "agent_profile_path": "/etc/nodegate/profile.json",
     "agent_report_dir": "/var/lib/nodegate/reports",
     "agent_textfile_dir": "/var/lib/node_exporter/textfile_collector",
-    "agent_schedule": "cron",             # cron | systemd-timer
+    "agent_schedule": None,               # cron | systemd-timer; None: the timer where
+                                          # systemd is init, else cron (installed, enabled)
+    "agent_first_run_timeout_s": 900,     # the deploy runs the schedule once and waits this
     "agent_interval_min": 5,
     "agent_health_args": [],              # extra args for `nodegate health` (schedule and gate)
     "agent_schedule_gate": True,          # run `nodegate gate` after each scheduled health check
@@ -140,6 +152,9 @@ DEFAULTS: dict[str, Any] = {
     "slurm_controller_prolog_epilog": True,  # Prolog/Epilog = slurm_node's quick check
     "slurm_controller_return_to_service": 2,
     "slurm_controller_extra_lines": [],   # more slurm.conf lines, verbatim (site policy)
+    "slurm_controller_remove_nodes": [],  # Slurm names slurm.conf may lose (a rename, a node
+                                          # retired): drained first, removed when idle; any
+                                          # other node the inventory lacks is kept
     # the rolling upgrade (deploy/rolling_upgrade.py)
     "rolling_batch": 1,                   # nodes upgraded at once
     "rolling_max_unavailable": None,      # per partition: an int, or {partition: n, default: n};

@@ -108,11 +108,12 @@ def behind(installed: Mapping[str, Iterable[str]], patterns: Iterable[str], vers
 DPKG_FORMAT = "${db:Status-Abbrev} ${Package} ${Version}\\n"  # dpkg-query expands \\n
 
 
-def hold_script(patterns: Iterable[str], version: str) -> str:
+def hold_script(patterns: Iterable[str], version: str, lock_timeout: int = 0) -> str:
     """Hold every installed package of the driver's set at ``version`` (run after the
-    install, so it sees what apt really brought)."""
+    install, so it sees what apt really brought); apt-mark waits ``lock_timeout`` seconds for
+    the dpkg lock (``apt_lock_timeout_s``)."""
     return (f"dpkg-query -W -f={shlex.quote(DPKG_FORMAT)} | {hold_filter(patterns, version)}"
-            " | xargs -r apt-mark hold")
+            f" | xargs -r apt-mark hold -o DPkg::Lock::Timeout={int(lock_timeout)}")
 
 
 def hold_filter(patterns: Iterable[str], version: str) -> str:

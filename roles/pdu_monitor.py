@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import host
-from pyinfra.operations import files, systemd
+from pyinfra.facts.files import File
+from pyinfra.operations import files, server, systemd
 
 from roles.defaults import role_defaults
 from roles.ops.common import is_deploy_file, knob, refuse
@@ -149,6 +151,32 @@ def pdu_monitor() -> None:
     changed = [op.did_change for op in (config, unit, secrets) if op is not None]
     systemd.service(name="pdu_monitor: restart after a change", service=SERVICE,
                     restarted=True, _if=lambda: any(c() for c in changed))
+    if knob("pdu_monitor_verify"):  # at bring-up (no record yet) and when the wiring changes
+        stamp = str(PurePosixPath(str(values["pdu_monitor_node_file"])).with_name(
+            "power-verified.json"))
+        unverified = not host.get_fact(File, path=stamp)
+        server.shell(name="pdu_monitor: each BMC and PDU answers and is wired to this host "
+                     "(nodegate power verify)", commands=[verify_command(values)],
+                     _if=lambda: unverified or any(c() for c in changed))
+
+
+def verify_command(values: dict[str, Any]) -> str:
+    """``nodegate power verify`` with the poller's credentials loaded as the poller loads them
+    (its EnvironmentFile, taken literally): at bring-up, and whenever the wiring changes, a
+    BMC or PDU that does not answer, or names another host, fails this host with its line."""
+    from shlex import quote
+
+    from roles.ops.schedule import env_loader
+
+    words = [str(values["pdu_monitor_nodegate_bin"]), "power", "verify",
+             "--config", str(values["pdu_monitor_config"]), "--host", host.name,
+             "--node-file", str(values["pdu_monitor_node_file"])]
+    serial = knob("pdu_monitor_bmc_serial")
+    if serial:
+        words += ["--serial", str(serial)]
+    line = " ".join(quote(w) for w in words) + ' --host "$(hostname)"'
+    return env_loader(_plain(str(values["pdu_monitor_env_file"]), "pdu_monitor_env_file")) \
+        + line
 
 
 if is_deploy_file(globals()):

@@ -20,8 +20,16 @@ Opt-in: off unless ``slurm_controller_enabled`` is set on the controller host (s
   ``slurmd -G`` on a lab node with ``AutoDetect=nvml``: "We were configured with nvml
   functionality, but that lib wasn't found on the system", then the explicit lines).
 - slurmctld started; on a change, restarted when the node set changed (22.05 adds or removes
-  nodes only on a restart) and ``scontrol reconfigure`` in any case, which also pushes the
-  new files to every configless slurmd.
+  nodes only on a restart; the operation's name says so) and ``scontrol reconfigure``
+  otherwise, which also pushes the new files to every configless slurmd.
+- **The cluster changes only on purpose** (``plan_node_set``): a node slurm.conf
+  already has is never removed or renamed because this run's inventory lacks it (a
+  ``--limit`` run, a group edited, a Slurm-name typo): its lines are kept as they are. A
+  node name new to Slurm whose address is a node slurm.conf keeps (a typo, a rename, one
+  machine under two names) is left out and its host fails, naming both names; the file
+  and slurmctld stay untouched by it. Removing (or renaming) takes the explicit knob
+  ``slurm_controller_remove_nodes``: each listed node is drained first and removed only
+  when it runs no job, then slurmctld restarts.
 - **A node new to slurm.conf is drained** ``nodegate: not validated`` right after slurmctld
   knows it, before its slurmd registers. "New" is read from the controller's current
   slurm.conf (its ``NodeName=`` lines), so a rerun drains nothing and a node the gate resumed
@@ -40,6 +48,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from pyinfra import logger
 from pyinfra.api.deploy import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.host import Host
@@ -73,6 +82,84 @@ STATE_DIR = "/var/lib/slurm/slurmctld"
 #: The drain a node new to slurm.conf starts with: nodegate's own, so the gate may lift it.
 INITIAL_REASON = "nodegate: not validated"
 _NODE_LINE = re.compile(r"^NodeName=(\S+)")
+_NODE_ADDR = re.compile(r"\sNodeAddr=(\S+)")
+#: The drain of a node ``slurm_controller_remove_nodes`` takes out of slurm.conf.
+REMOVE_REASON = "nodegate: removed from slurm.conf (slurm_controller_remove_nodes)"
+
+
+@dataclass(frozen=True)
+class KnownNode:
+    """A node the controller's current slurm.conf has: its lines there, kept verbatim when
+    this run's inventory does not name it."""
+
+    name: str
+    address: str | None
+    line: str                # its NodeName= line in slurm.conf
+    gres: tuple[str, ...]    # its NodeName= lines in gres.conf
+    how: str = "kept as it was (not in this run's inventory)"  # its gres.conf comment
+
+    def entry(self) -> SlurmNode:
+        """The node as the templates render it: its own lines, unchanged."""
+        return SlurmNode(self.name, self.address or "", None, "", None, 0, None,
+                         list(self.gres), self.how, self.line)
+
+
+@dataclass(frozen=True)
+class NodeSetPlan:
+    """What a run does to the cluster's node set (``plan_node_set``)."""
+
+    add: tuple[str, ...]          # new to Slurm: drained until validated
+    keep: tuple[str, ...]         # in slurm.conf, not in this run's inventory: kept verbatim
+    remove: tuple[str, ...]       # named by slurm_controller_remove_nodes: drained, removed
+    refused: dict[str, str]       # inventory host -> why its node is left out (a typo...)
+
+    @property
+    def restart(self) -> bool:
+        """Slurm 22.05 adds or removes nodes only on a slurmctld restart."""
+        return bool(self.add or self.remove)
+
+
+def plan_node_set(known: dict[str, str | None], wanted: list[tuple[str, str, str]],
+                  remove: set[str]) -> NodeSetPlan:
+    """The node set change a run may make, from slurm.conf's nodes (``known``: name ->
+    address), the inventory's (``wanted``: (host, Slurm name, address)) and the operator's
+    explicit removals. Pure: tests/roles/test_slurm_controller.py holds each rule.
+
+    A name new to Slurm whose address is a known node that stays (a typo, a rename without
+    the knob), or another inventory host's address or name, is refused for that host; known
+    nodes the inventory lacks are kept unless ``remove`` names them."""
+    names = {name for _, name, _ in wanted}
+    leaving = (set(known) & remove) - names
+    staying = {n: a for n, a in known.items() if n not in leaving}
+    by_address = {a: n for n, a in staying.items() if a}
+    refused: dict[str, str] = {}
+    add: list[str] = []
+    seen_name: dict[str, str] = {}
+    seen_address: dict[str, str] = {}
+    for host_name, name, address in wanted:
+        if name in seen_name:
+            refused[host_name] = (f"Slurm node name {name!r} is also {seen_name[name]}'s: "
+                                  "two hosts cannot be one node; nothing was changed in Slurm")
+            continue
+        if address in seen_address:
+            refused[host_name] = (f"address {address} is also {seen_address[address]}'s: one "
+                                  "machine under two names; nothing was changed in Slurm")
+            continue
+        seen_name[name], seen_address[address] = host_name, host_name
+        if name in known:
+            continue
+        other = by_address.get(address)
+        if other is not None:
+            refused[host_name] = (
+                f"Slurm node name {name!r} is new to Slurm, but {address} is node {other!r} "
+                f"in slurm.conf: a typo of the host's slurm.node_name, or a rename; slurm.conf "
+                f"and slurmctld are left as they are. To rename, list {other!r} in "
+                "slurm_controller_remove_nodes (it is drained, removed when idle, and "
+                "slurmctld restarts)")
+            continue
+        add.append(name)
+    keep = sorted(n for n in known if n not in names and n not in leaving)
+    return NodeSetPlan(tuple(add), tuple(keep), tuple(sorted(leaving)), refused)
 
 
 @dataclass(frozen=True)
@@ -88,6 +175,7 @@ class SlurmNode:
     gpu_type: str | None  # slurm.conf's Gres=gpu:TYPE:N must match gres.conf's Type=
     gres: list[str]  # gres.conf lines, NodeName= included
     how: str         # where the gres lines came from (a comment in gres.conf)
+    line: str | None = None  # a node kept from slurm.conf: its NodeName= line, verbatim
 
 
 def _node_knob(node: Host, name: str, profile_path: str | None = None) -> Any:
@@ -141,13 +229,13 @@ def node_entry(node: Host) -> SlurmNode:
                      [f"NodeName={name} {line}" for line in lines], how)
 
 
-def _nodes() -> list[SlurmNode]:
+def _nodes() -> list[tuple[Host, SlurmNode]]:
     group = str(knob("slurm_controller_nodes_group"))
     members = [h for h in host.state.inventory if group in h.groups]
     if not members:
         raise DeployError(f"{host.name}: slurm_controller: inventory group {group!r} "
                           "(slurm_controller_nodes_group) has no hosts")
-    return [node_entry(m) for m in members]
+    return [(m, node_entry(m)) for m in members]
 
 
 def _site(key: str, fallback: str) -> str:
@@ -157,8 +245,68 @@ def _site(key: str, fallback: str) -> str:
 def known_nodes() -> set[str]:
     """The NodeName= entries of the controller's current slurm.conf (none before the first
     run): what slurmctld already has, so only the others start drained."""
+    return set(known_entries())
+
+
+def known_entries() -> dict[str, KnownNode]:
+    """slurm.conf's NodeName= lines (and gres.conf's for each), by node name."""
     lines = host.get_fact(FindInFile, path=SLURM_CONF, pattern="^NodeName=") or []
-    return {m.group(1) for line in lines if (m := _NODE_LINE.match(line))}
+    gres = host.get_fact(FindInFile, path=GRES_CONF, pattern="^(NodeName=|# [^ ]+: )",
+                         extended_regex=True) or []
+    out = {}
+    for line in lines:
+        match = _NODE_LINE.match(line)
+        if not match:
+            continue
+        name = match.group(1)
+        addr = _NODE_ADDR.search(line)
+        how = next((g.rstrip()[len(f"# {name}: "):] for g in gres
+                    if g.startswith(f"# {name}: ")), None)
+        out[name] = KnownNode(name, addr.group(1) if addr else None, line.rstrip(),
+                              tuple(g.rstrip() for g in gres
+                                    if (m := _NODE_LINE.match(g)) and m.group(1) == name),
+                              *([how] if how else []))
+    return out
+
+
+def _drain_to_remove(names: tuple[str, ...]) -> str:
+    """Drain each node to remove (a drain someone else set is left as it is: compare
+    first), then fail while any still runs a job: removing a busy node drops its jobs."""
+    parts = []
+    for name in names:
+        node = shlex.quote(name)
+        parts.append(
+            f"if ! scontrol show node {node} -o | grep -Eq 'State=[A-Z+_]*(DRAIN|DOWN)'; then "
+            f"scontrol update NodeName={node} State=DRAIN "
+            f"{shlex.quote('Reason=' + REMOVE_REASON)} || exit 1; fi; "
+            f"jobs=$(squeue -h -w {node} -o %i | wc -l); if [ \"$jobs\" -gt 0 ]; then echo "
+            f"\"nodegate: {name} is drained but still runs $jobs job(s): it is removed from "
+            f"slurm.conf once idle (rerun then)\" >&2; exit 1; fi")
+    return "; ".join(parts)
+
+
+def _node_rows(nodes: list[tuple[Host, SlurmNode]]) -> tuple[NodeSetPlan, list[SlurmNode]]:
+    """This run's node set change (``plan_node_set``), each refused host failed with its
+    reason, and the nodes the files list: slurm.conf's own order first (a node kept keeps
+    its lines verbatim), then the new ones, so a node only missing from this run leaves both
+    files byte for byte as they were."""
+    known = known_entries()
+    plan = plan_node_set({n: k.address for n, k in known.items()},
+                         [(h.name, e.name, e.address) for h, e in nodes],
+                         {str(n) for n in knob("slurm_controller_remove_nodes") or []})
+    for member, _entry in nodes:
+        if member.name in plan.refused:
+            refuse(plan.refused[member.name], target=member)
+    served = {e.name: e for h, e in nodes if h.name not in plan.refused}
+    for name in plan.keep:
+        served.setdefault(name, known[name].entry())
+    if plan.keep:
+        logger.warning(f"{host.name}: slurm_controller: kept in slurm.conf though not in this "
+                       f"run's inventory: {', '.join(plan.keep)} (slurm_controller_remove_nodes "
+                       "drains and removes a node)")
+    rows = [served[n] for n in known if n in served] + \
+        [e for n, e in served.items() if n not in known]
+    return plan, rows
 
 
 @deploy("nodegate slurm_controller: slurmctld, slurm.conf and gres.conf for configless nodes",
@@ -185,9 +333,12 @@ def slurm_controller() -> None:
     for path in (STATE_DIR, SLURM_LOG_DIR):
         files.directory(name=f"slurm_controller: {path}", path=path, user="slurm",
                         group="slurm", mode="755")
-    known = known_nodes()
-    new = [n.name for n in nodes if n.name not in known]
-    node_set_changed = known != {n.name for n in nodes}
+    plan, rows = _node_rows(nodes)
+    new = list(plan.add)
+    if plan.remove:
+        server.shell(name="slurm_controller: nodes to remove drained first "
+                     f"({', '.join(plan.remove)}; slurm_controller_remove_nodes)",
+                     commands=[_drain_to_remove(plan.remove)])
     conf = put_template(
         name="slurm_controller: slurm.conf (served to the nodes: enable_configless)",
         src="slurm_controller/slurm.conf.j2", dest=SLURM_CONF,
@@ -202,14 +353,16 @@ def slurm_controller() -> None:
         healthcheck=HEALTHCHECK if knob("slurm_controller_health_check") else None,
         healthcheck_interval=knob("slurm_controller_health_check_interval"),
         prolog=PROLOG if knob("slurm_controller_prolog_epilog") else None, epilog=EPILOG,
-        extra=list(knob("slurm_controller_extra_lines") or []), nodes=nodes)
+        extra=list(knob("slurm_controller_extra_lines") or []), nodes=rows)
     gres = put_template(name="slurm_controller: gres.conf with every node's GPUs",
-                        src="slurm_controller/gres.conf.j2", dest=GRES_CONF, nodes=nodes)
+                        src="slurm_controller/gres.conf.j2", dest=GRES_CONF, nodes=rows)
     running = bool((host.get_fact(SystemdStatus) or {}).get("slurmctld.service"))
     systemd.service(name="slurm_controller: slurmctld enabled and running",
                     service="slurmctld.service", running=True, enabled=True)
-    if running and node_set_changed:  # 22.05 takes a new node list only on a restart
-        systemd.service(name="slurm_controller: slurmctld restarted (the node set changed)",
+    if running and plan.restart:  # 22.05 takes a new node list only on a restart
+        change = ", ".join([*(f"+{n}" for n in plan.add), *(f"-{n}" for n in plan.remove)])
+        systemd.service(name=f"slurm_controller: slurmctld restarted (the node set changed): "
+                        f"{change}; Slurm 22.05 adds or removes nodes only on a restart",
                         service="slurmctld.service", restarted=True, _if=conf.did_change)
     if running:
         server.shell(name="slurm_controller: scontrol reconfigure (the nodes fetch the new files)",

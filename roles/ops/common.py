@@ -137,23 +137,28 @@ def q(value: object) -> QuoteString:
     return QuoteString(str(value))
 
 
-def refuse(message: str) -> None:
-    """Stop this host before anything changes on it, with a message saying why.
+#: Why a host was failed (``verdict``, ``refuse``) in this run, by host name (a rollout's
+#: summary).
+FAILURES: dict[str, str] = {}
+
+
+def refuse(message: str, target: Host | None = None) -> None:
+    """Stop this host (or ``target``, another inventory host a role found wrong) before
+    anything changes on it, with a message saying why.
 
     The host is marked failed during the prepare phase, so none of its operations run while
     the other hosts carry on.
     """
-    full = f"{host.name}: nodegate refused: {message}"
+    who = target if target is not None else host
+    full = f"{who.name}: nodegate refused: {message}"
     logger.error(full)
-    host.data.nodegate_refused = message
+    who.data.nodegate_refused = message
+    FAILURES[who.name] = message
     try:
-        host.state.fail_hosts({host})  # type: ignore[no-untyped-call]
+        host.state.fail_hosts({who})  # type: ignore[no-untyped-call]
     except PyinfraError as exc:  # the last active host: end the run with our message
-        raise DeployError(full) from exc
-
-
-#: Why a host was failed by ``verdict`` in this run, by host name (a rollout's summary).
-FAILURES: dict[str, str] = {}
+        if who is host:
+            raise DeployError(full) from exc
 
 
 def verdict(decide: Callable[[Host], str | None]) -> FunctionCommand:

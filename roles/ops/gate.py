@@ -138,7 +138,8 @@ def join_gate(nodegate_bin: str, level: str, node: str,
                             "report_dir": report_dir, "require": list(require)}
     plan = host.get_fact(JoinPlan, **args)
     if plan["exit"] != 0:
-        yield from fail_here(gate_results.join_exit_message(plan["exit"]))
+        yield from fail_here(gate_results.join_exit_message(plan["exit"],
+                                                            plan.get("stderr", "")))
         return
     if not gate_results.join_changes(plan["decision"]):
         if gate_results.held_out(plan["decision"]):  # drained by an earlier run: still a failure

@@ -37,11 +37,17 @@ def stem(name: str) -> str:
 
 
 def recorded(at: str, *argv: str | QuoteString) -> StringCommand:
-    """``argv`` with stdout (its JSON; stderr dropped) to ``<at>.json`` and its exit code to
-    ``<at>.exit``; the previous run's files go first, so a stale result is never read."""
+    """``argv`` with stdout (its JSON) to ``<at>.json``, stderr (its own words on a failure:
+    the failure message quotes them) to ``<at>.err`` and its exit code to ``<at>.exit``; the
+    previous run's files go first, so a stale result is never read."""
     return cmd("mkdir", "-p", q(RUN_DIR), "&&", "rm", "-f", q(f"{at}.json"), q(f"{at}.exit"),
-               "&&", "{", *argv, ">", q(f"{at}.json"), "2>/dev/null;",
-               "echo", "$?", ">", q(f"{at}.exit"), ";", "}")
+               q(f"{at}.err"), "&&", "{", *argv, ">", q(f"{at}.json"), "2>", q(f"{at}.err"),
+               ";", "echo", "$?", ">", q(f"{at}.exit"), ";", "}")
+
+
+def said(result: GateResult) -> str:
+    """``; the node said: <its last stderr lines>`` for a failure message, or nothing."""
+    return f"; the node said: {result['stderr']}" if result.get("stderr") else ""
 
 
 def battery_argv(nodegate: str, subcommand: str, profile: str,
@@ -71,7 +77,7 @@ def fetch(at: str, staging: Path, *, report: bool = True) -> Iterator[Any]:
     with stock ``files.get``: a remote file that does not exist while the operation is
     prepared is downloaded blind, and ``force`` skips the checksum comparison, so the run's
     fresh output is always the one fetched."""
-    pairs = ([(".json", ".report")] if report else []) + [(".exit", ".exit")]
+    pairs = ([(".json", ".report")] if report else []) + [(".exit", ".exit"), (".err", ".err")]
     for remote, local in pairs:
         yield from files.get._inner(src=f"{at}{remote}", dest=f"{staging}{local}",
                                     add_deploy_dir=False, create_local_dir=True, force=True)
@@ -80,12 +86,12 @@ def fetch(at: str, staging: Path, *, report: bool = True) -> Iterator[Any]:
 def take(staging: Path) -> GateResult:
     """The fetched result (exit 3, no report, when a file is missing), the staged files gone."""
     texts = []
-    for suffix in (".report", ".exit"):
+    for suffix in (".report", ".exit", ".err"):
         path = Path(f"{staging}{suffix}")
         texts.append(read_bytes(path, kind="report").decode("utf-8", errors="replace")
                      if path.is_file() else "")
         path.unlink(missing_ok=True)
-    return parse_recorded(texts[0], texts[1])
+    return parse_recorded(texts[0], texts[1], texts[2])
 
 
 def keep(result: GateResult, latest: Path) -> None:
@@ -106,7 +112,7 @@ def battery_verdict(me: Any, result: GateResult, out: Path, *, subcommand: str,
         me.noop(f"validation gate FAILED (report in {out}); the join gate drains the node")
         return None
     return (f"validation gate: nodegate {subcommand} exited {result['exit']} "
-            f"{EXITS}; report in {out}")
+            f"{EXITS}; report in {out}{said(result)}")
 
 
 def multinode_verdict(me: Any, result: GateResult, out: Path | None, *, summary: str,
@@ -121,7 +127,7 @@ def multinode_verdict(me: Any, result: GateResult, out: Path | None, *, summary:
     if result["exit"] == 0 or (not fail_host and result["exit"] == 1):
         me.noop(f"{summary} (report in {out})")
         return None
-    return f"{summary} {EXITS}; report in {out}"
+    return f"{summary} {EXITS}; report in {out}{said(result)}"
 
 
 # --- the join -----------------------------------------------------------------------------------
@@ -132,9 +138,10 @@ def join_summary(node: str, decision: dict[str, Any]) -> str:
             f"{decision.get('why', '')} [{decision.get('after', '')}]")
 
 
-def join_exit_message(code: int) -> str:
+def join_exit_message(code: int, stderr: str = "") -> str:
     return (f"join gate: nodegate gate exited {code} (2 = bad input, "
-            "3 = scheduler unreachable; nothing was changed)")
+            "3 = scheduler unreachable; nothing was changed)"
+            + (f"; the node said: {stderr}" if stderr else ""))
 
 
 def join_changes(decision: dict[str, Any] | None) -> bool:
@@ -164,7 +171,7 @@ def join_verdict(me: Any, node: str, result: GateResult) -> str | None:
     """From ``nodegate gate --mode join``'s recorded decision: a drain (now or before) fails
     the host, after a warning when it drained now; a resume is logged; exit 2/3 fails it."""
     if result["exit"] != 0:
-        return join_exit_message(result["exit"])
+        return join_exit_message(result["exit"], result.get("stderr", ""))
     decision = result["report"] or {}
     summary = join_summary(node, decision)
     if held_out(decision):

@@ -31,6 +31,25 @@ from roles.ops.common import TargetOS, cmd, q, target_os
 from roles.ops.files import put_template
 
 
+def apt_lock_timeout() -> int:
+    """``apt_lock_timeout_s``: seconds every apt call waits for the dpkg lock (held for a
+    while by unattended-upgrades or another apt) before it fails the host; 0: not at all."""
+    from roles.defaults import DEFAULTS
+
+    value = host.data.get("apt_lock_timeout_s")
+    return int(DEFAULTS["apt_lock_timeout_s"] if value is None else value)
+
+
+def apt(tool: str, *args: str | Any) -> Any:
+    """``apt-get``/``apt-mark`` ending ``-o DPkg::Lock::Timeout=N`` (apt >= 1.9.11 waits that
+    long for the dpkg lock instead of failing at once; apt reads options after the
+    arguments too); ``apt-get install`` runs noninteractive. Every apt call the roles make
+    goes through here."""
+    env = ["env", "DEBIAN_FRONTEND=noninteractive"] if tool == "apt-get" and args[:1] == (
+        "install",) else []
+    return cmd(*env, tool, *args, "-o", f"DPkg::Lock::Timeout={apt_lock_timeout()}")
+
+
 @dataclass(frozen=True)
 class AptPin:
     """An apt preferences pin (templates/apt/preferences.j2, priority 1001) for a pinned set:
@@ -144,7 +163,7 @@ def pinned_packages(packages: list[str], version: str, label: str,
             if guard and wrong and any(fnmatchcase(n, p) for p in guard))
         unhold = sorted(set(released) | set(replaces or []))
         if unhold:
-            yield cmd("apt-mark", "unhold", *[q(p) for p in unhold])
+            yield apt("apt-mark", "unhold", *[q(p) for p in unhold])
         # the set's packages no exact-version Depends reaches (nvidia-egl-common,
         # nvidia-legacy-check) would stay at the old build: they move with the rest
         behind = ([p for p in driver_pins.behind(host.get_fact(DebPackages) or {}, guard,
@@ -155,7 +174,7 @@ def pinned_packages(packages: list[str], version: str, label: str,
             specs = [q(f"{p}={version}") if "-" in version else q(p) for p in wrong]
             specs += [q(p) for p in behind]
             specs += [q(f"{p}-") for p in replaces or []]
-            yield cmd("apt-get", "update", "-q")
+            yield apt("apt-get", "update", "-q")
             if guard:
                 plain = [f"{p}={version}" if "-" in version else p for p in wrong]
                 plain += behind
@@ -163,12 +182,12 @@ def pinned_packages(packages: list[str], version: str, label: str,
                 yield StringCommand(driver_pins.guard_script(
                     plain, guard, version, required=[] if "-" in version else wrong,
                     own=own_versions or ()))
-            yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
+            yield apt("apt-get", "install", "-y", "-q",
                       "--allow-downgrades", "--allow-change-held-packages",
                       "-o", "Dpkg::Options::=--force-confdef",
                       "-o", "Dpkg::Options::=--force-confold", *specs)
         to_hold = sorted(set(wrong) | set(unheld))
-        yield cmd("apt-mark", "hold", *[q(p) for p in to_hold])
+        yield apt("apt-mark", "hold", *[q(p) for p in to_hold])
         return
     installed = host.get_fact(RpmPackages)
     held = host.get_fact(HeldPackages)
@@ -203,9 +222,9 @@ def os_packages(packages: list[str]) -> Generator[Any, None, None]:
         host.noop(f"installed: {', '.join(packages)}")
         return
     if os_.is_debian:
-        yield cmd("apt-get", "update", "-q")
-        yield cmd("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
-                  "--no-install-recommends", *[q(p) for p in missing])
+        yield apt("apt-get", "update", "-q")
+        yield apt("apt-get", "install", "-y", "-q", "--no-install-recommends",
+                  *[q(p) for p in missing])
     else:
         yield cmd("dnf", "-y", "-q", "install", *[q(p) for p in missing])
 
@@ -224,7 +243,7 @@ def hold_matching(patterns: list[str], version: str) -> Generator[Any, None, Non
     if at_version and all(n in held for n in at_version):
         host.noop(f"{len(at_version)} package(s) at {version} held")
         return
-    yield StringCommand(driver_pins.hold_script(patterns, version))
+    yield StringCommand(driver_pins.hold_script(patterns, version, apt_lock_timeout()))
 
 
 @operation()
@@ -245,5 +264,6 @@ def lock_matching(patterns: list[str], version: str) -> Generator[Any, None, Non
     yield StringCommand(driver_pins.lock_script(patterns, version))
 
 
-__all__ = ["AptPin", "ensure_packages", "hold_matching", "lock_matching", "os_packages",
-           "package_plan", "pinned_packages", "stale_packages", "version_matches"]
+__all__ = ["AptPin", "apt", "apt_lock_timeout", "ensure_packages", "hold_matching",
+           "lock_matching", "os_packages", "package_plan", "pinned_packages",
+           "stale_packages", "version_matches"]

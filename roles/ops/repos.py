@@ -14,6 +14,7 @@ from pyinfra.facts.files import File
 
 from nodegate.facts.packages import DnfModuleState
 from roles.ops.common import cmd, q
+from roles.ops.packages import apt
 
 
 @operation()
@@ -27,7 +28,7 @@ def deb_from_url(package: str, url: str) -> Generator[Any, None, None]:
         return
     tmp = f"/tmp/nodegate-{package}.deb"
     yield cmd("curl", "-fsSL", "-o", q(tmp), q(url))
-    yield cmd("dpkg", "-i", q(tmp))
+    yield apt("apt-get", "install", "-y", "-q", q(tmp))  # waits for the dpkg lock
     yield cmd("rm", "-f", q(tmp))
 
 

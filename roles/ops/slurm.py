@@ -24,6 +24,26 @@ def slurm_member() -> str | None:
     return None
 
 
+def slurm_name_mismatch() -> str | None:
+    """Why this host's Slurm name cannot be right, or None. Where nodegate configures slurmd
+    (``slurm_node_controller``), slurm.conf has no ``NodeHostname``: slurmd registers as its
+    short host name, so a ``slurm.node_name`` that differs (a typo) would put a gate or drain
+    on another node, or on none. Checked on the node itself, so a ``--limit`` run, which the
+    controller does not see, is caught too."""
+    from pyinfra.facts.server import Hostname
+
+    if not host.data.get("slurm_node_controller"):
+        return None
+    name = slurm_node_name()
+    own = str(host.get_fact(Hostname) or "").strip().split(".")[0]
+    if not own or own == name:
+        return None
+    return (f"slurm.node_name {name!r} is not this host's name {own!r}: slurmd registers as "
+            f"{own!r} (nodegate's slurm.conf has no NodeHostname), so its scheduled gate "
+            f"would act on {name!r}, another node or none; a typo in the site file? Nothing "
+            "was changed")
+
+
 def drain_budget_args() -> list[str]:
     """``--drain-budget F --textfile-dir DIR`` for a health gate on this node when the site
     sets ``slurm.drain_budget`` (docs/gate.md, "The drain budget"), else nothing: the cron
@@ -37,4 +57,4 @@ def drain_budget_args() -> list[str]:
     return ["--drain-budget", f"{float(budget):g}", "--textfile-dir", str(textfile)]
 
 
-__all__ = ["drain_budget_args", "slurm_member", "slurm_node_name"]
+__all__ = ["drain_budget_args", "slurm_member", "slurm_name_mismatch", "slurm_node_name"]

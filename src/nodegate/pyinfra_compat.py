@@ -16,6 +16,17 @@ Fix: ``SSHConnector.run_shell_command``, ``put_file`` and ``get_file`` re-raise 
 every one of pyinfra's existing handlers treats it as that host's command error: pyinfra logs
 ``Command socket/SSH error``, marks the host failed and carries on with the others.
 
+A link that goes silent (no RST: a cable, a switch port, a node hung in the kernel) is not an
+EOF: without keepalives paramiko waits on the socket for TCP's own give-up, 15 minutes or more,
+and pyinfra's waves hold every other host behind that one (240 s, then killed, in a fault test). So
+``connect`` also turns on paramiko's keepalive every ``ssh_keepalive_s`` seconds and sets the
+socket's ``TCP_USER_TIMEOUT`` to ``ssh_keepalive_s x ssh_keepalive_count``: unacknowledged data
+(the keepalives themselves) older than that closes the socket, the transport dies, and the
+command in flight ends; ``run_shell_command`` then finds the transport inactive and raises
+:class:`SSHConnectionLost` ``connection to HOST lost during OPERATION`` (the operation's name,
+from ``host.executing_op_hash``), a host error like the EOF above. The knobs are host data
+(inventory.py fills in roles/defaults.py's values where the site sets none).
+
 The same install keeps configuration facts per host until the host next runs a command
 (:mod:`nodegate.fact_cache`): pyinfra 3 would read them again at every call.
 
@@ -45,6 +56,9 @@ logger = logging.getLogger(__name__)
 CHECKED: frozenset[tuple[int, int]] = frozenset({(3, 1), (3, 10)})
 PATCHED_METHODS = ("run_shell_command", "put_file", "get_file")
 _MARK = "__nodegate_connection_lost__"
+#: The keepalive knobs' values where a host's data has none (roles/defaults.py has the same).
+KEEPALIVE_S = 15
+KEEPALIVE_COUNT = 4
 
 
 class SSHConnectionLost(ConnectionResetError, SSHException):
@@ -77,10 +91,35 @@ def is_checked(found: tuple[int, ...] | None) -> bool:
 SFTP_METHODS = ("put_file", "get_file")
 
 
+def operation_name(connector: Any, fallback: str) -> str:
+    """The operation ``connector``'s host is executing (its names, as pyinfra prints them),
+    else ``fallback`` (the connector method)."""
+    host = getattr(connector, "host", None)
+    op_hash = getattr(host, "executing_op_hash", None)
+    state = getattr(connector, "state", None) or getattr(host, "state", None)
+    try:
+        names = state.get_op_meta(op_hash).names if op_hash and state else None
+    except (AttributeError, KeyError):
+        names = None
+    return ", ".join(sorted(names)) if names else fallback
+
+
+def transport_lost(connector: Any) -> bool:
+    """True when the connector's SSH transport exists and is no longer active (a keepalive
+    timed out, the peer went away): the command that just ended did not end on the node."""
+    client = getattr(connector, "client", None)
+    get_transport = getattr(client, "get_transport", None)
+    if get_transport is None:
+        return False
+    transport = get_transport()
+    return transport is not None and not transport.is_active()
+
+
 def connection_lost_is_host_failure(method: Callable[..., Any],
                                     name: str | None = None) -> Callable[..., Any]:
     """Wrap a connector method so paramiko's ``EOFError`` (and, for the SFTP methods,
-    pyinfra's ``ConnectError``) leaves it as SSHConnectionLost."""
+    pyinfra's ``ConnectError``), or a command that ended because the transport died, leaves
+    it as SSHConnectionLost naming the host and the operation."""
     from pyinfra.api.exceptions import ConnectError
 
     name = name or method.__name__
@@ -88,16 +127,68 @@ def connection_lost_is_host_failure(method: Callable[..., Any],
     if name in SFTP_METHODS:
         lost = (EOFError, ConnectError)
 
+    def _lost(self: Any, why: str) -> SSHConnectionLost:
+        host = getattr(getattr(self, "host", None), "name", "?")
+        return SSHConnectionLost(f"connection to {host} lost during "
+                                 f"{operation_name(self, name)} ({why})")
+
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)
         except lost as e:
-            host = getattr(getattr(self, "host", None), "name", "?")
-            raise SSHConnectionLost(
-                f"SSH connection to {host} lost during {name} "
-                f"({'paramiko EOFError' if isinstance(e, EOFError) else e})"
-            ) from e
+            raise _lost(self, "paramiko EOFError" if isinstance(e, EOFError) else str(e)) from e
+        except (OSError, SSHException) as e:
+            if transport_lost(self):
+                raise _lost(self, f"{type(e).__name__}: {e}") from e
+            raise
+        if transport_lost(self):
+            raise _lost(self, "the SSH transport closed: no keepalive answered within "
+                        f"{bound_s(self)} s")
+        return result
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+def _data(connector: Any, key: str, default: int) -> int:
+    data = getattr(getattr(connector, "host", None), "data", None)
+    value = data.get(key) if data is not None else None
+    return int(default if value is None else value)
+
+
+def bound_s(connector: Any) -> int:
+    """Seconds a silent link may last before the connection is given up."""
+    return (_data(connector, "ssh_keepalive_s", KEEPALIVE_S)
+            * _data(connector, "ssh_keepalive_count", KEEPALIVE_COUNT))
+
+
+def set_keepalive(connector: Any) -> None:
+    """paramiko keepalives every ``ssh_keepalive_s`` and, on Linux, ``TCP_USER_TIMEOUT`` of
+    ``ssh_keepalive_s x ssh_keepalive_count`` on the socket (0 turns both off)."""
+    import socket
+
+    interval = _data(connector, "ssh_keepalive_s", KEEPALIVE_S)
+    client = getattr(connector, "client", None)
+    transport = client.get_transport() if client is not None else None
+    if transport is None or interval <= 0:
+        return
+    transport.set_keepalive(interval)
+    sock = getattr(transport, "sock", None)
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if isinstance(sock, socket.socket) and user_timeout is not None and \
+            sock.family in (socket.AF_INET, socket.AF_INET6):  # a proxy command's is not TCP
+        sock.setsockopt(socket.IPPROTO_TCP, user_timeout, bound_s(connector) * 1000)
+
+
+def keepalive_on_connect(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``SSHConnector.connect`` so every new connection gets ``set_keepalive``."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        set_keepalive(self)
+        return result
 
     setattr(wrapper, _MARK, True)
     return wrapper
@@ -124,6 +215,9 @@ def install(connector: type[Any] | None = None) -> bool:
         method = getattr(connector, name)
         if not getattr(method, _MARK, False):
             setattr(connector, name, connection_lost_is_host_failure(method, name))
+    connect = getattr(connector, "connect", None)
+    if connect is not None and not getattr(connect, _MARK, False):
+        connector.connect = keepalive_on_connect(connect)  # type: ignore[method-assign]
     return True
 
 

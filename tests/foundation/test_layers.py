@@ -41,7 +41,7 @@ LAYERS: dict[str, int] = {
     # 4: the power path, which calls the judge
     "power": 4,
     # 5: the battery engine, the fleet view, the gate; the control side's inventory and facts
-    "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5, "fact_cache": 5,
+    "battery": 5, "fleet": 5, "cluster": 5, "site": 5, "facts": 5, "pyinfra_compat": 5, "fact_cache": 5, "deploy_interrupt": 5,
     # 5: remediation, which reads the gate's drain reasons and the judge's Xid actions
     "remediation": 5,
     # 6: the fleet ledger (control side), which reads reports through the fleet reader and

@@ -94,6 +94,10 @@ def converged_facts(os_name: str) -> dict[str, Any]:
         "storage.Blkid": {"UUID": FS_UUID, "TYPE": "xfs"},
         "packages.VenvDistributions": {"nodegate": ["0.1.0"], "torch": ["2.13.0+cpu"],
                                        "pysnmp": ["7.1.22"]},
+        # systemd is init: the agent's schedule is the timer, enabled, active and run once
+        "schedule.SystemdBooted": True,
+        "schedule.ScheduleState": {"nodegate-health.timer": "enabled active",
+                                   "stamp": "systemd-timer"},
     }
 
 
@@ -104,6 +108,7 @@ def converged_files(os_name: str) -> dict[str, Any]:
         conf: f"ARRAY /dev/md/nodegate0 metadata=1.2 name=gpu-b01:nodegate0 UUID={ARRAY_UUID}\n",
         "/opt/nodegate/venv/pyvenv.cfg": "home = /usr/bin\n",
         "/etc/yum.repos.d/cuda-rhel9.repo": "[cuda-rhel9-x86_64]\n",
+        "/etc/nodegate/power-verified.json": '{"bmcs": ["https://10.20.101.11"]}\n',
         "/etc/nodegate/power-poller.env": {"content": "IDRAC_PASSWORD=s3cret\n"
                                                       "PDU_COMMUNITY=c0mm\n", "mode": 600},
     }

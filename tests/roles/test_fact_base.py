@@ -50,11 +50,12 @@ def test_defaults_are_empty_and_fresh_each_time() -> None:
 
 
 def test_exit_and_json_facts_keep_their_own_field() -> None:
-    assert RecordedRun().default() == {"exit": 3, "report": None}
-    assert JoinPlan().default() == {"exit": 3, "decision": None}
+    assert RecordedRun().default() == {"exit": 3, "report": None, "stderr": ""}
+    assert JoinPlan().default() == {"exit": 3, "decision": None, "stderr": ""}
     assert JoinPlan().process(['{"action": "resume"}', "NODEGATE_EXIT=0"]) == {
-        "exit": 0, "decision": {"action": "resume"}}
-    assert RecordedRun().process(["[1]", "NODEGATE_EXIT=1"]) == {"exit": 1, "report": None}
+        "exit": 0, "decision": {"action": "resume"}, "stderr": ""}
+    assert RecordedRun().process(["[1]", "NODEGATE_EXIT=1"]) == {"exit": 1, "report": None,
+                                                                  "stderr": ""}
 
 
 def test_both_slurm_facts_ask_scontrol_the_same_way() -> None:

@@ -22,9 +22,9 @@ PROFILE = "/etc/nodegate/profile.json"
 REPORT = {"schema": "nodegate.report/1", "node": "testhost", "verdict": "PASS",
           "results": [{"check": "gpu_count", "verdict": "PASS", "measured": 8.0}]}
 RUN = "/run/nodegate/gate"
-BATTERY = (f"mkdir -p {RUN} && rm -f {RUN}/quick.json {RUN}/quick.exit && "
+BATTERY = (f"mkdir -p {RUN} && rm -f {RUN}/quick.json {RUN}/quick.exit {RUN}/quick.err && "
            f"{{ {NODEGATE} health --profile {PROFILE} --json --color never --checks gpu,log "
-           f"> {RUN}/quick.json 2>/dev/null; echo $? > {RUN}/quick.exit ; }}")
+           f"> {RUN}/quick.json 2> {RUN}/quick.err ; echo $? > {RUN}/quick.exit ; }}")
 EXITS = "(1 = a check failed, 2 = bad input, 3 = could not run)"
 
 
@@ -38,9 +38,9 @@ def battery(fetch: Path, *, fail_host: bool = True, executing: bool = True,
     return run(role, executing=executing, remote=remote)
 
 
-def recorded(name: str, document: str, code: str) -> dict[str, str]:
-    """What a recorded run leaves on the node."""
-    return {f"{RUN}/{name}.json": document, f"{RUN}/{name}.exit": code}
+def recorded(name: str, document: str, code: str, err: str = "") -> dict[str, str]:
+    """What a recorded run leaves on the node (its stderr too)."""
+    return {f"{RUN}/{name}.json": document, f"{RUN}/{name}.exit": code, f"{RUN}/{name}.err": err}
 
 
 def test_prepared_the_battery_is_the_operations_one_command(tmp_path: Path) -> None:
@@ -57,6 +57,7 @@ def test_a_passing_battery_is_fetched_and_kept_as_before(
         BATTERY,
         f"download {RUN}/quick.json {host_dir}/.quick.report",
         f"download {RUN}/quick.exit {host_dir}/.quick.exit",
+        f"download {RUN}/quick.err {host_dir}/.quick.err",
         "function _verdict",
     ]
     assert result.failed == []
@@ -102,15 +103,22 @@ def test_a_run_without_a_report_leaves_the_last_one(tmp_path: Path,
 
 
 def test_recorded_results_parse_as_the_facts_did() -> None:
-    assert parse_recorded(json.dumps(REPORT, indent=2), "0\n") == {"exit": 0, "report": REPORT}
-    assert parse_recorded("", "") == {"exit": 3, "report": None}
-    assert parse_recorded("[1, 2]", "1") == {"exit": 1, "report": None}  # not a report
-    assert parse_recorded("{", "127") == {"exit": 127, "report": None}
+    assert parse_recorded(json.dumps(REPORT, indent=2), "0\n") == {"exit": 0, "report": REPORT,
+                                                                    "stderr": ""}
+    assert parse_recorded("", "") == {"exit": 3, "report": None, "stderr": ""}
+    assert parse_recorded("[1, 2]", "1") == {"exit": 1, "report": None,  # not a report
+                                             "stderr": ""}
+    assert parse_recorded("{", "127", "a\n\nb\n") == {"exit": 127, "report": None,
+                                                       "stderr": "a | b"}
     fact = RecordedRun()
     assert str(fact.command(stem=f"{RUN}/join").get_raw_value()) == (
-        f"cat {RUN}/join.json 2>/dev/null; echo NODEGATE_EXIT=$(cat {RUN}/join.exit 2>/dev/null)")
+        f"cat {RUN}/join.json 2>/dev/null; echo NODEGATE_EXIT=$(cat {RUN}/join.exit 2>/dev/null);"
+        f" tail -n 20 {RUN}/join.err 2>/dev/null | sed 's/^/NODEGATE_STDERR=/'")
     assert fact.process(['{"action": "none"}', "NODEGATE_EXIT=0"]) == {
-        "exit": 0, "report": {"action": "none"}}
+        "exit": 0, "report": {"action": "none"}, "stderr": ""}
+    assert fact.process(["NODEGATE_EXIT=2", "NODEGATE_STDERR=nodegate gate: error: no "
+                         "report"]) == {"exit": 2, "report": None,
+                                        "stderr": "nodegate gate: error: no report"}
 
 
 # --- the multi-node pair ----------------------------------------------------------------------
@@ -136,9 +144,10 @@ def test_the_node_under_test_runs_its_side_and_keeps_the_report(tmp_path: Path) 
     run_cmd, *fetched, judge = result.commands
     assert "multinode --role join --endpoint 10.0.0.1:29400 --peer-name other " \
            "--rdzv-id nodegate-testhost-other --local-addr 10.0.0.2" in run_cmd
-    assert run_cmd.endswith(f"> {RUN}/multinode.json 2>/dev/null; "
+    assert run_cmd.endswith(f"> {RUN}/multinode.json 2> {RUN}/multinode.err ; "
                             f"echo $? > {RUN}/multinode.exit ; }}")
-    assert [f.split()[1] for f in fetched] == [f"{RUN}/multinode.json", f"{RUN}/multinode.exit"]
+    assert [f.split()[1] for f in fetched] == [f"{RUN}/multinode.json", f"{RUN}/multinode.exit",
+                                               f"{RUN}/multinode.err"]
     assert judge == "function _verdict" and result.failed == []
     assert json.loads((tmp_path / "testhost" / "multinode-latest.json").read_text()) == report
 
@@ -156,10 +165,12 @@ def test_a_failed_pair_fails_the_node_under_test(tmp_path: Path,
 def test_the_peer_is_the_reference_never_failed_nor_kept(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     result = pair(tmp_path, peer="testhost", new="other",
-                  remote={f"{RUN}/multinode.exit": "1\n"})  # only the exit code is fetched
+                  remote={f"{RUN}/multinode.exit": "1\n",  # only the exit code (and stderr)
+                          f"{RUN}/multinode.err": ""})
     assert "--role host --endpoint 10.0.0.2:29400" in result.commands[0]
     assert result.commands[1:] == [
         f"download {RUN}/multinode.exit {tmp_path / 'testhost'}/.multinode.exit",
+        f"download {RUN}/multinode.err {tmp_path / 'testhost'}/.multinode.err",
         "function _verdict"]
     assert result.failed == []
     assert not (tmp_path / "testhost" / "multinode-latest.json").exists()
@@ -204,7 +215,7 @@ def test_a_group_of_three_runs_with_nnodes_3_and_the_host_names_every_member(
     assert "--peer-name other --rdzv-id nodegate-testhost-third-other " in joined.commands[0]
     assert "--nnodes 3" in joined.commands[0] and joined.failed == []
     hosting = pair(tmp_path, peer="testhost", new="other", more=("third",),
-                   remote={f"{RUN}/multinode.exit": "0\n"})
+                   remote={f"{RUN}/multinode.exit": "0\n", f"{RUN}/multinode.err": ""})
     assert "--role host --endpoint 10.0.0.2:29400 --peer-name other,third " in \
         hosting.commands[0] and "--nnodes 3" in hosting.commands[0]
 
@@ -260,8 +271,13 @@ def test_the_plan_is_a_dry_run_and_the_act_is_not() -> None:
     plan = str(JoinPlan().command(nodegate=NODEGATE, level="standard", node="gpu-b01",
                                   report_dir="/var/lib/nodegate/reports",
                                   require=["multinode"]).get_raw_value())
-    assert plan == JOIN.replace(" --json", " --dry-run --json") + \
-        " 2>/dev/null; echo NODEGATE_EXIT=$?"
+    assert plan == "err=$(mktemp) || exit 3; " + JOIN.replace(" --json", " --dry-run --json") \
+        + ' 2>"$err"; echo NODEGATE_EXIT=$?; tail -n 20 "$err" | ' \
+        + "sed 's/^/NODEGATE_STDERR=/'; rm -f \"$err\""
+    # a plan that could not be made says why, in the node's own words
+    assert JoinPlan().process(["NODEGATE_EXIT=2", "NODEGATE_STDERR=nodegate gate: error: "
+                               "no profile"]) == {"exit": 2, "decision": None,
+                                                  "stderr": "nodegate gate: error: no profile"}
 
 
 def test_a_converged_node_runs_no_command() -> None:
@@ -282,8 +298,8 @@ def test_a_resume_runs_the_real_join(caplog: pytest.LogCaptureFixture) -> None:
     result = join({"exit": 0, "decision": decision("resume", False, after="IDLE+DRAIN")},
                   acted={"exit": 0, "report": decision("resume", True)})
     assert result.commands == [
-        f"mkdir -p {RUN} && rm -f {RUN}/join.json {RUN}/join.exit && {{ {JOIN} > "
-        f"{RUN}/join.json 2>/dev/null; echo $? > {RUN}/join.exit ; }}",
+        f"mkdir -p {RUN} && rm -f {RUN}/join.json {RUN}/join.exit {RUN}/join.err && {{ {JOIN} > "
+        f"{RUN}/join.json 2> {RUN}/join.err ; echo $? > {RUN}/join.exit ; }}",
         "function _verdict"]
     assert result.failed == []
     assert "testhost: join gate: gpu-b01 resume: standard report PASS and fresh [IDLE]" in \
@@ -352,3 +368,28 @@ def test_prepared_the_join_reads_nothing() -> None:
     result = run(role)  # a plan read here would be the default, exit 3, and fail the host
     assert result.commands == []
     assert set(result.noops) == {"join gate runs after validation (level quick)"}
+
+
+def test_a_join_that_cannot_run_quotes_the_nodes_own_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A failed join used to say only ``nodegate gate exited 2``; now the node's own last
+    stderr lines follow (redacted), from the plan or from the real run."""
+    said = "nodegate gate: error: --report-dir /var/lib/nodegate/reports: no such directory"
+    result = join({"exit": 2, "decision": None, "stderr": said})
+    assert result.failed == ["gate: Slurm join/drain"]
+    assert caplog.messages[-1].endswith(f"nothing was changed); the node said: {said}")
+    result = join({"exit": 0, "decision": decision("resume", False)},
+                  acted={"exit": 2, "report": None, "stderr": said})
+    assert caplog.messages[-1].endswith(f"the node said: {said}")
+
+
+def test_a_battery_that_cannot_run_quotes_the_nodes_own_error(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    err = "Traceback (most recent call last):\n  ...\nnodegate health: error: no profile at " \
+          "/etc/nodegate/profile.json (exit 2)\n"
+    result = battery(tmp_path, remote=recorded("quick", "", "2", err))
+    assert result.failed == ["gate: nodegate health"]
+    [error] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.endswith("; the node said: Traceback (most recent call last): | ... | "
+                          "nodegate health: error: no profile at /etc/nodegate/profile.json "
+                          "(exit 2)")

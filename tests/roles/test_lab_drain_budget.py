@@ -3,8 +3,8 @@ budget of 50 %).
 
 One lab of 4 nodes: node1..node3 carry a real board fault the quick gate fails on, node4 is
 healthy. The site sets ``slurm.drain_budget: 0.5`` and the full deploy (its own gate off: the
-test is the cron) renders it into the agent's cron entry. With every node in service, each sick
-node runs its cron entry, exactly as cron runs it, one after another. slurmctld then shows two
+test is the schedule) renders it into the agent's timer service. With every node in service,
+each sick node runs its scheduled steps, exactly as the service runs them, one after another. slurmctld then shows two
 nodes drained by nodegate and the third left in service, marked in its Comment, with the WARN
 and the alert metric on that node; node4 untouched. An administrator's drain of node4 then
 uses none of nodegate's budget: with node1 repaired and resumed, node3 drains at its next run.
@@ -37,7 +37,7 @@ NODES = ("node1", "node2", "node3", "node4")
 FAULTS = {"node1": "ecc-dbe@gpu2", "node2": "nvlink-down@gpu3.link5", "node3": "ecc-dbe@gpu5"}
 SICK = tuple(FAULTS)
 HEALTHY = "node4"
-CRON = "/etc/cron.d/nodegate-health"
+UNIT = "/etc/systemd/system/nodegate-health.service"
 TEXTFILE = "/var/lib/node_exporter/textfile_collector/nodegate_gate.prom"
 MARK = "nodegate: over drain budget: "
 ADMIN = "bad fan, RMA 4711"
@@ -60,16 +60,18 @@ def lab(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def cron_run(node: str) -> str:
-    """The node's cron entry, run as cron runs it (health, then the gate), with its output
-    kept instead of cron's ``>/dev/null``; returns the output and the exit status line."""
-    lines = [x for x in sh(node, f"cat {CRON}").splitlines() if x.startswith("*/")]
-    assert len(lines) == 1, lines
-    entry = re.fullmatch(r"\*/\d+ \* \* \* \* root (.*) >/dev/null 2>&1", lines[0])
-    assert entry, lines[0]
-    command = entry.group(1)
-    gate = command[command.index("/opt/nodegate/venv/bin/nodegate gate"):]
+    """The node's scheduled run (the agent's timer service: health, then the gate), run as
+    its ExecStart lines run, with the poller's EnvironmentFile, its output kept instead of
+    the journal's; returns the output and the exit status line (the gate's, as before)."""
+    from roles.ops.schedule import env_loader
+
+    unit = sh(node, f"cat {UNIT}")
+    steps = re.findall(r"^ExecStart=(.*)$", unit, re.M)
+    gate = next(s for s in steps if "/opt/nodegate/venv/bin/nodegate gate" in s)
     assert f"--node {node} " in gate, gate
     assert "--drain-budget 0.5 --textfile-dir /var/lib/node_exporter/textfile_collector" in gate
+    env = re.search(r"^EnvironmentFile=-(\S+)$", unit, re.M)
+    command = env_loader(env.group(1) if env else None) + "; ".join(steps)
     return sh(node, f"sh -c {shlex.quote(command)} 2>&1; echo rc=$?")
 
 

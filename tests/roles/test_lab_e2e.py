@@ -187,8 +187,12 @@ def test_testinfra_checks_of_the_result(deployed: Any, ssh_config: Path, name: s
     unit = h.file("/etc/systemd/system/raid.mount").content_string
     assert re.search(r"^What=(UUID=|/dev/disk/by-uuid/)[0-9a-f-]{36}$", unit, re.M)
     assert "nofail" in unit
-    cron = h.file("/etc/cron.d/nodegate-health").content_string
-    assert re.search(r"^\*/5 .*root .*/opt/nodegate/venv/bin/nodegate health", cron, re.M)
+    # systemd is the lab's init: the agent's schedule is its timer (docs/roles.md)
+    assert h.service("nodegate-health.timer").is_enabled
+    assert h.service("nodegate-health.timer").is_running
+    assert not h.file("/etc/cron.d/nodegate-health").exists
+    unit = h.file("/etc/systemd/system/nodegate-health.service").content_string
+    assert re.search(r"^ExecStart=/opt/nodegate/venv/bin/nodegate health", unit, re.M)
     profile = json.loads(h.file("/etc/nodegate/profile.json").content_string)
     assert profile["driver"]["version"] == "570.133.20"
     health = h.run("/opt/nodegate/venv/bin/nodegate health --profile /etc/nodegate/profile.json "
@@ -232,19 +236,188 @@ def test_dry_run_changes_nothing(deployed: Any, ssh_config: Path) -> None:
 
 
 def test_power_poller_runs_and_the_scheduled_check_passes_the_power_group(deployed: Any) -> None:
-    """pdu_monitor on the lab: the poller is active and writes its textfile; the agent's cron
-    line (which loads the poller's EnvironmentFile) runs the power group, and it passes."""
+    """pdu_monitor on the lab: the poller is active and writes its textfile; the agent's timer
+    service (which loads the poller's EnvironmentFile) runs the power group, and it passes."""
     assert shell("node1", "systemctl is-active nodegate-power-poller").strip() == "active"
     shell("node1", "test -s /var/lib/node_exporter/textfile_collector/nodegate_power.prom")
     wiring = json.loads(shell("node1", "cat /etc/nodegate/node.json"))
     assert wiring["outlets"] == ["lab-pdu.outlet1"] and wiring["circuits"] == 1
     report = "/var/lib/nodegate/reports/quick-latest.json"
-    shell("node1", f"rm -f {report}; line=$(sed -n 's|^[*]/5 [*] [*] [*] [*] root ||p' "
-                   f"/etc/cron.d/nodegate-health); sh -c \"$line\"")
+    # the timer's own service, as the timer starts it (a oneshot: start returns when done)
+    shell("node1", f"rm -f {report}; systemctl start nodegate-health.service")
     results = {r["check"]: r["verdict"]
                for r in json.loads(shell("node1", f"cat {report}"))["results"]}
     for check in ("psu_count", "psu_redundancy", "inlet_temp"):
         assert results.get(check) == "PASS", (check, results)
+
+
+# --- the bring-up under faults (docs/reliability.md, 11b) -------------------------------------
+
+
+def _edit_site(edit: Any) -> str:
+    """Apply ``edit`` to the lab's site mapping; returns the original text to put back."""
+    import yaml
+
+    original = SITE.read_text()
+    site = yaml.safe_load(original)
+    edit(site)
+    SITE.write_text(yaml.safe_dump(site, sort_keys=False))
+    return original
+
+
+def test_the_schedule_runs_on_a_node_without_cron(deployed: Any) -> None:
+    """The lab's nodes have no cron daemon (a minimal image): the deploy left the systemd
+    timer enabled and active, its service loading, and its first run seen; choosing cron
+    installs and enables the daemon instead, and its first run is seen too."""
+    # node2 never gets cron here (node1 does below, and keeps the package)
+    assert "ii " not in shell("node2", "dpkg -l cron 2>/dev/null | grep '^.. *cron ' || true")
+    for name in NODES:
+        assert shell(name, "systemctl is-enabled nodegate-health.timer; systemctl is-active "
+                           "nodegate-health.timer").split() == ["enabled", "active"]
+        assert shell(name, "cat /var/lib/nodegate/schedule-first-run").strip() == \
+            "systemd-timer"
+        assert shell(name, "systemctl show -p LoadState --value nodegate-health.service"
+                     ).strip() == "loaded"
+    try:
+        cron = pyinfra("roles/agent.py", "--limit", "node1", "--data", "agent_schedule=cron",
+                       "--data", "agent_interval_min=5")
+        assert cron.returncode == 0, cron.stdout[-4000:]
+        assert "agent: the schedule runs (cron enabled and active, first run seen)" in cron.stdout
+        assert shell("node1", "dpkg-query -W -f '${Status}' cron").strip() == \
+            "install ok installed"
+        assert shell("node1", "systemctl is-enabled cron; systemctl is-active cron"
+                     ).split() == ["enabled", "active"]
+        assert shell("node1", "cat /var/lib/nodegate/schedule-first-run").strip() == "cron"
+        assert shell("node1", "test -e /etc/systemd/system/nodegate-health.timer || echo gone"
+                     ).strip() == "gone"
+    finally:
+        back = pyinfra("roles/agent.py", "--limit", "node1")
+        assert back.returncode == 0, back.stdout[-4000:]
+    assert shell("node1", "cat /var/lib/nodegate/schedule-first-run").strip() == "systemd-timer"
+
+
+def test_a_slurm_name_typo_leaves_the_cluster_alone_and_fails_that_host(deployed: Any) -> None:
+    """node2's slurm.node_name mistyped in a full Slurm run: slurm.conf is byte for byte as it
+    was, slurmctld is not restarted, and node2 fails naming the typo and the node it hit; in
+    a --limit run of node2 the node refuses the name itself, its schedule untouched."""
+    conf = shell("slurmctl", "cat /etc/slurm/slurm.conf")
+    since = shell("slurmctl", "systemctl show -p ActiveEnterTimestampMonotonic --value "
+                              "slurmctld").strip()
+
+    def typo(site: dict[str, Any]) -> None:
+        site["hosts"]["node2"]["slurm"]["node_name"] = "node02"
+
+    unit = "/etc/systemd/system/nodegate-health.service"
+    schedule = shell("node2", f"cat {unit}")
+    original = _edit_site(typo)
+    try:
+        run = pyinfra("deploy/slurm.py")
+        # a --limit run has no controller: the node's own roles refuse the name
+        limited = pyinfra("deploy.py", "--limit", "node2")
+    finally:
+        SITE.write_text(original)
+    assert limited.returncode == 1, limited.stdout[-4000:]
+    assert "node2: nodegate refused: slurm.node_name 'node02' is not this host's name " \
+        "'node2'" in limited.stdout, limited.stdout[-4000:]
+    assert shell("node2", f"cat {unit}") == schedule  # its gate still names node2
+    assert run.returncode == 1, run.stdout[-4000:]
+    assert re.search(r"node2: nodegate refused: Slurm node name 'node02' is new to Slurm, but "
+                     r"\S+ is node 'node2' in slurm.conf", run.stdout), run.stdout[-4000:]
+    assert shell("slurmctl", "cat /etc/slurm/slurm.conf") == conf
+    assert shell("slurmctl", "systemctl show -p ActiveEnterTimestampMonotonic --value "
+                             "slurmctld").strip() == since
+    assert "node02" not in shell("slurmctl", "sinfo -h -N -o %N").split()
+
+
+def test_sigint_mid_deploy_exits_3_and_the_rerun_converges(deployed: Any) -> None:
+    """Ctrl-C while operations execute: exit 3 (pyinfra alone says 0), naming what each host
+    had in flight; the same command again converges."""
+    import signal
+
+    proc = subprocess.Popen([str(VENV_BIN / "pyinfra"), "-y", "inventory.py", "deploy.py",
+                             "--limit", "node1"], cwd=ROOT, text=True, env=pyinfra_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    seen: list[str] = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "Starting operation" in line:
+            time.sleep(1)
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, _ = proc.communicate(timeout=300)
+    out = "".join(seen) + rest
+    assert proc.returncode == 3, out[-3000:]
+    assert "nodegate: error: interrupted" in out and "(exit 3)" in out, out[-3000:]
+    assert "Exiting upon user request" not in out
+    again = pyinfra("deploy.py", "--limit", "node1")
+    assert again.returncode == 0, again.stdout[-4000:]
+
+
+def test_a_wrong_bmc_address_fails_that_host_at_bring_up(deployed: Any) -> None:
+    """node2's site entry points at node1's BMC: pdu_monitor's verify reads its Redfish
+    Systems (HostName node1) and fails node2 naming it; put back, it passes again."""
+    import yaml
+
+    site = yaml.safe_load(SITE.read_text())
+    node1_bmc = site["hosts"]["node1"]["bmc"]["url"]
+
+    def wrong(data: dict[str, Any]) -> None:
+        data["hosts"]["node2"]["bmc"]["url"] = node1_bmc
+
+    original = _edit_site(wrong)
+    try:
+        run = pyinfra("roles/pdu_monitor.py", "--limit", "node2")
+    finally:
+        SITE.write_text(original)
+    assert run.returncode == 1, run.stdout[-4000:]
+    assert "FAIL node2-bmc: manages HostName node1, not node2" in run.stdout, run.stdout[-4000:]
+    back = pyinfra("roles/pdu_monitor.py", "--limit", "node2")
+    assert back.returncode == 0, back.stdout[-4000:]
+    assert json.loads(shell("node2", "cat /etc/nodegate/power-verified.json"))["bmcs"]
+
+
+def test_a_silent_link_drop_fails_that_host_within_the_bound(deployed: Any,
+                                                             ssh_config: Path) -> None:
+    """node2's link goes down without a RST (its veth on the lab bridge: a pulled cable)
+    while operations execute: with keepalives every 5 s and 3 unanswered allowed, node2 fails
+    naming the lost connection and its operation, node1 finishes, and the run ends; the link
+    back, the same command converges."""
+    veth, ns = lab_config.node(2).veth, lab_config.BRIDGE_NS
+    for name in NODES:
+        shell(name, "rm -f /etc/nccl.conf")
+    bound = ["--data", "ssh_keepalive_s=5", "--data", "ssh_keepalive_count=3"]
+    # one role, not the whole bring-up: the waves are the same, the test is cheaper
+    proc = subprocess.Popen([str(VENV_BIN / "pyinfra"), "-y", "inventory.py", "roles/nccl.py",
+                             "--limit", "gpu_nodes", *bound], cwd=ROOT, text=True, env=pyinfra_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    seen: list[str] = []
+    dropped = lost = None
+    try:
+        for line in proc.stdout:  # every line, timed: the failure must come within the bound
+            seen.append(line)
+            if dropped is None and "Starting operation" in line:
+                subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", veth, "down"],
+                               check=True, timeout=30)
+                dropped = time.monotonic()
+            if lost is None and "connection to node2 lost during" in line:
+                lost = time.monotonic()
+        proc.wait(timeout=900)
+    finally:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", veth, "up"],
+                       check=False, timeout=30)
+    out = "".join(seen)
+    assert proc.returncode == 1, out[-4000:]
+    assert re.search(r"connection to node2 lost during .*\(", out), out[-4000:]
+    assert "Traceback" not in out and "Grand total" in out, out[-4000:]
+    assert not re.search(r"\[node1\].*Error", out), out[-4000:]
+    assert node(ssh_config, "node1").file("/etc/nccl.conf").exists
+    # 15 s of unanswered keepalives, plus the operation's own time: not TCP's 15 minutes
+    assert dropped is not None and lost is not None and lost - dropped < 90, (dropped, lost)
+    again = pyinfra("roles/nccl.py", "--limit", "gpu_nodes")
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert node(ssh_config, "node2").file("/etc/nccl.conf").exists
 
 
 # last: it stops node2 mid-run and may leave the lab needing a fresh `lab up`

@@ -34,7 +34,8 @@ def test_infiniband_node_gets_the_distribution_stack_and_nothing_for_dmabuf() ->
     result = run(network, data=host_data("xe9680-h100"))
     assert result.error is None
     assert ("env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-            "rdma-core ibverbs-utils infiniband-diags perftest") in result.commands
+            "rdma-core ibverbs-utils infiniband-diags perftest -o DPkg::Lock::Timeout=300") \
+        in result.commands
     assert not any("modprobe" in c or SCRIPT in c for c in result.commands)
     assert any("DMA-BUF: nothing to load" in n for n in result.noops)
     assert any("no RoCE rails" in n for n in result.noops)
@@ -133,7 +134,8 @@ def test_ofed_from_the_site_mirror() -> None:
     assert "deb [signed-by=/usr/share/keyrings/nodegate-ofed.gpg] " \
            "http://mirror.site/doca/ubuntu22 ./" in deb.uploads[
                "/etc/apt/sources.list.d/nodegate-ofed.list"]
-    assert any(c.endswith("install -y -q --no-install-recommends doca-ofed perftest")
+    assert any(c.endswith("install -y -q --no-install-recommends doca-ofed perftest "
+                          "-o DPkg::Lock::Timeout=300")
                for c in deb.commands)
 
 

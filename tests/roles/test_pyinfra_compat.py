@@ -221,3 +221,83 @@ def test_pyinfra_handlers_are_the_ones_read(path: str, function: str) -> None:
 
     source = (Path(pyinfra.__file__).parent / path).read_text()
     assert _handlers(source, function) == HANDLERS_READ[(path, function)]
+
+
+class _Transport:
+    def __init__(self, client: SilentClient) -> None:
+        self.client = client
+        self.keepalive: int | None = None
+
+    def is_active(self) -> bool:
+        return not self.client.silent
+
+    def set_keepalive(self, interval: int) -> None:
+        self.keepalive = interval
+
+
+class SilentClient(FakeClient):
+    """A link that goes silent (no RST): the command's channel ends when the keepalive's
+    TCP_USER_TIMEOUT closes the socket, and the transport is no longer active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.silent = False
+        self.transport = _Transport(self)
+
+    def get_transport(self) -> _Transport:
+        return self.transport
+
+    def exec_command(self, command: str, get_pty: bool = False) -> tuple[Any, Any, Any]:
+        if "driver" in command:
+            self.silent = True  # the link drops while this command runs
+        return super().exec_command(command, get_pty)
+
+
+def test_a_silent_link_fails_that_host_naming_the_operation(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A silent link: the lost host fails with 'connection to HOST lost during OPERATION' and the
+    others finish their waves."""
+    state, clients = _state()
+    for h in state.inventory:
+        clients[h.name] = SilentClient() if h.name == "lost" else clients[h.name]
+        h.connector.client = clients[h.name]  # type: ignore[union-attr,assignment]
+    add_op(state, server.shell, name="nvidia_driver: install the driver",
+           commands=["echo install driver"], _if=None)
+    add_op(state, server.shell, name="after", commands=["echo last"])
+    run_ops(state)
+    assert {h.name for h in state.failed_hosts} == {"lost"}
+    assert any("echo last" in c for c in clients["good"].commands)
+    assert any("connection to lost lost during nvidia_driver: install the driver (the SSH "
+               "transport closed: no keepalive answered within 60 s)" in m
+               for m in caplog.messages), caplog.messages
+
+
+def test_keepalive_and_the_socket_bound_are_set_on_connect() -> None:
+    import socket
+
+    server_sock = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(server_sock.getsockname())
+    b, _ = server_sock.accept()
+    try:
+        client = SilentClient()
+        client.transport.sock = a  # type: ignore[attr-defined]
+
+        class Conn:
+            def __init__(self) -> None:
+                self.client = client
+                self.host = type("H", (), {"name": "n1", "data": {"ssh_keepalive_s": 5,
+                                                                  "ssh_keepalive_count": 3}})()
+
+        pyinfra_compat.set_keepalive(Conn())
+        assert client.transport.keepalive == 5
+        if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+            assert a.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 15000
+        assert pyinfra_compat.bound_s(Conn()) == 15
+    finally:
+        for s in (a, b, server_sock):
+            s.close()
+
+
+def test_connect_is_wrapped_once() -> None:
+    assert getattr(SSHConnector.connect, "__wrapped__", None) is not None
+    assert not hasattr(SSHConnector.connect.__wrapped__, "__wrapped__")

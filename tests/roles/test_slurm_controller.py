@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from roles.slurm_controller import known_nodes, slurm_controller
+from roles.slurm_controller import known_nodes, plan_node_set, slurm_controller
 from tests.roles.harness import Other, Result, run
 from tests.roles.scenarios import converged_facts, host_data
 
@@ -216,3 +216,103 @@ def test_known_nodes_reads_the_current_slurm_conf() -> None:
     node.get_fact = FakeFacts("debian12", {}, {"/etc/slurm/slurm.conf": conf})  # type: ignore[method-assign,assignment]
     with ctx_state.use(state), ctx_host.use(node):
         assert known_nodes() == {"gpu-b01", "gpu-b02"}
+
+
+# --- the cluster changes only on purpose ---------------------------------------------------
+
+KNOWN = {"gpu-b01": "10.20.1.1", "gpu-b02": "10.20.1.2", "gpu-b03": "10.20.1.3"}
+INVENTORY = [("b01", "gpu-b01", "10.20.1.1"), ("b02", "gpu-b02", "10.20.1.2"),
+             ("b03", "gpu-b03", "10.20.1.3")]
+
+
+def test_plan_a_converged_cluster_changes_nothing() -> None:
+    plan = plan_node_set(KNOWN, INVENTORY, set())
+    assert (plan.add, plan.keep, plan.remove, plan.refused, plan.restart) == \
+        ((), (), (), {}, False)
+
+
+def test_plan_a_slurm_name_typo_is_refused_for_that_host_and_the_node_kept() -> None:
+    typo = [*INVENTORY[:2], ("b03", "gpu-b3", "10.20.1.3")]
+    plan = plan_node_set(KNOWN, typo, set())
+    assert plan.add == () and plan.remove == () and not plan.restart
+    assert plan.keep == ("gpu-b03",)  # its line stays as slurm.conf has it
+    assert set(plan.refused) == {"b03"}
+    assert "'gpu-b3' is new to Slurm, but 10.20.1.3 is node 'gpu-b03'" in plan.refused["b03"]
+    assert "slurm_controller_remove_nodes" in plan.refused["b03"]
+
+
+def test_plan_a_limited_run_keeps_every_node_it_does_not_name() -> None:
+    plan = plan_node_set(KNOWN, INVENTORY[:1], set())
+    assert plan.keep == ("gpu-b02", "gpu-b03") and not plan.restart and plan.refused == {}
+
+
+def test_plan_a_rename_takes_the_knob_and_restarts() -> None:
+    renamed = [*INVENTORY[:2], ("b03", "gpu-b03new", "10.20.1.3")]
+    plan = plan_node_set(KNOWN, renamed, {"gpu-b03"})
+    assert (plan.add, plan.remove, plan.refused, plan.restart) == \
+        (("gpu-b03new",), ("gpu-b03",), {}, True)
+    # the knob never removes a node this run still names
+    assert plan_node_set(KNOWN, INVENTORY, {"gpu-b03"}).remove == ()
+
+
+def test_plan_one_machine_under_two_names_is_refused() -> None:
+    twice = [*INVENTORY, ("b03-again", "gpu-b99", "10.20.1.3")]
+    plan = plan_node_set(KNOWN, twice, set())
+    assert set(plan.refused) == {"b03-again"} and plan.add == () and not plan.restart
+    assert "10.20.1.3 is also b03's" in plan.refused["b03-again"]
+    fresh = plan_node_set({}, [("a", "n1", "10.0.0.1"), ("b", "n2", "10.0.0.1")], set())
+    assert fresh.add == ("n1",) and set(fresh.refused) == {"b"}
+
+
+def test_plan_a_new_node_at_a_new_address_is_added() -> None:
+    plan = plan_node_set(KNOWN, [*INVENTORY, ("b04", "gpu-b04", "10.20.1.4")], set())
+    assert (plan.add, plan.restart) == (("gpu-b04",), True)
+
+
+def _three_known() -> tuple[dict[str, str], dict[str, Any]]:
+    first = _ctl(_nodes(3))
+    files = {"/etc/slurm/slurm.conf": first.uploads["/etc/slurm/slurm.conf"],
+             "/etc/slurm/gres.conf": first.uploads["/etc/slurm/gres.conf"]}
+    running = {"systemd.SystemdStatus": {"slurmctld.service": True, "munge.service": True}}
+    return files, running
+
+
+def test_a_slurm_name_typo_leaves_slurm_conf_and_slurmctld_alone_and_fails_that_host() -> None:
+    files, running = _three_known()
+    others = _nodes(3)
+    others["b03"] = _node("b03", 3)
+    others["b03"].data["nodegate_slurm"] = {"node_name": "gpu-b3"}
+    from roles.ops.common import FAILURES
+
+    result = _ctl(others, files=files, facts=running, installed=True)
+    assert result.error is None, result.error
+    assert "/etc/slurm/slurm.conf" not in result.uploads  # unchanged: no upload
+    assert "/etc/slurm/gres.conf" not in result.uploads
+    changes = [c for op in result.unconditional_changes() for c in op.commands]
+    assert not any("restart" in c or "State=DRAIN" in c for c in changes), changes
+    assert not any("slurmctld restarted" in op.name for op in result.ops)
+    assert "'gpu-b3' is new to Slurm, but 10.20.1.3 is node 'gpu-b03'" in FAILURES["b03"]
+
+
+def test_a_run_without_a_known_node_keeps_its_lines() -> None:
+    files, running = _three_known()
+    result = _ctl(_nodes(2), files=files, facts=running, installed=True)
+    assert "/etc/slurm/slurm.conf" not in result.uploads  # the kept lines are the same lines
+    assert "/etc/slurm/gres.conf" not in result.uploads
+    assert not any("slurmctld restarted" in op.name for op in result.ops)
+
+
+def test_a_listed_node_is_drained_then_removed_with_a_restart() -> None:
+    files, running = _three_known()
+    result = _ctl(_nodes(2), files=files, facts=running, installed=True,
+                  data={"slurm_controller_remove_nodes": ["gpu-b03"]})
+    names = [op.name for op in result.ops if op.commands]
+    drain = next(i for i, n in enumerate(names) if "nodes to remove drained first" in n)
+    conf = next(i for i, n in enumerate(names) if "| slurm_controller: slurm.conf" in n)
+    restart = next(i for i, n in enumerate(names) if "restarted (the node set changed): -gpu-b03"
+                   in n)
+    assert drain < conf < restart
+    script = result.ops[[op.name for op in result.ops].index(names[drain])].commands[0]
+    assert "squeue -h -w gpu-b03" in script and "State=DRAIN" in script
+    assert "NodeName=gpu-b03" not in result.uploads["/etc/slurm/slurm.conf"]
+    assert "Nodes=gpu-b01,gpu-b02 " in result.uploads["/etc/slurm/slurm.conf"]

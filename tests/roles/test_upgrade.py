@@ -87,7 +87,8 @@ def test_another_branchs_fabric_manager_and_nscq_are_replaced_not_left_held() ->
     fm = next(c for c in result.commands if "apt-get install" in c and "nvidia-fabricmanager" in c)
     assert "nvidia-fabricmanager-570-" in fm.split() and "libnvidia-nscq-570-" in fm.split()
     assert "nvidia-fabricmanager-570-dev-" not in fm.split()  # not a branch name of ours
-    assert "apt-mark unhold libnvidia-nscq-570 nvidia-fabricmanager-570" in result.commands
+    assert "apt-mark unhold libnvidia-nscq-570 nvidia-fabricmanager-570 " \
+        "-o DPkg::Lock::Timeout=300" in result.commands
     driver = next(c for c in result.commands if "apt-get install" in c and "driver-580" in c)
     assert "nvidia-driver-570-open-" in driver.split()
 

@@ -92,6 +92,7 @@ class BmcState:
     # itself) gets its 204 before the power goes; 0: the handler runs before the answer
     reset_delay_s: float = 0.0
     resets: list[str] = field(default_factory=list)  # every accepted ResetType, in order
+    host_name: str | None = None  # the system's HostName (what its OS calls itself)
 
     def node_power_w(self) -> float:
         return round(self.base_power_w + max(0.0, float(self.power_source())), 1)
@@ -324,6 +325,7 @@ class RedfishBmc:
             "@odata.id": self.system_path, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem",
             "Id": self.system_id, "Name": "System", "SystemType": "Physical",
             "Manufacturer": "Dell Inc." if s.vendor == "dell" else "HPE",
+            **({"HostName": s.host_name} if s.host_name else {}),
             "PowerState": s.power_state,
             "Status": {"State": "Enabled" if s.power_state == "On" else "StandbyOffline",
                        "Health": "OK"},
@@ -533,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-sessions", type=int, default=8)
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--host-name", help="the system's HostName (the node it powers)")
     parser.add_argument("--host-dir", type=Path,
                         help="the lab host this BMC powers: ComputerSystem.Reset restarts it "
                              "through its supervisor (nodegate_lab.supervisor)")
@@ -550,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
                      psu_count=args.psu_count, psu_watts=args.psu_watts,
                      psu_min_needed=args.psu_min_needed, failed_psus=set(args.failed_psu),
                      inlet_temp_c=args.inlet_temp_c, schema=args.schema,
-                     mockup_dir=Path(args.mockup) if args.mockup else None)
+                     mockup_dir=Path(args.mockup) if args.mockup else None,
+                     host_name=args.host_name)
     if args.host_dir is not None:
         from nodegate_lab.supervisor import request_reset
 

@@ -10,7 +10,8 @@ from nodegate.paths import cache_dir
 
 
 def _instance() -> int:
-    """NODEGATE_LAB_INSTANCE (0-9, default 0): which of several labs on one machine.
+    """NODEGATE_LAB_INSTANCE (0-19, default 0): which of several labs on one machine (19
+    keeps every link name within 15 characters: ``ngl19v-slurmctl``).
 
     Instance 0 is the default lab (10.77.7.0/24, links ``ngl0``/``nglbr0``, namespaces
     ``ngl-*``, /var/lib/nodegate-lab, inventory/lab.yaml). Instance N uses 10.77.(7+N).0/24,
@@ -18,10 +19,10 @@ def _instance() -> int:
     test lab can run beside the lab someone is deploying to.
     """
     raw = os.environ.get("NODEGATE_LAB_INSTANCE", "0").strip() or "0"
-    if not raw.isdigit() or not 0 <= int(raw) <= 9:
+    if not raw.isdigit() or not 0 <= int(raw) <= 19:
         from nodegate.errors import ConfigError
 
-        raise ConfigError("NODEGATE_LAB_INSTANCE must be 0..9", key="NODEGATE_LAB_INSTANCE")
+        raise ConfigError("NODEGATE_LAB_INSTANCE must be 0..19", key="NODEGATE_LAB_INSTANCE")
     return int(raw)
 
 

@@ -260,7 +260,9 @@ def start_bmc(member: Member, lib_dir: Path, board_dir: Path) -> bool:
                   "--psu-watts", "3000", "--psu-min-needed", "1",
                   "--tls-cert", str(cert), "--tls-key", str(key),
                   # ComputerSystem.Reset restarts this host through its supervisor
-                  "--host-dir", str(member.dir)], env)
+                  "--host-dir", str(member.dir),
+                  # Systems HostName: the node's name, as its OS reports it to a real BMC
+                  "--host-name", member.name], env)
     return True
 
 

@@ -58,7 +58,13 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
         hosts[member.name] = entry
     hosts[config.CONTROLLER.name] = {"address": config.CONTROLLER.address}
     if with_mirror:  # the Slurm packages come from the mirror's layers (controller.py)
-        hosts[config.CONTROLLER.name]["data"] = controller.controller_data()
+        # the lab owns its cluster: a node `up --nodes N` no longer runs is retired from
+        # slurm.conf on purpose (the role keeps any node it is not told to remove)
+        present = {m.name for m in nodes}
+        retired = [config.node(i).name for i in range(1, config.MAX_NODES + 1)
+                   if config.node(i).name not in present]
+        hosts[config.CONTROLLER.name]["data"] = {**controller.controller_data(),
+                                                 "slurm_controller_remove_nodes": retired}
     defaults: dict[str, Any] = {
         "ssh_user": "root", "ssh_key": str(key), "profile": PROFILE,
         "ssh_known_hosts_file": str(known_hosts), "ssh_strict_host_key_checking": "yes"}
@@ -84,6 +90,10 @@ def site_data(nodes: list[Member], specs: dict[str, str], disk_ids: dict[str, li
                             "agent_schedule_health_args": ["--checks",
                                                            "gpu,log,host,network,power"],
                             "gate_join": True,
+                            # the agent's timer (systemd runs in the lab) fires every 12 h,
+                            # not 5 min: the tests run the check and gate themselves, and a
+                            # timed gate would race them; the deploy still runs it once
+                            "agent_interval_min": 720,
                             **controller.node_data()}
         if nodegate_version:
             defaults["data"]["agent_package"] = f"nodegate=={nodegate_version}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodegate.errors import ConfigError
+from nodegate.errors import ConfigError, NodegateError
 from nodegate.fileio import read_text
 from nodegate.judge.common import make
 from nodegate.profiles import Profile
@@ -69,6 +69,29 @@ def _skip_all(names: tuple[str, ...], reason: str) -> list[CheckResult]:
     return [make(name, "node", Verdict.SKIP, reason=reason) for name in names]
 
 
+def verified_bmcs(wiring_source: str) -> set[str]:
+    """The BMC addresses confirmed at bring-up (empty: never confirmed, or no record)."""
+    from nodegate.power.verify import VERIFIED_FILE
+
+    path = Path(wiring_source).with_name(VERIFIED_FILE)
+    try:
+        data = json.loads(read_text(path, kind="config"))
+        return {str(a) for a in data.get("bmcs") or []}
+    except (OSError, ValueError, AttributeError, NodegateError):
+        return set()
+
+
+def _never_answered(names: tuple[str, ...], reason: str,
+                    **evidence: Any) -> list[CheckResult]:
+    """A configured BMC that never answered on this node (its wiring was never confirmed):
+    not an outage of something that worked, but a site file that may name the wrong device.
+    ERROR, not the infrastructure WARN that would otherwise repeat forever."""
+    return [make(name, "node", Verdict.ERROR, reason=reason, infrastructure=True,
+                 hint="this BMC never answered here: check the site's bmc.url for this host, "
+                      "then redeploy (pdu_monitor runs nodegate power verify)", **evidence)
+            for name in names]
+
+
 def _infrastructure_down(names: tuple[str, ...], reason: str,
                          **evidence: Any) -> list[CheckResult]:
     """A BMC or PDU that does not answer is infrastructure, not the node (docs/verdicts.md,
@@ -85,7 +108,10 @@ def read_devices(wiring: NodeWiring) -> list[Any]:
     return list(asyncio.run(poll_once(load_config(wiring.power_config))))
 
 
-def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
+def judge_static(devices: list[Any], profile: Profile,
+                 verified: set[str] | None = None) -> list[CheckResult]:
+    """The BMC's static checks. ``verified``: the BMC addresses confirmed at bring-up (None:
+    not known, the infrastructure WARN); an unanswering BMC not among them is ERROR."""
     from nodegate.judge.power import (
         check_inlet_temp,
         check_power_sources_agree,
@@ -98,6 +124,9 @@ def judge_static(devices: list[Any], profile: Profile) -> list[CheckResult]:
         return _skip_all(STATIC_CHECKS, "no BMC in this node's power config")
     bmc = bmcs[0]
     if not bmc.up:
+        if verified is not None and bmc.address not in verified:
+            return _never_answered(STATIC_CHECKS, f"BMC {bmc.name} unreachable and never "
+                                   f"confirmed at bring-up: {bmc.error}", bmc=bmc.address)
         return _infrastructure_down(STATIC_CHECKS, f"BMC {bmc.name} unreachable: {bmc.error}",
                                     bmc=bmc.address)
     data = profile.data
@@ -222,4 +251,4 @@ def run_static(profile: Profile) -> list[CheckResult]:
     if wiring is None:
         return _skip_all(STATIC_CHECKS, "no power wiring on this node (/etc/nodegate/"
                                         "node.json, installed by the pdu_monitor role)")
-    return judge_static(read_devices(wiring), profile)
+    return judge_static(read_devices(wiring), profile, verified_bmcs(wiring.source))

@@ -19,6 +19,9 @@ from typing_extensions import override
 from nodegate.bounds import digits
 
 _EXIT = "NODEGATE_EXIT="
+_STDERR = "NODEGATE_STDERR="
+#: The lines of a gate command's own stderr a failure message quotes (its last ones).
+STDERR_LINES = 5
 
 R = TypeVar("R")
 
@@ -44,6 +47,16 @@ def _exit_and_json(output: list[str]) -> tuple[int, dict[str, Any] | None]:
 class GateResult(TypedDict):
     exit: int
     report: dict[str, Any] | None
+    stderr: str  # the command's last stderr lines (redacted): its own words for a failure
+
+
+def stderr_tail(text: str, lines: int = STDERR_LINES) -> str:
+    """The last ``lines`` non-empty lines of a command's stderr, secrets redacted, joined with
+    `` | `` so they fit the one-line failure message."""
+    from nodegate.redaction import redact
+
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return redact(" | ".join(kept))
 
 
 class _ExitAndJson(FactBase[R]):
@@ -65,10 +78,12 @@ class _ExitAndJson(FactBase[R]):
         return self.result(*_exit_and_json(output))
 
 
-def parse_recorded(document: str, exit_text: str) -> GateResult:
-    """A recorded run from its two files' text: the JSON report (None when it is not one) and
-    the exit code (3 when the file is empty or not a number: the command did not finish)."""
-    return RecordedRun().process([*document.splitlines(), _EXIT + exit_text.strip()])
+def parse_recorded(document: str, exit_text: str, stderr_text: str = "") -> GateResult:
+    """A recorded run from its files' text: the JSON report (None when it is not one), the
+    exit code (3 when the file is empty or not a number: the command did not finish) and its
+    stderr (its last lines)."""
+    code, data = _exit_and_json([*document.splitlines(), _EXIT + exit_text.strip()])
+    return {"exit": code, "report": data, "stderr": stderr_tail(stderr_text)}
 
 
 class RecordedRun(_ExitAndJson[GateResult]):
@@ -79,18 +94,29 @@ class RecordedRun(_ExitAndJson[GateResult]):
     def command(self, stem: str) -> StringCommand:
         return StringCommand(
             "cat", QuoteString(f"{stem}.json"), "2>/dev/null;",
-            "echo", f"{_EXIT}$(cat", QuoteString(f"{stem}.exit"), "2>/dev/null)",
+            "echo", f"{_EXIT}$(cat", QuoteString(f"{stem}.exit"), "2>/dev/null);",
+            "tail", "-n", str(STDERR_LINES * 4), QuoteString(f"{stem}.err"), "2>/dev/null",
+            "|", "sed", f"'s/^/{_STDERR}/'",
         )
 
     @override
     @staticmethod
     def result(code: int, document: dict[str, Any] | None) -> GateResult:
-        return {"exit": code, "report": document}
+        return {"exit": code, "report": document, "stderr": ""}
+
+    @override
+    def process(self, output: list[str]) -> GateResult:
+        err = [line[len(_STDERR):] for line in output if line.startswith(_STDERR)]
+        result = self.result(*_exit_and_json([x for x in output
+                                              if not x.startswith(_STDERR)]))
+        result["stderr"] = stderr_tail("\n".join(err))
+        return result
 
 
 class JoinResult(TypedDict):
     exit: int
     decision: dict[str, Any] | None
+    stderr: str  # its last stderr lines (redacted), quoted when the plan could not be read
 
 
 def join_argv(nodegate: str, level: str, node: str, report_dir: str,
@@ -111,10 +137,21 @@ class JoinPlan(_ExitAndJson[JoinResult]):
     @override
     def command(self, nodegate: str, level: str, node: str, report_dir: str,
                 require: list[str] | None = None) -> StringCommand:
-        return StringCommand(*join_argv(nodegate, level, node, report_dir, require, plan=True),
-                             "2>/dev/null;", "echo", f"{_EXIT}$?")
+        return StringCommand(
+            "err=$(mktemp)", "||", "exit", "3;",
+            *join_argv(nodegate, level, node, report_dir, require, plan=True),
+            '2>"$err";', "echo", f"{_EXIT}$?;", "tail", "-n", str(STDERR_LINES * 4), '"$err"',
+            "|", "sed", f"'s/^/{_STDERR}/';", "rm", "-f", '"$err"')
 
     @override
     @staticmethod
     def result(code: int, document: dict[str, Any] | None) -> JoinResult:
-        return {"exit": code, "decision": document}
+        return {"exit": code, "decision": document, "stderr": ""}
+
+    @override
+    def process(self, output: list[str]) -> JoinResult:
+        err = [line[len(_STDERR):] for line in output if line.startswith(_STDERR)]
+        result = self.result(*_exit_and_json([x for x in output
+                                              if not x.startswith(_STDERR)]))
+        result["stderr"] = stderr_tail("\n".join(err))
+        return result

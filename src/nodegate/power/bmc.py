@@ -340,6 +340,16 @@ def bmc_identity(target: BmcTarget) -> dict[str, Any]:
         return out
 
 
+def bmc_systems(target: BmcTarget) -> list[dict[str, str]]:
+    """Each ComputerSystem the BMC manages as it names it: ``HostName`` (set by the host's OS
+    or agent), ``SerialNumber`` (the chassis service tag), ``Id`` (only the fields present,
+    as strings). What nodegate.power.verify compares with the host the site wired it to.
+    Raises BmcError with a message safe to print."""
+    with _session(target) as client:
+        return [{k: str(system[k]) for k in ("Id", "HostName", "SerialNumber")
+                 if system.get(k)} for system in client.members(client.root.get("Systems"))]
+
+
 def _describe(exc: Exception, target: BmcTarget) -> str:
     name = type(exc).__name__
     cause = exc.__cause__ or exc.__context__

@@ -40,6 +40,22 @@ def register(subparsers: Any) -> None:
     poll.add_argument("--once", action="store_true", help="one round, then exit")
     poll.set_defaults(func=run_poll)
 
+    verify = sub.add_parser("verify", help="check each configured BMC and PDU answers and is "
+                                           "wired to this host (bring-up)")
+    verify.add_argument("--config", required=True, help="poller YAML (docs/power.md)")
+    verify.add_argument("--host", required=True, action="append",
+                        help="a name of the host the BMC must name (Systems HostName); "
+                             "repeatable: its inventory name, its own hostname")
+    verify.add_argument("--serial", help="the host's serial (BMC Systems SerialNumber)")
+    verify.add_argument("--node-file", help="node.json: the PDU outlets the site names")
+    verify.set_defaults(func=run_verify)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from nodegate.power.verify import run_verify as verify
+
+    return verify(args)
+
 
 def run_read(args: argparse.Namespace) -> int:
     import asyncio
