@@ -42,7 +42,7 @@ from roles.ops.schedule import (
     schedule_in_effect,
     schedule_kind,
 )
-from roles.ops.slurm import drain_budget_args, slurm_member, slurm_name_mismatch
+from roles.ops.slurm import gate_args, slurm_member, slurm_name_mismatch
 
 
 def parse_requirement(text: str) -> tuple[str, str | None] | None:
@@ -189,7 +189,7 @@ def gate_command() -> str | None:
         return None
     words = [f"{knob('agent_venv')}/bin/nodegate", "gate", "--node", node,
              "--report-dir", str(knob("agent_report_dir"))]
-    words += drain_budget_args()  # site file: slurm.drain_budget
+    words += gate_args()  # its metrics always; the site file's slurm.drain_budget where set
     line = " ".join(quote(w) for w in words)
     if "%" in line or "\n" in line:
         raise DeployError(f"{host.name}: agent gate command may not contain % or newlines")

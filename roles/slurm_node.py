@@ -66,7 +66,7 @@ from roles.defaults import role_defaults
 from roles.ops.common import is_deploy_file, knob, refuse, target_os, template
 from roles.ops.files import put_secret
 from roles.ops.packages import ensure_packages
-from roles.ops.slurm import drain_budget_args
+from roles.ops.slurm import gate_args
 
 HEALTHCHECK = "/usr/local/sbin/nodegate-slurm-healthcheck"
 PROLOG = "/usr/local/sbin/nodegate-slurm-prolog"
@@ -192,7 +192,7 @@ def slurm_node() -> None:
                    src=template("slurm_node", "healthcheck.sh.j2"), dest=HEALTHCHECK,
                    mode="755", path=HEALTHCHECK, nodegate=nodegate,
                    **_env_files(poller_env, env_file),
-                   budget=" ".join(quote(w) for w in drain_budget_args()))
+                   budget=" ".join(quote(w) for w in gate_args()))
     checks = str(knob("slurm_node_prolog_checks"))
     for kind, path in (("Prolog", PROLOG), ("Epilog", EPILOG)):
         files.template(name=f"slurm_node: {kind.lower()} runs the quick check",

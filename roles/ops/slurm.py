@@ -44,17 +44,17 @@ def slurm_name_mismatch() -> str | None:
             "was changed")
 
 
-def drain_budget_args() -> list[str]:
-    """``--drain-budget F --textfile-dir DIR`` for a health gate on this node when the site
-    sets ``slurm.drain_budget`` (docs/gate.md, "The drain budget"), else nothing: the cron
-    gate (agent role) and Slurm's HealthCheckProgram (slurm_node role) both pass it."""
+def gate_args() -> list[str]:
+    """``--textfile-dir DIR`` for a health gate on this node, always (its decision and hold as
+    metrics: docs/monitoring.md), with ``--drain-budget F`` in front where the site sets
+    ``slurm.drain_budget`` (docs/gate.md, "The drain budget"): the scheduled gate (agent role)
+    and Slurm's HealthCheckProgram (slurm_node role) both pass them."""
     from roles.defaults import DEFAULTS
 
-    budget = (host.data.get("nodegate_slurm") or {}).get("drain_budget")
-    if budget is None:
-        return []
     textfile = host.data.get("agent_textfile_dir") or DEFAULTS["agent_textfile_dir"]
-    return ["--drain-budget", f"{float(budget):g}", "--textfile-dir", str(textfile)]
+    budget = (host.data.get("nodegate_slurm") or {}).get("drain_budget")
+    words = [] if budget is None else ["--drain-budget", f"{float(budget):g}"]
+    return [*words, "--textfile-dir", str(textfile)]
 
 
-__all__ = ["drain_budget_args", "slurm_member", "slurm_name_mismatch", "slurm_node_name"]
+__all__ = ["gate_args", "slurm_member", "slurm_name_mismatch", "slurm_node_name"]

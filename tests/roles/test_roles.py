@@ -315,7 +315,7 @@ def test_the_scheduled_gate_carries_the_sites_drain_budget() -> None:
         "gate --healthcheck --drain-budget 0.5 --textfile-dir "
         "/var/lib/node_exporter/textfile_collector")
     assert run(slurm_node, data=_data()).uploads[check].splitlines()[-1].endswith(
-        "gate --healthcheck")
+        "gate --healthcheck --textfile-dir /var/lib/node_exporter/textfile_collector")
 
 
 def test_a_slurm_node_without_a_slurm_section_gets_the_sites_drain_budget(
