@@ -161,7 +161,7 @@ def test_holds_have_owners_on_the_real_slurm(lab: None) -> None:
     sh("slurmctl", "scontrol update NodeName=node1,node3 State=RESUME")
     _wait_sinfo("node1", r"idle\|gpu:8\|none")
     real = sh("node1", "command -v scontrol")
-    shim = (f"#!/bin/sh\n{real} \"$@\"; rc=$?\n"
+    shim = (f"#!/bin/sh\necho \"$*\" >> {SLOW}/calls\n{real} \"$@\"; rc=$?\n"
             f"if [ \"$1\" = show ] && [ ! -e {SLOW}/read ]; then touch {SLOW}/read; "
             f"i=0; while [ ! -e {SLOW}/go ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); "
             "done; fi\nexit $rc\n")
@@ -179,7 +179,7 @@ def test_holds_have_owners_on_the_real_slurm(lab: None) -> None:
     while sh("node1", f"cat {SLOW}/rc 2>/dev/null || true") == "":
         assert time.monotonic() < deadline + 60, "the gate did not finish"
         time.sleep(0.5)
-    out = sh("node1", f"cat {SLOW}/out")
+    out = sh("node1", f"cat {SLOW}/out; echo; cat {SLOW}/calls")  # with the scontrol calls
     assert sh("node1", f"cat {SLOW}/rc") == "3", out
     assert "changed since the decision's read" in out, out
     assert partition()["node1"][1] == carol

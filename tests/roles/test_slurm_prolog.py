@@ -8,8 +8,8 @@ exit 0 and a line in syslog. A FAIL, and a check that could not run, still fail 
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import stat
 import subprocess
 import sys
