@@ -451,3 +451,13 @@ def test_an_empty_partition_is_could_not_ask_unless_slurm_says_it_does_not_exist
         SlurmScheduler(runner=runner_for(True), controller="c:6817",
                        sleep=lambda _: None).partition_nodes("gpu")
     assert empty.value.exit_code == 3
+
+
+def test_a_person_draining_between_read_and_a_budgeted_drain_keeps_the_reason(
+        fake: FakeSlurm, tmp_path: Path) -> None:
+    """The same race through the drain budget (the lab's gate runs with one)."""
+    fake.update(race={"after_show": 1, "sleep_s": 0.5, "person": {
+        "node": "n1", "state": DRAINED, "reason": "bad fan (carol)"}})
+    code, _, err = _gate(fake, tmp_path, fail=True, extra=("--drain-budget", "0.5"))
+    assert code == 3, err
+    assert fake.node("n1")["reason"] == "bad fan (carol)" and fake.updates() == []
