@@ -124,3 +124,19 @@ def group_lab(request: pytest.FixtureRequest, faults: Mapping[str, str]) -> Iter
     finally:
         if not _group_follows(request):
             _take_down()
+
+
+#: The agent's scheduled unit on a lab node (a systemd timer's service: the lab boots systemd).
+HEALTH_UNIT = "/etc/systemd/system/nodegate-health.service"
+
+
+def scheduled_command(unit: str) -> str:
+    """The shell line that does what the agent's scheduled service ``unit`` (its text) does:
+    its EnvironmentFile loaded, then its ExecStart steps in order (health, then the gate)."""
+    import re
+
+    from roles.ops.schedule import env_loader
+
+    steps = re.findall(r"^ExecStart=(.*)$", unit, re.M)
+    env = re.search(r"^EnvironmentFile=-(\S+)$", unit, re.M)
+    return env_loader(env.group(1) if env else None) + "; ".join(steps)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tests.roles.lab_group import group_lab, stays_up
+from tests.roles.lab_group import HEALTH_UNIT, group_lab, scheduled_command, stays_up
 from tests.roles.test_lab_e2e import SITE, pyinfra
 from tests.roles.test_lab_slurm import _wait_sinfo
 from tests.roles.test_lab_upgrade import pytestmark, sh, slurm  # noqa: F401  (same skips)
@@ -155,16 +155,16 @@ NODEGATE = "/opt/nodegate/venv/bin/nodegate"
 def test_a_node_whose_host_name_is_not_its_slurm_name_is_drained_by_the_cron_gate(
         lab: None) -> None:
     """The faulty node's host name an FQDN (``node2.lab.example``), its Slurm name ``node2``:
-    the agent's scheduled line (health with the Slurm name, then the gate) drains it; and a
+    the agent's scheduled service (health with the Slurm name, then the gate) drains it; and a
     health run that names its report after the host name alone (as main's cron line did)
     is still judged as this node's by its machine id, where main said "no report for node"."""
     _resume(FAULTY)
     before = sh(FAULTY, "hostname").strip()
     sh(FAULTY, f"hostname {FAULTY}.lab.example")
     try:
-        sh(FAULTY, f"rm -f {REPORTS}/quick-latest.json; line=$(sed -n "
-                   "'s|^[*]/5 [*] [*] [*] [*] root ||p' /etc/cron.d/nodegate-health); "
-                   "sh -c \"$line\" || true")
+        scheduled = scheduled_command(sh(FAULTY, f"cat {HEALTH_UNIT}"))
+        assert f"--node-name {FAULTY}" in scheduled, scheduled
+        sh(FAULTY, f"rm -f {REPORTS}/quick-latest.json; sh -c {shlex.quote(scheduled)} || true")
         token, reason = slurm(FAULTY)
         assert "DRAIN" in token and reason.startswith("nodegate: ") and "gpu5" in reason, \
             (token, reason)
