@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,30 +84,30 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _gpu(args: argparse.Namespace) -> int:
-    from nodegate.ledger.engine import open_ledger
     from nodegate.ledger.queries import gpu_lifetime
     from nodegate.ledger.render import gpu_text
 
-    ledger = open_ledger(args.db, create=False)
-    try:
-        data = gpu_lifetime(ledger, args.serial)
-    finally:
-        ledger.close()
-    print(json.dumps(data, indent=2) if args.json else gpu_text(data), end="\n")
-    return 0
+    return _show(args, lambda ledger: gpu_lifetime(ledger, args.serial), gpu_text)
 
 
 def _node(args: argparse.Namespace) -> int:
-    from nodegate.ledger.engine import open_ledger
     from nodegate.ledger.queries import node_history
     from nodegate.ledger.render import node_text
 
+    return _show(args, lambda ledger: node_history(ledger, args.name), node_text)
+
+
+def _show(args: argparse.Namespace, query: Callable[[Any], Any],
+          text: Callable[[Any], str]) -> int:
+    """One read of an existing ledger, printed as JSON (``--json``) or as text."""
+    from nodegate.ledger.engine import open_ledger
+
     ledger = open_ledger(args.db, create=False)
     try:
-        data = node_history(ledger, args.name)
+        data = query(ledger)
     finally:
         ledger.close()
-    print(json.dumps(data, indent=2) if args.json else node_text(data), end="\n")
+    print(json.dumps(data, indent=2) if args.json else text(data), end="\n")
     return 0
 
 
